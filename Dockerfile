@@ -1,0 +1,146 @@
+# bwstack serving image: a pinned SGLang base image + bwstack's serve wrapper and deep healthcheck.
+#
+# Every pinned input arrives as a build arg computed from images/<variant>/pins.toml; nothing is pinned in this
+# file, so a build without the args fails at once. Build with one of:
+#   bwstack build --variant v0.5.23-cu130
+#   docker compose --profile <profile> build          (compose.yaml carries the same args)
+#
+# Entrypoint: python3 /opt/bwstack/healthchecks/serve.py <SGLang launch_server argv>   (CMD = that argv)
+#   - starts `python3 -m sglang.launch_server <argv>` and exits with its status (128+N when killed by signal N);
+#   - tees the server's output to stdout and to /var/log/bwstack/server.log (size-bounded, one rotation);
+#   - forwards SIGTERM/SIGINT to the server;
+#   - reads the HF token from /run/secrets/hf_token and the API key from /run/secrets/api_key (compose
+#     secrets) into the server's environment/argv only; neither is ever printed or logged;
+#   - fail-fast: a fatal healthcheck verdict (NaN, assert, unsupported arch, ...) stops the server, so the
+#     container exits instead of serving garbage (BWSTACK_FAIL_FAST=0 turns this off).
+# HEALTHCHECK: python3 /opt/bwstack/healthchecks/warmup.py -- liveness, log scan, effective backends, sampled
+#   decode; prints "healthy: ..." or "unhealthy: <class>: <reason>" (read it with docker inspect).
+# User: bwstack (uid 10001). Writable: /var/log/bwstack, /var/cache/bwstack (JIT caches), /var/lib/bwstack/hf
+#   (HF_HOME, the model cache volume).
+
+ARG BASE_IMAGE
+
+# --- stage 1: packages pinned to a git commit (pins.toml [sources]); a no-op for variants without any ---------
+# hadolint ignore=DL3006
+FROM ${BASE_IMAGE} AS sources
+ARG SOURCES=""
+# a build-only stage: only its /wheelhouse is copied out, so root here never reaches the final image
+# hadolint ignore=DL3002
+USER 0
+SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
+COPY images/build-sources.sh /usr/local/bin/bwstack-build-sources
+RUN SOURCES="${SOURCES}" bwstack-build-sources /wheelhouse
+
+# --- stage 2: the serving image -------------------------------------------------------------------------------
+# hadolint ignore=DL3006
+FROM ${BASE_IMAGE} AS serve
+ARG BASE_IMAGE
+ARG BWSTACK_VARIANT=""
+ARG SGLANG_VERSION=""
+ARG SGLANG_COMMIT=""
+ARG CUDA_VERSION=""
+ARG TORCH_CUDA_ARCH_LIST=""
+ARG FLASHINFER_CUDA_ARCH_LIST=""
+ARG GPU_ARCHS=""
+ARG TRANSFORMERS_VERSION=""
+ARG PYTHON_PINS=""
+ARG SOURCES=""
+ARG ENV_SWITCHES=""
+ARG VERIFY_PINS=1
+ARG BWSTACK_VERSION=""
+ARG BWSTACK_REVISION=""
+ARG BUILD_DATE=""
+
+USER 0
+SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
+
+# Refuse a build without the pins (a plain `docker build .`): the values live in images/<variant>/pins.toml.
+RUN for arg in BWSTACK_VARIANT CUDA_VERSION TORCH_CUDA_ARCH_LIST FLASHINFER_CUDA_ARCH_LIST GPU_ARCHS; do \
+      if [ -z "${!arg}" ]; then \
+        echo "bwstack: build arg $arg is empty; build with 'bwstack build --variant V' or 'docker compose build'" >&2; \
+        exit 1; \
+      fi; \
+    done; \
+    if [ -z "${SGLANG_VERSION}${SGLANG_COMMIT}" ]; then echo "bwstack: SGLANG_VERSION or SGLANG_COMMIT required" >&2; exit 1; fi
+
+# Python overrides (hash-locked) and source-built wheels replace what the base image ships.
+COPY --from=sources /wheelhouse /tmp/bwstack-wheelhouse
+COPY images/${BWSTACK_VARIANT}/overrides.lock /tmp/bwstack-overrides.lock
+RUN if grep -q '^[A-Za-z0-9]' /tmp/bwstack-overrides.lock; then \
+      PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --no-deps --require-hashes \
+        -r /tmp/bwstack-overrides.lock; \
+    fi; \
+    if compgen -G '/tmp/bwstack-wheelhouse/*.whl' >/dev/null; then \
+      if [ -s /tmp/bwstack-wheelhouse/REPLACES ]; then \
+        xargs -r env PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip uninstall -y </tmp/bwstack-wheelhouse/REPLACES; \
+      fi; \
+      PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --no-deps --force-reinstall \
+        /tmp/bwstack-wheelhouse/*.whl; \
+    fi; \
+    rm -rf /tmp/bwstack-wheelhouse /tmp/bwstack-overrides.lock
+
+# The image must contain exactly what pins.toml says (skipped only for the CPU stand-in build: VERIFY_PINS=0).
+COPY images/verify_pins.py /opt/bwstack/verify_pins.py
+RUN if [ "${VERIFY_PINS}" = "1" ]; then \
+      SGLANG_VERSION="${SGLANG_VERSION}" PYTHON_PINS="${PYTHON_PINS}" SOURCES="${SOURCES}" \
+        python3 /opt/bwstack/verify_pins.py; \
+    fi
+
+# Unprivileged user and the writable paths.
+RUN if ! getent passwd bwstack >/dev/null; then \
+      useradd --system --uid 10001 --user-group --home-dir /var/lib/bwstack --shell /usr/sbin/nologin bwstack; \
+    fi; \
+    mkdir -p /opt/bwstack /var/log/bwstack /var/cache/bwstack /var/lib/bwstack/hf; \
+    chown -R bwstack:bwstack /var/log/bwstack /var/cache/bwstack /var/lib/bwstack
+
+COPY healthchecks/ /opt/bwstack/healthchecks/
+COPY images/${BWSTACK_VARIANT}/versions.json /opt/bwstack/versions.json
+COPY images/${BWSTACK_VARIANT}/sglang-args.json /opt/bwstack/sglang-args.json
+RUN chmod 0755 /opt/bwstack/healthchecks/*.py; \
+    python3 -m compileall -q /opt/bwstack/healthchecks; \
+    printf '%s\n' ${ENV_SWITCHES} >/opt/bwstack/env; \
+    chmod -R a+rX /opt/bwstack
+
+ENV BWSTACK_VARIANT=${BWSTACK_VARIANT} \
+    TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST} \
+    FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST} \
+    BWSTACK_LOG=/var/log/bwstack/server.log \
+    BWSTACK_ENV_FILE=/opt/bwstack/env \
+    HF_HOME=/var/lib/bwstack/hf \
+    XDG_CACHE_HOME=/var/cache/bwstack/xdg \
+    TRITON_CACHE_DIR=/var/cache/bwstack/triton \
+    FLASHINFER_WORKSPACE_BASE=/var/cache/bwstack/flashinfer \
+    DG_JIT_CACHE_DIR=/var/cache/bwstack/deep_gemm \
+    TORCHINDUCTOR_CACHE_DIR=/var/cache/bwstack/torchinductor \
+    CUDA_CACHE_PATH=/var/cache/bwstack/cuda \
+    PYTHONUNBUFFERED=1
+
+LABEL org.opencontainers.image.title="bwstack SGLang ${BWSTACK_VARIANT}" \
+      org.opencontainers.image.description="SGLang for NVIDIA Blackwell, pinned by bwstack variant ${BWSTACK_VARIANT}" \
+      org.opencontainers.image.version="${BWSTACK_VARIANT}" \
+      org.opencontainers.image.revision="${BWSTACK_REVISION}" \
+      org.opencontainers.image.created="${BUILD_DATE}" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      io.bwstack.version="${BWSTACK_VERSION}" \
+      io.bwstack.variant="${BWSTACK_VARIANT}" \
+      io.bwstack.sglang="${SGLANG_VERSION}" \
+      io.bwstack.sglang-commit="${SGLANG_COMMIT}" \
+      io.bwstack.transformers="${TRANSFORMERS_VERSION}" \
+      io.bwstack.cuda="${CUDA_VERSION}" \
+      io.bwstack.torch-cuda-arch-list="${TORCH_CUDA_ARCH_LIST}" \
+      io.bwstack.flashinfer-cuda-arch-list="${FLASHINFER_CUDA_ARCH_LIST}" \
+      io.bwstack.gpu-archs="${GPU_ARCHS}" \
+      io.bwstack.python-pins="${PYTHON_PINS}" \
+      io.bwstack.sources="${SOURCES}" \
+      io.bwstack.env="${ENV_SWITCHES}" \
+      io.bwstack.pins-verified="${VERIFY_PINS}"
+
+# numeric, so Kubernetes runAsNonRoot can verify it (the name is bwstack)
+USER 10001:10001
+WORKDIR /var/lib/bwstack
+EXPOSE 30000
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=30s --timeout=90s --start-period=45m --retries=3 \
+  CMD ["python3", "/opt/bwstack/healthchecks/warmup.py", "--mode", "light"]
+ENTRYPOINT ["python3", "/opt/bwstack/healthchecks/serve.py"]

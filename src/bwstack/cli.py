@@ -1,0 +1,320 @@
+"""The ``bwstack`` command line: option parsing and output only; every decision lives in a room module.
+
+Room modules are imported inside each command so that ``bwstack --help`` and the light commands start fast.
+Bad input raises :class:`bwstack.errors.UserError`, printed here as one line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from bwstack.errors import EXIT_USAGE, ExternalError, UserError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_PROFILES = "profiles.yaml"
+
+
+def _err(message: str) -> None:
+    click.echo(f"bwstack: {message}", err=True)
+
+
+def _file_option(func: F) -> F:
+    return click.option(
+        "-f",
+        "--file",
+        "file",
+        default=DEFAULT_PROFILES,
+        show_default=True,
+        help="The profiles file.",
+        type=click.Path(dir_okay=False, path_type=Path),
+    )(func)
+
+
+class _Group(click.Group):
+    """A click group that turns UserError into one line + exit 2, and ExternalError into one line + exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            _err(exc.render())
+            sys.exit(EXIT_USAGE)
+        except ExternalError as exc:
+            _err(" ".join(str(exc).split()))
+            sys.exit(1)
+        except KeyboardInterrupt:
+            _err("interrupted")
+            sys.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="bwstack")
+def main() -> None:
+    """Reproducible SGLang serving on NVIDIA Blackwell (SM120 / SM100).
+
+    Profiles (backend combinations) live in profiles.yaml; image pins in images/<variant>/.
+    """
+
+
+# --- profiles: validate / render / list ---------------------------------------------------------------
+
+
+@main.command()
+@_file_option
+@click.option("--arch", default=None, help="Also predict each profile's verdict on this GPU arch (sm120, sm100, sm90).")
+def validate(file: Path, arch: str | None) -> None:
+    """Check profiles.yaml and the image variants it uses; exit 2 with file:line on any error."""
+    from bwstack import model
+
+    stack = model.load_stack(file)
+    model.emit_warnings(stack)
+    click.echo(
+        f"{file}: ok: {len(stack.profiles)} profiles, variants: {', '.join(sorted(stack.variants_used()))}"
+    )
+    if arch is not None:
+        from bwstack import listing
+
+        listing.print_list(stack, arch=arch)
+
+
+@main.command()
+@_file_option
+@click.option("--check", is_flag=True, help="Exit 1 with a diff when the committed output differs from a fresh render.")
+@click.option(
+    "--target",
+    type=click.Choice(["compose", "k8s"]),
+    default="compose",
+    show_default=True,
+    help="compose: compose.yaml next to the profiles file; k8s: LeaderWorkerSet manifests.",
+)
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Hosts per model replica.")
+@click.option("--profile", "profiles", multiple=True, help="Only these profiles (k8s); default all.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Output folder or file.")
+def render(file: Path, check: bool, target: str, nodes: int, profiles: Sequence[str], out: Path | None) -> None:
+    """Render compose.yaml (or Kubernetes manifests) from profiles.yaml and templates/."""
+    from bwstack import model
+    from bwstack import render as render_mod
+
+    stack = model.load_stack(file)
+    model.emit_warnings(stack)
+    outputs = render_mod.render_outputs(stack, target=target, nodes=nodes, profiles=list(profiles), out=out)
+    if check:
+        drift = render_mod.check_outputs(outputs)
+        if drift:
+            click.echo(drift, nl=False)
+            _err("rendered output differs from the committed files; run 'bwstack render' and commit the result")
+            sys.exit(1)
+        click.echo(f"ok: {len(outputs)} file(s) match a fresh render")
+        return
+    for path in render_mod.write_outputs(outputs):
+        click.echo(f"wrote {path}")
+
+
+@main.command("list")
+@_file_option
+@click.option("--arch", default=None, help="Predict a verdict per profile on this GPU arch (sm120, sm100, sm90).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def list_cmd(file: Path, arch: str | None, as_json: bool) -> None:
+    """List profiles grouped like NIM's list-model-profiles: expected to work / known to fail."""
+    from bwstack import listing, model
+
+    stack = model.load_stack(file)
+    model.emit_warnings(stack)
+    if as_json:
+        click.echo(json.dumps(listing.list_data(stack, arch=arch), indent=2))
+    else:
+        listing.print_list(stack, arch=arch)
+
+
+# --- running: up / down / build / lock ------------------------------------------------------------------
+
+
+@main.command()
+@_file_option
+@click.argument("profile")
+@click.option("--force", is_flag=True, help="Start a profile that is known to fail.")
+@click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds to wait for healthy.")
+@click.option("--no-wait", is_flag=True, help="Return once the container is started.")
+def up(file: Path, profile: str, force: bool, timeout: int | None, no_wait: bool) -> None:
+    """Start one profile's service and wait until it is healthy (or print why it is not)."""
+    from bwstack import model, operate
+
+    stack = model.load_stack(file)
+    model.emit_warnings(stack)
+    sys.exit(operate.up(stack, profile, force=force, timeout=timeout, wait=not no_wait))
+
+
+@main.command()
+@_file_option
+@click.option("--volumes", "-v", is_flag=True, help="Also remove volumes (model cache!).")
+def down(file: Path, volumes: bool) -> None:
+    """Stop and remove every bwstack service of this project."""
+    from bwstack import model, operate
+
+    stack = model.load_stack(file)
+    sys.exit(operate.down(stack, volumes=volumes))
+
+
+@main.command()
+@_file_option
+@click.option("--variant", required=True, help="Image variant (a folder under images/).")
+@click.option("--tag", default=None, help="Image tag; default <image_repo>:<variant>.")
+@click.option("--base-image", default=None, help="Build on this base instead of the pinned one (testing only).")
+@click.option("--dry-run", is_flag=True, help="Print the docker build argv and exit.")
+def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry_run: bool) -> None:
+    """Build the serving image of one variant, passing every pin as a build arg."""
+    from bwstack import model, operate
+
+    stack = model.load_stack(file)
+    sys.exit(operate.build(stack, variant, tag=tag, base_image=base_image, dry_run=dry_run))
+
+
+@main.command()
+@_file_option
+@click.option("--variant", "variants", multiple=True, help="Variant(s) to lock; default all.")
+@click.option("--digest/--no-digest", default=True, help="Resolve the base image digest (needs registry access).")
+@click.option("--python/--no-python", "python_", default=True, help="Hash the Python overrides into overrides.lock.")
+@click.option("--args", "args_", is_flag=True, help="Regenerate sglang-args.json from the pinned SGLang's parser.")
+def lock(file: Path, variants: Sequence[str], digest: bool, python_: bool, args_: bool) -> None:
+    """Fill what pins.toml cannot hold by hand: base digest, override hashes, parser snapshot."""
+    from bwstack import locking
+
+    sys.exit(
+        locking.lock(
+            file.parent, variants=list(variants), digest=digest, python=python_, args=args_, echo=click.echo
+        )
+    )
+
+
+# --- knowledge before launch ----------------------------------------------------------------------------
+
+
+@main.command()
+@_file_option
+@click.argument("profile")
+@click.option("--arch", default="sm120", show_default=True, help="Target GPU arch: sm120, sm100, sm90.")
+@click.option("--variant", default=None, help="Image variant; default the profile's.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def explain(file: Path, profile: str, arch: str, variant: str | None, as_json: bool) -> None:
+    """Show the backends the pinned SGLang will really pick for a profile on a GPU arch."""
+    from bwstack import explain as explain_mod
+    from bwstack import model
+
+    stack = model.load_stack(file)
+    result = explain_mod.explain(stack, profile, arch=arch, variant=variant)
+    click.echo(json.dumps(result.to_json(), indent=2) if as_json else result.render_text())
+
+
+@main.command()
+@click.option("--image", default=None, help="A local Docker image to inspect.")
+@click.option("--path", "site", default=None, type=click.Path(path_type=Path), help="A site-packages folder.")
+@click.option("--wheel", default=None, type=click.Path(dir_okay=False, path_type=Path), help="A wheel file.")
+@click.option("--arch", default="sm_120", show_default=True, help="Target arch (sm_120, sm_100, sm_90).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def audit(image: str | None, site: Path | None, wheel: Path | None, arch: str, as_json: bool) -> None:
+    """List the SASS/PTX archs in each CUDA library and the backends without a kernel for the target."""
+    from bwstack import audit as audit_mod
+
+    sys.exit(audit_mod.run_audit(image=image, site=site, wheel=wheel, arch=arch, as_json=as_json, echo=click.echo))
+
+
+@main.command("classify-log")
+@click.argument("logfile", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print {class, line, text, also}.")
+def classify_log(logfile: Path, as_json: bool) -> None:
+    """Classify an SGLang server log with the healthcheck's failure catalog."""
+    from bwstack import classify
+
+    result = classify.classify_log_file(logfile)
+    click.echo(json.dumps(result, indent=2) if as_json else result["class"])
+
+
+# --- sweep / demo / doctor ------------------------------------------------------------------------------
+
+
+@main.command()
+@_file_option
+@click.argument("profiles", nargs=-1)
+@click.option("--variant", default=None, help="Image variant for every profile.")
+@click.option("--fast", is_flag=True, help="Dummy weights and fewer layers: minutes per profile instead of a full load.")
+@click.option("--standin", is_flag=True, help="Run on the CPU stand-in server, each profile with its expected fault.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Report folder.")
+@click.option("--resume", is_flag=True, help="Skip profiles already decided in --out.")
+@click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds per profile.")
+def sweep(
+    file: Path,
+    profiles: Sequence[str],
+    variant: str | None,
+    fast: bool,
+    standin: bool,
+    out: Path | None,
+    resume: bool,
+    timeout: int | None,
+) -> None:
+    """Try every profile, stop each as soon as the verdict is decisive, and write a compatibility matrix."""
+    from bwstack import model, sweep as sweep_mod
+
+    stack = model.load_stack(file)
+    model.emit_warnings(stack)
+    sys.exit(
+        sweep_mod.run_sweep(
+            stack,
+            list(profiles),
+            variant=variant,
+            fast=fast,
+            standin=standin,
+            out=out,
+            resume=resume,
+            timeout=timeout,
+        )
+    )
+
+
+@main.command()
+@_file_option
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Report folder.")
+def demo(file: Path, out: Path | None) -> None:
+    """The stand-in sweep over every profile: the whole pipeline on a machine without a GPU."""
+    from bwstack import model, sweep as sweep_mod
+
+    stack = model.load_stack(file)
+    model.emit_warnings(stack)
+    sys.exit(sweep_mod.run_sweep(stack, [], variant=None, fast=False, standin=True, out=out, resume=False, timeout=None))
+
+
+@main.command()
+@_file_option
+@click.option("--variant", default=None, help="Check the host against this variant; default the stack's.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def doctor(file: Path, variant: str | None, as_json: bool) -> None:
+    """Host preflight: driver, GPUs, container runtime, Compose, shm, memlock, disk."""
+    from bwstack import doctor as doctor_mod
+
+    sys.exit(doctor_mod.run_doctor(file, variant=variant, as_json=as_json, echo=click.echo))
+
+
+@main.group()
+def standin() -> None:
+    """The CPU stand-in for the SGLang server (tests and the demo)."""
+
+
+@standin.command("build")
+@_file_option
+@click.option("--variant", default=None, help="Variant whose serving image is rebuilt on the stand-in base.")
+def standin_build(file: Path, variant: str | None) -> None:
+    """Build the stand-in base image and the project's Dockerfile on top of it."""
+    from bwstack import model, standin_image
+
+    stack = model.load_stack(file)
+    click.echo(standin_image.ensure_standin_image(stack, variant=variant, echo=click.echo))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,273 @@
+"""Run the stack on this host: ``bwstack up``, ``down`` and ``build``.
+
+``up`` starts one profile's service through Compose, stops any other profile's container first (one backend at
+a time on the same GPUs and port), and waits for the container's health with live progress; when it fails it
+prints the healthcheck's one-line reason and the server log's classified root cause.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bwstack import render
+from bwstack.compose import Project
+from bwstack.errors import ExternalError, UserError
+from bwstack.model import Stack
+
+POLL_SECONDS = 2.0
+
+
+def project_for(stack: Stack, compose_file: Path | None = None, env: dict[str, str] | None = None) -> Project:
+    return Project(
+        files=(compose_file or stack.root / render.COMPOSE_FILE,),
+        name=stack.settings.project,
+        workdir=stack.root,
+        env=env,
+    )
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a compose duration such as ``45m``, ``30s``, ``1h30m`` or ``500ms``."""
+    total = 0.0
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    matches = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text)
+    if not matches or "".join(n + u for n, u in matches) != text:
+        raise UserError(f"invalid duration {text!r} (examples: 30s, 45m, 1h)")
+    for number, unit in matches:
+        total += float(number) * units[unit]
+    return total
+
+
+def ensure_secrets(stack: Stack) -> list[Path]:
+    """Create empty secret files (mode 0600) where compose expects them; return the ones created."""
+    created = []
+    folder = (stack.root / stack.settings.secrets_dir).resolve()
+    names = [n for n, on in (("hf_token", stack.settings.hf_token), ("api_key", stack.settings.api_key)) if on]
+    for name in names:
+        path = folder / name
+        if path.exists():
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
+        os.close(fd)
+        created.append(path)
+    return created
+
+
+def refuse_known_bad(stack: Stack, profile_name: str) -> None:
+    profile = stack.profile(profile_name)
+    if not profile.known_bad:
+        return
+    evidence = "; ".join(profile.evidence)
+    raise UserError(
+        f"profile {profile_name!r} is known to fail on {stack.arch_for(profile_name)} with '{profile.expect}': "
+        f"{profile.why or profile.description} (evidence: {evidence}); pass --force to start it anyway",
+        file=stack.path,
+        line=stack.line_of("profiles", profile_name, "expect"),
+        field=f"profiles.{profile_name}.expect",
+    )
+
+
+def check_fresh(stack: Stack) -> None:
+    """Refuse to start from a compose.yaml that is not a fresh render of profiles.yaml."""
+    compose_file = stack.root / render.COMPOSE_FILE
+    if not compose_file.exists():
+        raise UserError("compose.yaml missing; run 'bwstack render'", file=compose_file)
+    if compose_file.read_text(encoding="utf-8") != render.render_compose(stack):
+        raise UserError("compose.yaml is not a fresh render of profiles.yaml; run 'bwstack render'", file=compose_file)
+
+
+def stop_other_profiles(project: Project, keep: str) -> list[str]:
+    """Remove the containers of every other profile (same GPUs, same port); return the services removed."""
+    removed = []
+    for row in project.containers():
+        service = row.get("Service", "")
+        if service and service != keep:
+            project.run(["rm", "--stop", "--force", service], profiles=["*"], capture=True, timeout=300, check=True)
+            removed.append(service)
+    return removed
+
+
+def up(
+    stack: Stack,
+    profile_name: str,
+    *,
+    force: bool,
+    timeout: int | None,
+    wait: bool,
+    project: Project | None = None,
+    out: Any = None,
+) -> int:
+    """Start one profile and wait for health; 0 healthy (or started with wait=False), 1 otherwise."""
+    echo = out or sys.stdout
+    stack.profile(profile_name)
+    if force:
+        if stack.profile(profile_name).known_bad:
+            print(f"bwstack: warning: starting known-bad profile {profile_name} (--force)", file=sys.stderr)
+    else:
+        refuse_known_bad(stack, profile_name)
+    if project is None:
+        check_fresh(stack)
+        project = project_for(stack)
+    for path in ensure_secrets(stack):
+        print(f"bwstack: created empty secret file {path} (mode 0600); put your token there if needed", file=echo)
+    for service in stop_other_profiles(project, profile_name):
+        print(f"bwstack: stopped {service} (one profile at a time)", file=echo)
+    result = project.run(["up", "--detach", profile_name], profiles=[profile_name])
+    if result.returncode != 0:
+        return 1
+    if not wait:
+        return 0
+    limit = float(timeout) if timeout else default_wait_seconds(stack)
+    return wait_healthy(project, profile_name, limit, echo)
+
+
+def default_wait_seconds(stack: Stack) -> float:
+    hc = stack.settings.healthcheck
+    return parse_duration(hc.start_period) + (hc.retries + 1) * parse_duration(hc.interval) + 60
+
+
+def container_id(project: Project, service: str) -> str | None:
+    for row in project.containers():
+        if row.get("Service") == service:
+            return str(row.get("ID") or row.get("Id") or "") or None
+    return None
+
+
+def inspect(container: str) -> dict[str, Any]:
+    result = subprocess.run(["docker", "inspect", container], capture_output=True, text=True, timeout=60, check=False)
+    if result.returncode != 0:
+        raise ExternalError(f"docker inspect {container} failed: {result.stderr.strip()[:200]}")
+    data: list[dict[str, Any]] = json.loads(result.stdout)
+    return data[0]
+
+
+def health_reason(state: dict[str, Any]) -> str:
+    """The healthcheck's last one-line verdict from a container's State."""
+    health = state.get("Health") or {}
+    for entry in reversed(health.get("Log") or []):
+        lines = [ln for ln in str(entry.get("Output", "")).splitlines() if ln.strip()]
+        if lines:
+            return lines[-1].strip()
+    return ""
+
+
+def wait_healthy(project: Project, service: str, limit: float, echo: Any) -> int:
+    """Poll the container's health until healthy / unhealthy / exited / timeout, with a progress line."""
+    from rich.console import Console
+
+    console = Console(file=echo, highlight=False)
+    start = time.monotonic()
+    cid = None
+    status_text = "starting"
+    with console.status(f"[bold]{service}[/]: waiting for the container") as status:
+        while True:
+            elapsed = time.monotonic() - start
+            cid = cid or container_id(project, service)
+            if cid is not None:
+                state = inspect(cid)["State"]
+                health = (state.get("Health") or {}).get("Status", "none")
+                reason = health_reason(state)
+                status_text = f"{state.get('Status')}/{health}"
+                status.update(f"[bold]{service}[/]: {status_text} after {elapsed:.0f} s  {reason[:100]}")
+                if health == "healthy":
+                    console.print(f"[green]{service}: healthy[/] after {elapsed:.0f} s: {reason}")
+                    return 0
+                if health == "unhealthy" or state.get("Status") in {"exited", "dead"}:
+                    report_failure(console, cid, service, state, elapsed)
+                    return 1
+            if elapsed > limit:
+                console.print(f"[red]{service}: not healthy within {limit:.0f} s[/] (last: {status_text})")
+                if cid:
+                    report_failure(console, cid, service, inspect(cid)["State"], elapsed)
+                return 1
+            time.sleep(POLL_SECONDS)
+
+
+def report_failure(console: Any, cid: str, service: str, state: dict[str, Any], elapsed: float) -> None:
+    from bwstack import classify
+
+    reason = health_reason(state) or "no healthcheck verdict recorded"
+    console.print(f"[red]{service}: unhealthy[/] after {elapsed:.0f} s (container {state.get('Status')}, "
+                  f"exit {state.get('ExitCode')})")
+    console.print(f"  healthcheck: {reason}")
+    logs = subprocess.run(["docker", "logs", "--tail", "2000", cid], capture_output=True, text=True, timeout=60,
+                          check=False)
+    match = classify.classify_text(logs.stdout + logs.stderr)
+    if match["class"] != "healthy":
+        console.print(f"  server log: {match['class']} at line {match['line']}: {str(match['text'])[:200]}")
+    console.print(f"  details: docker inspect --format '{{{{json .State.Health}}}}' {cid[:12]}")
+
+
+def down(stack: Stack, *, volumes: bool, project: Project | None = None) -> int:
+    project = project or project_for(stack)
+    args = ["down", "--remove-orphans"] + (["--volumes"] if volumes else [])
+    return project.run(args, profiles=["*"]).returncode
+
+
+def build(
+    stack: Stack,
+    variant_name: str,
+    *,
+    tag: str | None,
+    base_image: str | None,
+    dry_run: bool,
+    quiet: bool = False,
+) -> int:
+    """``docker build`` of one variant with every pin as a build arg; returns docker's exit status."""
+    argv = build_argv(stack, variant_name, tag=tag, base_image=base_image)
+    if dry_run:
+        print(" ".join(_shell_quote(a) for a in argv))
+        return 0
+    result = subprocess.run(argv, cwd=stack.root, check=False, capture_output=quiet, text=True)
+    if result.returncode != 0 and quiet:
+        sys.stderr.write((result.stdout or "")[-4000:] + (result.stderr or "")[-4000:])
+    return result.returncode
+
+
+def build_argv(stack: Stack, variant_name: str, *, tag: str | None, base_image: str | None) -> list[str]:
+    from bwstack import __version__, locking
+
+    variant = stack.variant(variant_name)
+    for path in (variant.lock_path, variant.manifest_path, variant.cli_snapshot_path):
+        if not path.is_file():
+            hint = "bwstack lock" if path == variant.lock_path else "bwstack render"
+            raise UserError(f"missing {path.name}; run '{hint}'", file=path)
+    for problem in locking.lock_problems(variant):
+        raise UserError(problem, file=variant.lock_path)
+    args = variant.build_args()
+    if base_image:
+        args["BASE_IMAGE"] = base_image
+        args["VERIFY_PINS"] = "0"  # the CPU stand-in base carries none of the pinned packages
+    args["BWSTACK_VERSION"] = __version__
+    args["BWSTACK_REVISION"] = _git_revision(stack.root)
+    args["BUILD_DATE"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    argv = ["docker", "build", "--file", str(stack.root / "Dockerfile"), "--tag", tag or render.image_ref(stack, variant.name)]
+    for key, value in args.items():
+        argv += ["--build-arg", f"{key}={value}"]
+    argv.append(str(stack.root))
+    return argv
+
+
+def _git_revision(root: Path) -> str:
+    try:
+        result = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def _shell_quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)

@@ -1,0 +1,307 @@
+"""The pinned SGLang's command line, from its parser snapshot (``images/<variant>/sglang-args.json``).
+
+Profiles speak in semantic fields (``dsa_decode_backend: flashmla_kv``); this module turns them into the flags
+that the variant's own parser accepts (``--nsa-decode-backend`` up to 0.5.12, ``--dsa-decode-backend`` from
+0.5.15) and refuses values that version does not know, listing the valid ones. Which spelling to use is read
+from the snapshot, never guessed from a version number.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bwstack.errors import UserError
+
+SNAPSHOT_SCHEMA = "bwstack.sglang-args/1"
+
+#: semantic profile field -> candidate flags, preferred first (the first one the snapshot has, not deprecated, wins)
+SEMANTIC_FLAGS: dict[str, tuple[str, ...]] = {
+    "attention_backend": ("--attention-backend",),
+    "dsa_prefill_backend": ("--dsa-prefill-backend", "--nsa-prefill-backend"),
+    "dsa_decode_backend": ("--dsa-decode-backend", "--nsa-decode-backend"),
+    "kv_cache_dtype": ("--kv-cache-dtype",),
+    "moe_runner_backend": ("--moe-runner-backend",),
+    "fp4_gemm_backend": ("--fp4-gemm-backend",),
+}
+
+#: model settings -> flag (same in every supported version; checked against the snapshot all the same)
+MODEL_FLAGS: dict[str, str] = {
+    "path": "--model-path",
+    "served_name": "--served-model-name",
+    "tp_size": "--tp-size",
+    "quantization": "--quantization",
+    "reasoning_parser": "--reasoning-parser",
+    "tool_call_parser": "--tool-call-parser",
+    "context_length": "--context-length",
+    "mem_fraction_static": "--mem-fraction-static",
+    "trust_remote_code": "--trust-remote-code",
+}
+
+#: values renamed between versions: semantic value -> spellings, preferred first
+VALUE_SPELLINGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "attention_backend": {"dsa": ("dsa", "nsa"), "nsa": ("dsa", "nsa")},
+}
+
+#: flags bwstack sets itself; a profile's extra_args must not set them (say which field to use instead)
+OWNED_FLAGS: dict[str, str] = {
+    "--host": "bwstack binds 0.0.0.0 inside the container; set stack.bind_address for the host side",
+    "--port": "set stack.port",
+    "--api-key": "never put the API key on a command line: set stack.api_key: true and write it to secrets/api_key",
+    "--model-path": "set model.path",
+    "--model": "set model.path",
+    "--served-model-name": "set model.served_name",
+    "--tp-size": "set model.tp_size",
+    "--tensor-parallel-size": "set model.tp_size",
+    **{flag: f"set the profile field {sem}" for sem, flags in SEMANTIC_FLAGS.items() for flag in flags},
+}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One argparse action of the pinned SGLang."""
+
+    dest: str
+    option_strings: tuple[str, ...]
+    action: str
+    nargs: Any
+    type: str | None
+    choices: tuple[str, ...] | None
+    default: Any
+    deprecated: Mapping[str, Any] | None
+    help: str | None
+
+    @property
+    def takes_value(self) -> bool:
+        return self.action not in {"store_true", "store_false", "store_const", "count", "help", "version"} and (
+            self.nargs != 0
+        )
+
+    @property
+    def name(self) -> str:
+        longs = [o for o in self.option_strings if o.startswith("--")]
+        return longs[0] if longs else self.option_strings[0]
+
+
+@dataclass
+class Snapshot:
+    """A parsed ``sglang-args.json``."""
+
+    path: Path
+    sglang_version: str
+    provenance: dict[str, Any]
+    requires_dist: dict[str, str]
+    flags: list[Flag]
+    raw: dict[str, Any] = field(repr=False)
+    by_option: dict[str, Flag] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_option = {opt: f for f in self.flags for opt in f.option_strings}
+
+    @property
+    def label(self) -> str:
+        """How to name this SGLang in messages: ``sglang 0.5.23`` or the snapshot's source."""
+        if self.sglang_version:
+            return f"sglang {self.sglang_version}"
+        return str(self.provenance.get("source") or self.path)
+
+    @property
+    def is_proxy(self) -> bool:
+        return self.provenance.get("method") == "proxy-wheel"
+
+    def flag(self, option: str) -> Flag | None:
+        return self.by_option.get(option)
+
+    def flag_for(self, semantic: str) -> Flag | None:
+        """The flag this version uses for a semantic field (non-deprecated spelling first)."""
+        candidates = [self.by_option[o] for o in SEMANTIC_FLAGS[semantic] if o in self.by_option]
+        for flag in candidates:
+            if not flag.deprecated:
+                return flag
+        return candidates[0] if candidates else None
+
+    def option_for(self, semantic: str) -> str | None:
+        """The option string to emit for a semantic field, or None if this version has no such flag."""
+        flag = self.flag_for(semantic)
+        if flag is None:
+            return None
+        for opt in SEMANTIC_FLAGS[semantic]:
+            if opt in flag.option_strings:
+                return opt
+        return flag.name
+
+    def spell_value(self, semantic: str, value: str) -> str | None:
+        """The spelling of ``value`` this version accepts for a semantic field, or None if it has none."""
+        flag = self.flag_for(semantic)
+        if flag is None:
+            return None
+        if flag.choices is None:
+            return value
+        for spelling in VALUE_SPELLINGS.get(semantic, {}).get(value, (value,)):
+            if spelling in flag.choices:
+                return spelling
+        return None
+
+    def valid_values(self, semantic: str) -> tuple[str, ...] | None:
+        flag = self.flag_for(semantic)
+        return None if flag is None else flag.choices
+
+
+def load_snapshot(path: Path) -> Snapshot:
+    """Load and check the form of a parser snapshot; UserError names the file on any problem."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(
+            "parser snapshot missing; generate it with 'bwstack lock --args --variant "
+            f"{path.parent.name}'",
+            file=path,
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read parser snapshot: {exc}", file=path) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"malformed JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    problems = snapshot_form_problems(raw)
+    if problems:
+        raise UserError(f"not a parser snapshot: {problems[0]}", file=path)
+    flags = [
+        Flag(
+            dest=str(f["dest"]),
+            option_strings=tuple(f["option_strings"]),
+            action=str(f.get("action") or "store"),
+            nargs=f.get("nargs"),
+            type=f.get("type"),
+            choices=tuple(str(c) for c in f["choices"]) if f.get("choices") is not None else None,
+            default=f.get("default"),
+            deprecated=f.get("deprecated") or None,
+            help=f.get("help"),
+        )
+        for f in raw["flags"]
+    ]
+    return Snapshot(
+        path=path,
+        sglang_version=str(raw.get("sglang_version") or ""),
+        provenance=dict(raw.get("provenance") or {}),
+        requires_dist={str(k): str(v) for k, v in (raw.get("requires_dist") or {}).items()},
+        flags=flags,
+        raw=raw,
+    )
+
+
+def snapshot_form_problems(raw: Any) -> list[str]:
+    """What is wrong with the form of a snapshot (empty list: well-formed)."""
+    if not isinstance(raw, dict):
+        return ["top level is not an object"]
+    problems: list[str] = []
+    if raw.get("schema") != SNAPSHOT_SCHEMA:
+        problems.append(f"schema is {raw.get('schema')!r}, expected {SNAPSHOT_SCHEMA!r}")
+    if not isinstance(raw.get("provenance"), dict) or not raw["provenance"].get("method"):
+        problems.append("provenance.method missing")
+    flags = raw.get("flags")
+    if not isinstance(flags, list) or not flags:
+        problems.append("flags missing or empty")
+        return problems
+    for index, item in enumerate(flags):
+        if not isinstance(item, dict):
+            problems.append(f"flags[{index}] is not an object")
+            continue
+        opts = item.get("option_strings")
+        if not isinstance(item.get("dest"), str) or not isinstance(opts, list) or not opts:
+            problems.append(f"flags[{index}] lacks dest/option_strings")
+            continue
+        if not all(isinstance(o, str) and o.startswith("-") for o in opts):
+            problems.append(f"flags[{index}] has an option string that is not a flag")
+        choices = item.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            problems.append(f"flags[{index}].choices is not a list")
+    return problems
+
+
+@dataclass(frozen=True)
+class ArgProblem:
+    """One problem with an argv item: its index, the token and what is wrong."""
+
+    index: int
+    token: str
+    message: str
+
+
+def check_argv(snapshot: Snapshot, argv: Sequence[str]) -> list[ArgProblem]:
+    """Check an argv list against the snapshot the way SGLang's argparse would (flags, values, choices).
+
+    Returns problems; deprecated spellings are reported with a message starting with ``deprecated:``.
+    Abbreviations are refused (SGLang would accept an unambiguous prefix, but bwstack wants the exact flag).
+    """
+    problems: list[ArgProblem] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if not token.startswith("-") or token == "-":
+            problems.append(ArgProblem(index, token, "expected a flag (argv items are --flag [value])"))
+            index += 1
+            continue
+        option, has_inline, inline = token.partition("=")
+        flag = snapshot.flag(option)
+        if flag is None:
+            problems.append(ArgProblem(index, token, _unknown_flag_message(snapshot, option)))
+            index += 1
+            continue
+        if flag.deprecated:
+            use = flag.deprecated.get("use") if isinstance(flag.deprecated, Mapping) else None
+            problems.append(
+                ArgProblem(index, token, f"deprecated: {option} is deprecated in {snapshot.label}"
+                           + (f"; use {use}" if use else ""))
+            )
+        values: list[str] = []
+        if flag.takes_value:
+            if has_inline:
+                values = [inline]
+            else:
+                count = _value_count(flag)
+                taken = 0
+                while index + 1 < len(argv) and (count is None or taken < count):
+                    nxt = argv[index + 1]
+                    if nxt.startswith("--") or (nxt.startswith("-") and len(nxt) == 2 and not nxt[1].isdigit()):
+                        break
+                    values.append(nxt)
+                    index += 1
+                    taken += 1
+                if count is not None and taken < count and flag.nargs not in ("?",):
+                    problems.append(ArgProblem(index, token, f"{option} expects a value"))
+        elif has_inline:
+            problems.append(ArgProblem(index, token, f"{option} takes no value"))
+        if flag.choices is not None:
+            for value in values:
+                if value not in flag.choices:
+                    problems.append(
+                        ArgProblem(
+                            index,
+                            value,
+                            f"invalid value {value!r} for {option} in {snapshot.label} "
+                            f"(valid: {', '.join(flag.choices)})",
+                        )
+                    )
+        index += 1
+    return problems
+
+
+def _value_count(flag: Flag) -> int | None:
+    nargs = flag.nargs
+    if nargs is None:
+        return 1
+    if isinstance(nargs, int):
+        return nargs
+    if nargs == "?":
+        return 1
+    return None  # "*" / "+": everything up to the next flag
+
+
+def _unknown_flag_message(snapshot: Snapshot, option: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(option, list(snapshot.by_option), n=3, cutoff=0.75)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return f"unknown flag {option} for {snapshot.label}{hint}"
