@@ -21,10 +21,11 @@
 ARG BASE_IMAGE
 
 # --- stage 1: packages pinned to a git commit (pins.toml [sources]); a no-op for variants without any ---------
+# DL3006: the base is the BASE_IMAGE build arg, name:tag@digest from pins.toml, which hadolint cannot see.
 # hadolint ignore=DL3006
 FROM ${BASE_IMAGE} AS sources
 ARG SOURCES=""
-# a build-only stage: only its /wheelhouse is copied out, so root here never reaches the final image
+# DL3002: a build-only stage; only its /wheelhouse is copied out, so root here never reaches the final image.
 # hadolint ignore=DL3002
 USER 0
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
@@ -32,6 +33,7 @@ COPY images/build-sources.sh /usr/local/bin/bwstack-build-sources
 RUN SOURCES="${SOURCES}" bwstack-build-sources /wheelhouse
 
 # --- stage 2: the serving image -------------------------------------------------------------------------------
+# DL3006: as above, the tag and digest arrive in BASE_IMAGE.
 # hadolint ignore=DL3006
 FROM ${BASE_IMAGE} AS serve
 ARG BASE_IMAGE

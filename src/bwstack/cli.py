@@ -33,12 +33,33 @@ def _file_option(func: F) -> F:
         default=DEFAULT_PROFILES,
         show_default=True,
         help="The profiles file.",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=click.Path(path_type=Path),
     )(func)
 
 
 class _Group(click.Group):
-    """A click group that turns UserError into one line + exit 2, and ExternalError into one line + exit 1."""
+    """A click group that turns UserError into one line + exit 2, and ExternalError into one line + exit 1.
+
+    Click's own usage errors (unknown option, bad choice, missing argument) are printed as one line too.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+            sys.exit(EXIT_USAGE)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx else "bwstack"
+            _err(f"{command}: {' '.join(exc.format_message().split())} (see '{command} --help')")
+            sys.exit(EXIT_USAGE)
+        except click.exceptions.Abort:
+            _err("aborted")
+            sys.exit(130)
+        except click.ClickException as exc:
+            _err(" ".join(exc.format_message().split()))
+            sys.exit(exc.exit_code)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -213,16 +234,39 @@ def explain(file: Path, profile: str, arch: str, variant: str | None, as_json: b
 
 
 @main.command()
-@click.option("--image", default=None, help="A local Docker image to inspect.")
+@click.option("--image", default=None, help="A local Docker image to inspect (never pulled).")
 @click.option("--path", "site", default=None, type=click.Path(path_type=Path), help="A site-packages folder.")
-@click.option("--wheel", default=None, type=click.Path(dir_okay=False, path_type=Path), help="A wheel file.")
-@click.option("--arch", default="sm_120", show_default=True, help="Target arch (sm_120, sm_100, sm_90).")
+@click.option("--wheel", default=None, type=click.Path(path_type=Path), help="A wheel file.")
+@click.option("--arch", default="sm_120", show_default=True, help="Target GPU (sm_120, sm_100, sm_90).")
+@click.option(
+    "--reader",
+    type=click.Choice(["auto", "python", "cuobjdump"]),
+    default="auto",
+    show_default=True,
+    help="auto: cuobjdump when found, else the built-in ELF/fatbin reader.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def audit(image: str | None, site: Path | None, wheel: Path | None, arch: str, as_json: bool) -> None:
-    """List the SASS/PTX archs in each CUDA library and the backends without a kernel for the target."""
+def audit(
+    *, image: str | None, site: Path | None, wheel: Path | None, arch: str, reader: str, as_json: bool
+) -> None:
+    """List the SASS/PTX archs in each CUDA library and the backends without a kernel for the target.
+
+    Exit status: 0 when every installed backend has a kernel for the target (native, PTX or JIT sources),
+    1 when at least one has none, 2 for bad input.
+    """
     from bwstack import audit as audit_mod
 
-    sys.exit(audit_mod.run_audit(image=image, site=site, wheel=wheel, arch=arch, as_json=as_json, echo=click.echo))
+    sys.exit(
+        audit_mod.run_audit(
+            image=image,
+            site=site,
+            wheel=wheel,
+            arch=arch,
+            as_json=as_json,
+            echo=click.echo,
+            reader=audit_mod.checked_reader(reader),
+        )
+    )
 
 
 @main.command("classify-log")

@@ -158,7 +158,7 @@ def lock_problems(variant: pins.Variant) -> list[str]:
 
 
 def split_image(ref: str) -> tuple[str, str, str]:
-    """(registry, repository, tag) for a reference like ``lmsysorg/sglang:v0.5.23-cu130``."""
+    """(registry, repository, tag) for a reference like ``lmsysorg/sglang:TAG`` or ``nvcr.io/ns/img:TAG``."""
     name, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     first, _, rest = name.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):

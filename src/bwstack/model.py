@@ -213,8 +213,8 @@ class Stack:
         yield from self.profiles.items()
 
 
-def load_stack(path: Path) -> Stack:
-    """Load profiles.yaml and everything it refers to; UserError (exit 2) on any problem."""
+def parse_stack_file(path: Path) -> tuple[StackFile, Lines]:
+    """First pass only: shape and types of profiles.yaml, without the variants' parser snapshots."""
     data, lines = load_yaml(path)
     if data is None:
         raise UserError("empty file: expected a mapping with version, stack, model and profiles", file=path, line=1)
@@ -223,9 +223,14 @@ def load_stack(path: Path) -> Stack:
             f"top level must be a mapping (version, stack, model, profiles), got {_kind(data)}", file=path, line=1
         )
     try:
-        parsed = StackFile.model_validate(data)
+        return StackFile.model_validate(data), lines
     except ValidationError as exc:
         raise _from_validation(exc, path, lines, data) from None
+
+
+def load_stack(path: Path) -> Stack:
+    """Load profiles.yaml and everything it refers to; UserError (exit 2) on any problem."""
+    parsed, lines = parse_stack_file(path)
     stack = Stack(
         path=path,
         root=path.resolve().parent,

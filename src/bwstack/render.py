@@ -49,11 +49,11 @@ class Output:
 
 @dataclass(frozen=True)
 class Overrides:
-    """What a stand-in run changes in the rendered services (tests, the demo, the stand-in sweep)."""
+    """What a stand-in run changes in the rendered services (tests, the demo, the stand-in sweep): the image
+    (per variant) and extra environment (per profile, e.g. the fault to inject). Nothing else differs."""
 
-    image: str | None = None
+    image_by_variant: Mapping[str, str] = field(default_factory=dict)
     env_by_profile: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    build: bool = True
 
 
 def build_argv(stack: Stack, profile_name: str) -> list[str]:
@@ -171,10 +171,8 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
         "description": profile.description,
         "expect": profile.expect,
         "variant": variant.name,
-        "image": overrides.image or image_ref(stack, variant.name),
-        "build": {"context": ".", "dockerfile": "Dockerfile", "args": variant.build_args()}
-        if overrides.build and overrides.image is None
-        else None,
+        "image": overrides.image_by_variant.get(variant.name) or image_ref(stack, variant.name),
+        "build": {"context": ".", "dockerfile": "Dockerfile", "args": variant.build_args()},
         "command": build_argv(stack, profile_name),
         "environment": environment(stack, profile_name, overrides.env_by_profile.get(profile_name)),
         "port": f"{settings.bind_address}:{settings.port}:{settings.port}",
@@ -331,4 +329,8 @@ def _template(stack: Stack, name: str) -> Any:
 
 def _quote(value: Any) -> str:
     """A YAML flow scalar/collection for any value: JSON is valid YAML and quotes every string safely."""
+    import jinja2
+
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises UndefinedError naming the missing variable
     return json.dumps(value, ensure_ascii=False)

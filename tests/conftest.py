@@ -1,0 +1,64 @@
+"""Shared test fixtures: the repository root, a scratch copy of the stack, and the Docker requirement.
+
+Tests that need Docker use the ``docker_engine`` fixture: without a reachable engine and Compose v2 they skip on
+a developer machine and FAIL when the CI environment variable is set, so CI can never pass with them skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
+
+
+def copy_stack(dest: Path) -> Path:
+    """A scratch copy of what a stack needs (profiles.yaml, images/, templates/, Dockerfile, healthchecks/)."""
+    for name in ("profiles.yaml", "Dockerfile", ".dockerignore", "compose.yaml"):
+        if (ROOT / name).exists():
+            shutil.copy2(ROOT / name, dest / name)
+    for name in ("images", "templates", "healthchecks"):
+        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest / "profiles.yaml"
+
+
+@pytest.fixture()
+def stack_copy(tmp_path: Path) -> Path:
+    """Path of profiles.yaml in a scratch copy of the stack."""
+    return copy_stack(tmp_path)
+
+
+def _docker_problem() -> str | None:
+    if shutil.which("docker") is None:
+        return "docker CLI not found"
+    try:
+        info = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return "docker info timed out"
+    if info.returncode != 0:
+        return "no Docker engine answers: " + info.stderr.strip()[:200]
+    compose = subprocess.run(["docker", "compose", "version", "--short"], capture_output=True, text=True,
+                             timeout=30, check=False)
+    if compose.returncode != 0 or not compose.stdout.strip().lstrip("v").startswith("2"):
+        return "Docker Compose v2 plugin not found"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """Require a Docker engine and Compose v2: skip locally, fail under CI."""
+    problem = _docker_problem()
+    if problem is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"Docker is required in CI: {problem}")
+    pytest.skip(problem)

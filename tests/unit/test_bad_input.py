@@ -1,0 +1,169 @@
+"""The bad-input corpus: every malformed profiles.yaml / pins.toml exits 2 with one line naming file:line and field.
+
+Each case mutates a scratch copy of the real stack, runs the real ``bwstack validate`` (a subprocess, as a user
+would) and checks the exit status, that stderr is exactly one line without a traceback, and what it names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+Mutate = Callable[[Path], Path]
+
+
+def replace(old: str, new: str, count: int = 1) -> Mutate:
+    def mutate(profiles: Path) -> Path:
+        text = profiles.read_text()
+        assert old in text, f"fixture drift: {old!r} not in profiles.yaml"
+        profiles.write_text(text.replace(old, new, count))
+        return profiles
+
+    return mutate
+
+
+def write(text: str | bytes) -> Mutate:
+    def mutate(profiles: Path) -> Path:
+        if isinstance(text, bytes):
+            profiles.write_bytes(text)
+        else:
+            profiles.write_text(text)
+        return profiles
+
+    return mutate
+
+
+def in_pins(variant: str, old: str, new: str) -> Mutate:
+    def mutate(profiles: Path) -> Path:
+        pins = profiles.parent / "images" / variant / "pins.toml"
+        text = pins.read_text()
+        assert old in text
+        pins.write_text(text.replace(old, new, 1))
+        return profiles
+
+    return mutate
+
+
+def other_path(name: str) -> Mutate:
+    def mutate(profiles: Path) -> Path:
+        target = profiles.parent / name
+        if name.endswith("dir"):
+            target.mkdir()
+        return target
+
+    return mutate
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    mutate: Mutate
+    expect: str  # regex the error line must match
+    line: bool = True  # the message names a line
+
+
+CASES = [
+    Case("malformed-yaml", replace("  project: bwstack", "  project: [bwstack"), r"malformed YAML"),
+    Case("top-level-list", write("- a\n- b\n"), r"top level must be a mapping.*got a list"),
+    Case("top-level-scalar", write("just a string\n"), r"top level must be a mapping.*got a string"),
+    Case("empty-file", write(""), r"empty file"),
+    Case("not-utf8", write(b"version: 1\nstack: \xff\xfe\n"), r"not UTF-8", line=False),
+    Case("missing-file", other_path("nope.yaml"), r"file not found", line=False),
+    Case("directory", other_path("adir"), r"is a directory", line=False),
+    Case("unknown-top-level-key", replace("version: 1", "version: 1\nprofile: {}"),
+         r"top level: unknown key 'profile' \(valid: version, stack, model, profiles\)"),
+    Case("unknown-profile-key", replace("    kv_cache_dtype: bf16\n", "    kv_cache_dtyp: bf16\n"),
+         r"profiles\.dense-fi-bf16: unknown key 'kv_cache_dtyp' \(valid: .*kv_cache_dtype"),
+    Case("unknown-backend-value", replace("dsa_decode_backend: flashinfer_sparse_mla", "dsa_decode_backend: flashmla_kvv"),
+         r"profiles\.dsa-fi-sparse-fp8\.dsa_decode_backend: unknown dsa_decode_backend 'flashmla_kvv' "
+         r"\(valid for sglang 0\.5\.23: .*flashmla_kv"),
+    Case("value-missing-in-old-version",
+         replace("    variant: v0.5.9-cu130\n    attention_backend: flashinfer\n",
+                 "    variant: v0.5.9-cu130\n    attention_backend: flashinfer\n    dsa_decode_backend: flashinfer_sparse_mla\n"),
+         r"unknown dsa_decode_backend 'flashinfer_sparse_mla' \(valid for sglang 0\.5\.9: "),
+    Case("wrong-type", replace("  tp_size: 8", '  tp_size: "eight"'), r"model\.tp_size: expected an integer, got a string"),
+    Case("duplicate-profile", replace("  dense-triton-bf16:\n", "  dense-fi-bf16:\n"), r"duplicate key"),
+    Case("shell-in-model-path", replace("path: nvidia/GLM-5-NVFP4", "path: nvidia/GLM-5;rm -rf ~"),
+         r"model\.path: invalid value .*shell metacharacters"),
+    Case("shell-in-served-name", replace("served_name: glm-5", "served_name: glm$(id)"),
+         r"model\.served_name: invalid value .*shell metacharacters"),
+    Case("shell-in-secrets-dir", replace("secrets_dir: ./secrets", "secrets_dir: ./secrets`id`"),
+         r"stack\.secrets_dir: invalid value"),
+    Case("bad-profile-name", replace("  dense-triton-bf16:\n", "  Dense Triton!:\n"), r"profiles"),
+    Case("unknown-variant", replace("  variant: v0.5.23-cu130 ", "  variant: v9.9.9-cu999 "),
+         r"unknown variant 'v9\.9\.9-cu999'.*known: .*v0\.5\.23-cu130"),
+    Case("unknown-extra-flag", replace("      - --cuda-graph-max-bs-decode\n", "      - --enable-nan-detection\n"),
+         r"unknown flag --enable-nan-detection for sglang 0\.5\.23"),
+    Case("owned-flag-api-key", replace("      - --cuda-graph-max-bs-decode\n      - \"256\"\n",
+                                       "      - --api-key\n      - hunter2\n"),
+         r"--api-key is set by bwstack: never put the API key on a command line"),
+    Case("unknown-expect-class", replace("    expect: nan\n", "    expect: nans\n"),
+         r"expect: invalid value 'nans' \(valid: healthy, nan, "),
+    Case("known-bad-without-evidence",
+         replace('    evidence:\n      - "sgl-project/sglang#26087"\n      - "sgl-project/sglang#23657"\n',
+                 "    evidence: []\n"),
+         r"evidence: expect: unsupported_arch needs evidence"),
+    Case("missing-required-key", replace("  path: nvidia/GLM-5-NVFP4\n", ""), r"model\.path: required key missing"),
+    Case("unsupported-format-version", replace("version: 1", "version: 2"), r"version: invalid value 2 \(valid: 1\)"),
+    Case("out-of-range", replace("mem_fraction_static: 0.85", "mem_fraction_static: 1.5"),
+         r"model\.mem_fraction_static: "),
+    Case("non-string-key", replace("  env: {}\n", "  env: {1: x}\n"), r"keys must be strings"),
+    Case("bad-quantization-choice", replace("quantization: modelopt_fp4", "quantization: nvfp5"),
+         r"model\.quantization: unknown quantization 'nvfp5' \(valid for sglang"),
+    Case("pins-malformed-toml", in_pins("v0.5.23-cu130", 'toolkit = "13.0"', "toolkit = 13.0.0"),
+         r"pins\.toml.*malformed TOML", line=False),
+    Case("pins-unknown-key", in_pins("v0.5.23-cu130", 'toolkit = "13.0"', 'toolkit = "13.0"\narchs = "x"'),
+         r"pins\.toml:\d+: cuda\.archs: unknown key 'archs'"),
+    Case("pins-branch-not-sha", in_pins("v0.5.23-cu130", "[sources]\n",
+                                        '[sources.deepgemm]\nrepo = "https://github.com/deepseek-ai/DeepGEMM.git"\n'
+                                        'ref = "nv_dev"\n'),
+         r"sources\.deepgemm\.ref: must be a full 40-hex commit SHA"),
+]
+
+
+def _run_validate(profiles: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "bwstack.cli", "validate", "-f", str(profiles), *args],
+        capture_output=True, text=True, timeout=60, env=env, cwd=profiles.parent if profiles.parent.exists() else None,
+    )
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_exits_2_with_one_line(case: Case, stack_copy: Path) -> None:
+    # the unmodified copy is valid (so each case fails for its own mutation only)
+    target = case.mutate(stack_copy)
+    result = _run_validate(target)
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    errors = [ln for ln in result.stderr.splitlines() if not ln.startswith("bwstack: warning:")]
+    assert len(errors) == 1, result.stderr
+    line = errors[0]
+    assert "Traceback" not in result.stderr
+    assert line.startswith("bwstack: "), line
+    assert re.search(case.expect, line), line
+    if case.line:
+        assert re.search(r"(profiles\.yaml|pins\.toml):\d+: ", line), line
+
+
+def test_unmodified_stack_validates(stack_copy: Path) -> None:
+    result = _run_validate(stack_copy)
+    assert result.returncode == 0, result.stderr
+    assert "ok: 9 profiles" in result.stdout or "ok:" in result.stdout
+
+
+def test_dev_null_gives_one_line() -> None:
+    result = _run_validate(Path("/dev/null"))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
