@@ -131,10 +131,17 @@ class Profile(_Strict):
     fp4_gemm_backend: SafeToken | None = None
     extra_args: list[str] = []
     env: dict[EnvName, str] = {}
-    expect: Literal[EXPECT_CLASSES] = "healthy"  # type: ignore[valid-type]
+    expect: str = Field(default="healthy", json_schema_extra={"enum": list(EXPECT_CLASSES)})
     arch: Literal["sm120", "sm121", "sm100", "sm103", "sm90"] | None = None
     why: str = ""
     evidence: list[str] = []
+
+    @field_validator("expect")
+    @classmethod
+    def _known_class(cls, value: str) -> str:
+        if value not in EXPECT_CLASSES:
+            raise ValueError(f"invalid value {value!r} (valid: {', '.join(EXPECT_CLASSES)})")
+        return value
 
     def backends(self) -> dict[str, str | None]:
         """The semantic backend fields, None where the profile leaves SGLang to choose."""
@@ -421,7 +428,10 @@ def _from_validation(exc: ValidationError, path: Path, lines: Lines, data: Any) 
                 "tuple_type": "a list", "model_type": "a mapping", "int_from_float": "an integer",
                 "float_parsing": "a number", "int_parsing": "an integer"}[etype]
         return UserError(f"expected {want}, got {_kind(value)} {_short(value)}", file=path, line=line, field=dotted)
-    return UserError(err["msg"], file=path, line=line, field=dotted or None)
+    message = str(err["msg"])
+    if etype == "value_error":
+        message = message.removeprefix("Value error, ")
+    return UserError(message, file=path, line=line, field=dotted or None)
 
 
 def _clean_expected(expected: str) -> str:
