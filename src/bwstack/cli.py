@@ -116,8 +116,8 @@ def validate(file: Path, arch: str | None) -> None:
     help="compose: compose.yaml next to the profiles file; k8s: LeaderWorkerSet manifests.",
 )
 @click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Hosts per model replica.")
-@click.option("--profile", "profiles", multiple=True, help="Only these profiles (k8s); default all.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Output folder or file.")
+@click.option("--profile", "profiles", multiple=True, help="Only these profiles (k8s or --nodes > 1); default all.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Output folder or file.")
 def render(file: Path, check: bool, target: str, nodes: int, profiles: Sequence[str], out: Path | None) -> None:
     """Render compose.yaml (or Kubernetes manifests) from profiles.yaml and templates/."""
     from bwstack import model
@@ -286,12 +286,32 @@ def classify_log(logfile: Path, as_json: bool) -> None:
 @main.command()
 @_file_option
 @click.argument("profiles", nargs=-1)
-@click.option("--variant", default=None, help="Image variant for every profile.")
-@click.option("--fast", is_flag=True, help="Dummy weights and fewer layers: minutes per profile instead of a full load.")
-@click.option("--standin", is_flag=True, help="Run on the CPU stand-in server, each profile with its expected fault.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Report folder.")
-@click.option("--resume", is_flag=True, help="Skip profiles already decided in --out.")
-@click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds per profile.")
+@click.option(
+    "--variant", default=None, help="Run every profile on this image variant (one variant's matrix)."
+)
+@click.option(
+    "--fast", is_flag=True, help="Dummy weights and fewer layers: minutes per profile, not a full load."
+)
+@click.option(
+    "--standin", is_flag=True, help="Run on the CPU stand-in server, each profile with its expected fault."
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Report folder (default reports/<UTC timestamp>/ next to the profiles file).",
+)
+@click.option("--resume", is_flag=True, help="Continue the report in --out; skip profiles already decided.")
+@click.option(
+    "--timeout", type=click.IntRange(min=1), default=None, help="Seconds per profile before 'timeout'."
+)
+@click.option("--keep", is_flag=True, help="--standin: keep the stand-in network and volumes at the end.")
+@click.option(
+    "--standin-load-seconds",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="--standin: simulated weight-load time of the stand-in server (default: the stand-in's own, 2 s).",
+)
 def sweep(
     file: Path,
     profiles: Sequence[str],
@@ -301,9 +321,15 @@ def sweep(
     out: Path | None,
     resume: bool,
     timeout: int | None,
+    keep: bool,
+    standin_load_seconds: float | None,
 ) -> None:
-    """Try every profile, stop each as soon as the verdict is decisive, and write a compatibility matrix."""
-    from bwstack import model, sweep as sweep_mod
+    """Try every profile, stop each as soon as the verdict is decisive, and write a compatibility matrix.
+
+    Exit status 0 when every verdict matches the profile's expect, 1 otherwise, 2 on bad input.
+    """
+    from bwstack import model
+    from bwstack import sweep as sweep_mod
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
@@ -317,6 +343,8 @@ def sweep(
             out=out,
             resume=resume,
             timeout=timeout,
+            keep=keep,
+            standin_load_seconds=standin_load_seconds,
         )
     )
 
@@ -324,13 +352,21 @@ def sweep(
 @main.command()
 @_file_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Report folder.")
-def demo(file: Path, out: Path | None) -> None:
+@click.option("--keep", is_flag=True, help="Keep the stand-in network and volumes at the end.")
+@click.option(
+    "--standin-load-seconds",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Simulated weight-load time of the stand-in server (default: the stand-in's own, 2 s).",
+)
+def demo(file: Path, out: Path | None, keep: bool, standin_load_seconds: float | None) -> None:
     """The stand-in sweep over every profile: the whole pipeline on a machine without a GPU."""
-    from bwstack import model, sweep as sweep_mod
+    from bwstack import model
+    from bwstack import sweep as sweep_mod
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
-    sys.exit(sweep_mod.run_sweep(stack, [], variant=None, fast=False, standin=True, out=out, resume=False, timeout=None))
+    sys.exit(sweep_mod.run_demo(stack, out=out, keep=keep, standin_load_seconds=standin_load_seconds))
 
 
 @main.command()

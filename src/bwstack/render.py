@@ -208,7 +208,7 @@ def compose_context(stack: Stack, overrides: Overrides | None = None) -> dict[st
 
 def render_compose(stack: Stack, overrides: Overrides | None = None) -> str:
     """compose.yaml text for every profile; validated against the vendored compose-spec schema."""
-    text = HEADER + _template(stack, COMPOSE_TEMPLATE).render(**compose_context(stack, overrides))
+    text: str = HEADER + template(stack, COMPOSE_TEMPLATE).render(**compose_context(stack, overrides))
     validate_compose(text)
     return text
 
@@ -263,7 +263,7 @@ def render_outputs(
 
 def check_outputs(outputs: Sequence[Output]) -> str:
     """A unified diff of every output that differs from the file on disk ('' when all match)."""
-    chunks = []
+    chunks: list[str] = []
     for output in outputs:
         try:
             current = output.path.read_text(encoding="utf-8")
@@ -308,7 +308,8 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def _template(stack: Stack, name: str) -> Any:
+def template(stack: Stack, name: str) -> Any:
+    """The named Jinja template from templates/ next to profiles.yaml (StrictUndefined, ``q`` = JSON quoting)."""
     import jinja2
 
     folder = stack.root / "templates"
