@@ -12,23 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from support.stack import ROOT, copy_stack
 
 
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
-
-
-def copy_stack(dest: Path) -> Path:
-    """A scratch copy of what a stack needs (profiles.yaml, images/, templates/, Dockerfile, healthchecks/)."""
-    for name in ("profiles.yaml", "Dockerfile", ".dockerignore", "compose.yaml"):
-        if (ROOT / name).exists():
-            shutil.copy2(ROOT / name, dest / name)
-    for name in ("images", "templates", "healthchecks"):
-        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-    return dest / "profiles.yaml"
 
 
 @pytest.fixture()

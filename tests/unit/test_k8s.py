@@ -24,7 +24,7 @@ from ruamel.yaml import YAML
 from bwstack import cli, k8s, model, render
 from bwstack.errors import UserError
 from bwstack.render import RenderError
-from conftest import copy_stack
+from support.stack import copy_stack
 
 #: the oldest Kubernetes minor we claim and the newest kubernetes-validate knows (pinned, not "latest")
 K8S_VERSIONS = ("1.30", "1.37")

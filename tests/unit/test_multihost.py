@@ -19,7 +19,7 @@ from ruamel.yaml import YAML
 
 from bwstack import cli, model, multihost, render
 from bwstack.errors import UserError
-from conftest import copy_stack
+from support.stack import copy_stack
 
 DIST = "${DIST_INIT_ADDR:?" + multihost.DIST_HINT + "}"
 

@@ -1,0 +1,123 @@
+"""Settings and small helpers shared by the in-image scripts (``warmup.py``, ``serve.py``); stdlib only.
+
+Holds the environment variable names and defaults of docs/design.md "Image layout", secret-file reading that
+never echoes the secret, redaction, and atomic file writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from typing import Any
+
+ENV_HC_URL = "BWSTACK_HC_URL"
+ENV_HC_TIMEOUT = "BWSTACK_HC_TIMEOUT"
+ENV_HC_EXPECT = "BWSTACK_HC_EXPECT"
+ENV_HC_EXPECT_TEXT = "BWSTACK_HC_EXPECT_TEXT"
+ENV_HC_MODE = "BWSTACK_HC_MODE"
+ENV_HC_DECODE_EVERY = "BWSTACK_HC_DECODE_EVERY"
+ENV_HC_STATE = "BWSTACK_HC_STATE"
+ENV_LOG = "BWSTACK_LOG"
+ENV_LOG_MAX_BYTES = "BWSTACK_LOG_MAX_BYTES"
+ENV_API_KEY_FILE = "BWSTACK_API_KEY_FILE"
+ENV_HF_TOKEN_FILE = "BWSTACK_HF_TOKEN_FILE"  # noqa: S105 - an env var name, not a secret
+ENV_SERVER_MODULE = "BWSTACK_SERVER_MODULE"
+ENV_FAIL_FAST = "BWSTACK_FAIL_FAST"
+ENV_LINGER = "BWSTACK_LINGER"
+ENV_ENV_FILE = "BWSTACK_ENV_FILE"
+
+DEFAULT_HC_URL = "http://127.0.0.1:30000"
+DEFAULT_HC_TIMEOUT = 30.0
+DEFAULT_HC_MODE = "full"
+DEFAULT_HC_DECODE_EVERY = 300.0
+DEFAULT_HC_STATE = "/tmp/bwstack-hc.json"  # noqa: S108 - fixed path inside the container, by design
+DEFAULT_LOG = "/var/log/bwstack/server.log"
+DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_API_KEY_FILE = "/run/secrets/api_key"
+DEFAULT_HF_TOKEN_FILE = "/run/secrets/hf_token"  # noqa: S105 - a path, not a secret
+DEFAULT_SERVER_MODULE = "sglang.launch_server"
+
+REDACTED = "***"
+
+#: verdicts that do not heal by waiting: with fail-fast on, serve.py stops the server when the healthcheck
+#: records one, so the container exits (Docker then reports it unhealthy) instead of serving garbage.
+#: Not here: starting, timeout and health_timeout (a busy or loading server), crash (already gone) and
+#: warmup_failed (covers transient HTTP errors; SGLang kills itself after a real warmup failure).
+FAIL_FAST_CLASSES = frozenset(
+    {
+        "nan",
+        "device_assert",
+        "assertion",
+        "unsupported_arch",
+        "no_kernel_image",
+        "shared_memory",
+        "oom",
+        "illegal_memory",
+        "model_load",
+        "nccl",
+        "backend_override",
+    }
+)
+EXIT_FAIL_FAST = 3
+
+
+def parse_seconds(text: str, default: float) -> float:
+    """Seconds in ``30``, ``30s``, ``500ms``, ``5m`` or ``1h``; ``default`` when empty or malformed."""
+    text = text.strip()
+    units = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
+    for suffix, factor in units:
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * factor
+    try:
+        return float(text)
+    except ValueError:
+        return default
+
+
+def env_or(name: str, default: str) -> str:
+    """The environment variable's value, or ``default`` when unset or empty."""
+    value = os.environ.get(name, "")
+    return value if value.strip() else default
+
+
+def read_secret(path: str) -> str | None:
+    """The stripped content of a secret file; None when missing, unreadable or empty. Never logs it."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            value = fh.read(64 * 1024).strip()
+    except OSError:
+        return None
+    return value or None
+
+
+def secret_status(path: str) -> str:
+    """A printable description of a secret file's state (never its content)."""
+    if not os.path.exists(path):
+        return f"{path} missing"
+    if read_secret(path) is None:
+        return f"{path} empty or unreadable"
+    return f"{path} present"
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """Replace every occurrence of each non-empty secret with ``***``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    """Write JSON to ``path`` via a temporary file in the same folder and os.replace."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""The serving image's entrypoint: run ``python3 -m sglang.launch_server <argv>`` and supervise it.
+
+- tees the server's merged stdout/stderr to stdout (docker logs) and to a size-bounded log file
+  (``BWSTACK_LOG``, rotated once to ``<log>.1`` at ``BWSTACK_LOG_MAX_BYTES`` and at every start) that the
+  healthcheck scans;
+- appends ``--api-key`` read from ``BWSTACK_API_KEY_FILE`` and exports ``HF_TOKEN`` read from
+  ``BWSTACK_HF_TOKEN_FILE`` to the child only; both are redacted from everything it writes;
+- forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT to the server, reaps orphans (it may be PID 1) and exits with the
+  server's status (128+N when the server was killed by signal N);
+- removes the healthcheck state file at start, so a restarted container starts as ``starting``;
+- fail-fast (``BWSTACK_FAIL_FAST``, on unless ``0``): when the healthcheck records a verdict that does not
+  heal (NaN, asserts, unsupported arch, backend override, ...: ``common.FAIL_FAST_CLASSES``) it stops the
+  server and exits with status 3, so the container stops instead of serving garbage (Docker: unhealthy);
+- linger (``BWSTACK_LINGER``, e.g. ``30s``): after the server dies on its own, stays up that long (or until
+  SIGTERM) so one more health probe records the crash's class in ``docker inspect``;
+- exports the variant's env switches from ``BWSTACK_ENV_FILE`` (``KEY=VALUE`` lines) to the child, where the
+  environment does not set them already.
+
+``BWSTACK_SERVER_MODULE`` replaces ``sglang.launch_server`` (tests only). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from types import FrameType
+from typing import BinaryIO
+
+if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from healthchecks import common
+
+PREFIX = "bwstack-serve:"
+READ_BYTES = 64 * 1024
+SPLIT_AT = 64 * 1024  # an unterminated run of output longer than this is written in pieces
+SECRET_FLAGS = ("--api-key", "--admin-api-key")
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+READER_GRACE_S = 5.0
+WATCH_INTERVAL_S = 1.0
+STOP_GRACE_S = 30.0
+
+
+class BoundedLog:
+    """An append-only log file that rotates to ``<path>.1`` when it would grow past ``max_bytes``."""
+
+    def __init__(self, path: str, max_bytes: int) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self._fh: BinaryIO | None = None
+        self._size = 0
+        self.error: str | None = None
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            if os.path.exists(path) and os.path.getsize(path) > 0:
+                os.replace(path, path + ".1")  # the previous server run
+            self._fh = open(path, "ab")  # noqa: SIM115 - kept open for the server's lifetime
+        except OSError as exc:
+            self.error = f"cannot write the server log {path}: {exc.strerror or exc}"
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``, rotating first when it would pass the bound; gives up quietly on disk errors."""
+        if self._fh is None:
+            return
+        try:
+            if self._size > 0 and self._size + len(data) > self.max_bytes:
+                self._fh.close()
+                os.replace(self.path, self.path + ".1")
+                self._fh = open(self.path, "ab")  # noqa: SIM115
+                self._size = 0
+            self._fh.write(data)
+            self._fh.flush()
+            self._size += len(data)
+        except OSError as exc:
+            self.error = f"server log write failed: {exc.strerror or exc}"
+            self._fh = None
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if self._fh is not None:
+            with contextlib.suppress(OSError):
+                self._fh.close()
+            self._fh = None
+
+
+class Tee:
+    """Writes redacted output to stdout and the bounded log; thread-safe."""
+
+    def __init__(self, log: BoundedLog, secrets: list[str]) -> None:
+        self.log = log
+        self.secrets = [s.encode() for s in secrets if s]
+        self.keep = max((len(s) for s in self.secrets), default=1) - 1
+        self._lock = threading.Lock()
+
+    def redact(self, data: bytes) -> bytes:
+        """Replace every secret with ``***``."""
+        for secret in self.secrets:
+            data = data.replace(secret, common.REDACTED.encode())
+        return data
+
+    def emit(self, data: bytes) -> None:
+        """Write already-redacted bytes to both sinks."""
+        with self._lock:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdout.buffer.write(data)
+                sys.stdout.buffer.flush()
+            self.log.write(data)
+
+    def say(self, message: str) -> None:
+        """One line of the wrapper's own, with the ``bwstack-serve:`` prefix."""
+        self.emit(self.redact(f"{PREFIX} {message}\n".encode()))
+
+    def pump(self, fd: int) -> None:
+        """Copy the child's output until EOF, cutting at line ends (\\n or \\r) and redacting secrets."""
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(fd, READ_BYTES)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if buf:
+                    self.emit(self.redact(buf))
+                return
+            buf = self.redact(buf + chunk)
+            cut = max(buf.rfind(b"\n"), buf.rfind(b"\r")) + 1
+            if cut == 0 and len(buf) > SPLIT_AT:
+                cut = len(buf) - self.keep  # the tail may hold the start of a secret
+            if cut > 0:
+                self.emit(buf[:cut])
+                buf = buf[cut:]
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """The argv with the values of --api-key / --admin-api-key replaced by ``***``."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(common.REDACTED)
+            hide_next = False
+        elif arg in SECRET_FLAGS:
+            out.append(arg)
+            hide_next = True
+        elif arg.split("=", 1)[0] in SECRET_FLAGS and "=" in arg:
+            out.append(arg.split("=", 1)[0] + "=" + common.REDACTED)
+        else:
+            out.append(arg)
+    return out
+
+
+def argv_secrets(argv: list[str]) -> list[str]:
+    """Secrets the operator put on the command line themselves (redacted from the output too)."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg in SECRET_FLAGS and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif "=" in arg and arg.split("=", 1)[0] in SECRET_FLAGS:
+            found.append(arg.split("=", 1)[1])
+    return [s for s in found if s]
+
+
+@dataclass
+class ChildSpec:
+    """How the server is started: argv and env for the child, secrets to redact, the printable command."""
+
+    argv: list[str]
+    env: dict[str, str]
+    secrets: list[str]
+    shown: str
+
+
+def build_child(args: list[str]) -> ChildSpec:
+    """The child's argv and env (API key and HF token injected), and what the start line may show."""
+    module = common.env_or(common.ENV_SERVER_MODULE, common.DEFAULT_SERVER_MODULE)
+    key_file = common.env_or(common.ENV_API_KEY_FILE, common.DEFAULT_API_KEY_FILE)
+    token_file = common.env_or(common.ENV_HF_TOKEN_FILE, common.DEFAULT_HF_TOKEN_FILE)
+    argv = [sys.executable, "-m", module, *args]
+    env = dict(os.environ)
+    for name, value in read_env_file(common.env_or(common.ENV_ENV_FILE, "")).items():
+        env.setdefault(name, value)
+    env.setdefault("PYTHONUNBUFFERED", "1")  # a SIGKILLed server must not lose buffered output
+    secrets = argv_secrets(args)
+    notes = []
+    key = common.read_secret(key_file)
+    if key and any(a.split("=", 1)[0] == "--api-key" for a in args):
+        notes.append(f"--api-key given on the command line, {key_file} not used")
+    elif key:
+        argv += ["--api-key", key]
+        secrets.append(key)
+        notes.append(f"--api-key from {key_file}")
+    token = common.read_secret(token_file)
+    if token:
+        env["HF_TOKEN"] = token
+        notes.append(f"HF_TOKEN from {token_file}")
+    secrets += [env[name] for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN") if env.get(name)]
+    shown = shlex.join(["python3", "-m", module, *redact_argv(args)])
+    if notes:
+        shown += f" ({'; '.join(notes)})"
+    return ChildSpec(argv=argv, env=env, secrets=secrets, shown=shown)
+
+
+def read_env_file(path: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines of the image's env-switch file (blank lines and ``#`` comments skipped)."""
+    if not path:
+        return {}
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for raw in fh:
+                line = raw.strip()
+                key, sep, value = line.partition("=")
+                if line and not line.startswith("#") and sep and key.replace("_", "").isalnum():
+                    out[key] = value
+    except OSError:
+        return {}
+    return out
+
+
+class FailFast:
+    """Watches the healthcheck's state file; on a verdict that does not heal, stops the server."""
+
+    def __init__(self, state_file: str, tee: Tee, pid: int) -> None:
+        self.state_file = state_file
+        self.tee = tee
+        self.pid = pid
+        self.triggered: str | None = None
+        self.done = threading.Event()
+
+    def verdict(self) -> tuple[str, str] | None:
+        try:
+            with open(self.state_file, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        verdict = data.get("verdict") if isinstance(data, dict) else None
+        if not isinstance(verdict, dict):
+            return None
+        return str(verdict.get("class", "")), str(verdict.get("line", ""))
+
+    def run(self) -> None:
+        while not self.done.wait(WATCH_INTERVAL_S):
+            found = self.verdict()
+            if found is None or found[0] not in common.FAIL_FAST_CLASSES:
+                continue
+            self.triggered = found[1]
+            self.tee.say(f"fail-fast: the healthcheck reported '{found[1]}'; stopping the server")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+            if not self.done.wait(STOP_GRACE_S):
+                self.tee.say(f"fail-fast: server still running after {STOP_GRACE_S:g}s; killing it")
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+            return
+
+
+def _exit_code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def wait_for(pid: int) -> int:
+    """Reap children (orphans too, as PID 1) until ``pid`` exits; returns its exit code (128+N if killed)."""
+    while True:
+        try:
+            reaped, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 1
+        if reaped == pid:
+            return _exit_code(status)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the server, tee its output, forward signals; returns the server's exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    state_file = common.env_or(common.ENV_HC_STATE, common.DEFAULT_HC_STATE)
+    with contextlib.suppress(OSError):
+        os.unlink(state_file)
+    log_path = common.env_or(common.ENV_LOG, common.DEFAULT_LOG)
+    try:
+        max_bytes = max(1024, int(common.env_or(common.ENV_LOG_MAX_BYTES, str(common.DEFAULT_LOG_MAX_BYTES))))
+    except ValueError:
+        max_bytes = common.DEFAULT_LOG_MAX_BYTES
+    spec = build_child(args)
+    tee = Tee(BoundedLog(log_path, max_bytes), spec.secrets)
+    if tee.log.error:
+        tee.say(f"warning: {tee.log.error}; output goes to stdout only")
+    tee.say(f"starting {spec.shown}")
+    try:
+        proc = subprocess.Popen(
+            spec.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=spec.env,
+        )
+    except OSError as exc:
+        tee.say(f"server crashed: cannot start {spec.argv[0]}: {exc.strerror or exc}")
+        return 127
+    assert proc.stdout is not None
+    forwarded: list[int] = []
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        forwarded.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signum)
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+    reader = threading.Thread(target=tee.pump, args=(proc.stdout.fileno(),), daemon=True)
+    reader.start()
+    watcher = FailFast(state_file, tee, proc.pid)
+    if common.env_or(common.ENV_FAIL_FAST, "1") != "0":
+        threading.Thread(target=watcher.run, daemon=True).start()
+    code = wait_for(proc.pid)
+    watcher.done.set()
+    reader.join(READER_GRACE_S)
+    if watcher.triggered:
+        tee.say(f"server stopped by fail-fast (exit status {code}): {watcher.triggered}")
+        tee.log.close()
+        return common.EXIT_FAIL_FAST
+    if forwarded:
+        names = ", ".join(signal.Signals(s).name for s in dict.fromkeys(forwarded))
+        tee.say(f"server stopped: exit status {code} after {names}")
+    elif code != 0:
+        tee.say(f"server crashed: exit status {code}" + _signal_note(code))
+    else:
+        tee.say("server exited: exit status 0")
+    if code != 0 and not forwarded:
+        linger(tee, forwarded)
+    tee.log.close()
+    return code
+
+
+def linger(tee: Tee, forwarded: list[int]) -> None:
+    """Stay up ``BWSTACK_LINGER`` after a crash so a health probe records its class (SIGTERM ends it)."""
+    seconds = common.parse_seconds(common.env_or(common.ENV_LINGER, "0"), 0.0)
+    if seconds <= 0:
+        return
+    tee.say(f"lingering {seconds:g}s so the healthcheck can record the failure")
+    stop = threading.Event()
+    for sig in FORWARDED:
+        signal.signal(sig, lambda signum, frame: stop.set())
+    if forwarded:
+        return
+    stop.wait(seconds)
+
+
+def _signal_note(code: int) -> str:
+    if code > 128:
+        with contextlib.suppress(ValueError):
+            return f" (killed by {signal.Signals(code - 128).name})"
+    return ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

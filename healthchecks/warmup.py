@@ -1,0 +1,650 @@
+#!/usr/bin/env python3
+"""The deep healthcheck of a bwstack SGLang container (Docker HEALTHCHECK / Kubernetes exec probe).
+
+    python3 healthchecks/warmup.py --url URL [--timeout S] [--expect KEY=VALUE ...] [--log PATH]
+        [--api-key-file PATH] [--mode full|light] [--expect-text TEXT] [--decode-every S] [--state PATH]
+
+Exit 0 = healthy, 1 = unhealthy; the last stdout line is ``healthy: <summary>`` or
+``unhealthy: <class>: <reason>``. Checks, cheapest first: liveness (GET /health), a scan of the server log for
+a fatal signature (incremental, via the state file), the effective config (GET /server_info, falling back to
+/get_server_info) against each --expect, and a sampled decode (POST /generate, temperature > 0,
+return_logprob) whose logprobs must all be finite. One overall deadline: every socket wait is bounded by the
+remaining budget and an interval timer ends the run at --timeout. Stdlib only; it runs every interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import math
+import os
+import signal
+import socket
+import sys
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, NoReturn
+
+if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from healthchecks import common, signatures
+
+PROMPT = "The capital city of France is"
+TEMPERATURE = 0.7  # > 0 and no top-k/top-p/min-p: the plain multinomial path that trips on NaN
+MAX_NEW_TOKENS = 8
+MAX_BODY_BYTES = 8 * 1024 * 1024
+READ_CHUNK = 64 * 1024
+SENTINEL_LOGPROB = -1e29  # SGLANG_SANITIZE_NAN_LOGITS replaces NaN by -1e30
+SNIPPET = 160
+LOG_SNIPPET = 200
+STATE_SCHEMA = "bwstack.hc-state/1"
+LOG_CHUNK = 1 << 20
+
+KEY_ALIASES: dict[str, tuple[str, ...]] = {
+    "dsa_prefill_backend": ("dsa_prefill_backend", "nsa_prefill_backend"),
+    "nsa_prefill_backend": ("nsa_prefill_backend", "dsa_prefill_backend"),
+    "dsa_decode_backend": ("dsa_decode_backend", "nsa_decode_backend"),
+    "nsa_decode_backend": ("nsa_decode_backend", "dsa_decode_backend"),
+    "fp4_gemm_backend": ("fp4_gemm_runner_backend", "fp4_gemm_backend"),
+    "fp4_gemm_runner_backend": ("fp4_gemm_runner_backend", "fp4_gemm_backend"),
+}
+VALUE_ALIASES = {"bf16": "bfloat16", "nsa": "dsa"}
+SUMMARY_KEYS = ("attention_backend", "dsa_decode_backend", "nsa_decode_backend", "kv_cache_dtype", "tp_size")
+
+
+class Unhealthy(Exception):
+    """A verdict: the class and a one-line reason."""
+
+    def __init__(self, cls: str, reason: str) -> None:
+        super().__init__(reason)
+        self.cls = cls
+        self.reason = reason
+
+
+class UsageError(Exception):
+    """Bad healthcheck arguments (reported as an unhealthy line, never as exit 2)."""
+
+
+class DeadlineExceeded(BaseException):
+    """Raised by the interval timer when the overall budget is spent."""
+
+
+class Refused(Exception):
+    """Connection refused: nothing listens on the port."""
+
+
+class Dropped(Exception):
+    """The server closed or reset the connection without a complete answer."""
+
+
+class Unreachable(Exception):
+    """Another socket error while connecting."""
+
+
+@dataclass
+class Config:
+    """The resolved healthcheck settings (flags win over env vars)."""
+
+    url: str
+    timeout: float
+    expect: dict[str, str]
+    expect_text: str | None
+    log: str
+    api_key_file: str
+    mode: str
+    decode_every: float
+    state_path: str
+
+
+@dataclass
+class Reply:
+    """One HTTP answer, body capped at MAX_BODY_BYTES."""
+
+    status: int
+    reason: str
+    body: bytes
+
+
+@dataclass
+class Run:
+    """What one healthcheck run knows and has learnt."""
+
+    cfg: Config
+    deadline: float
+    api_key: str | None
+    state: dict[str, Any]
+    stage: str = "start"
+    notes: list[str] = field(default_factory=list)
+
+
+# --- arguments ----------------------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def parse_expect(items: list[str]) -> dict[str, str]:
+    """Parse KEY=VALUE items (each may hold several, comma-separated) into a dict."""
+    result: dict[str, str] = {}
+    for item in items:
+        for part in item.split(","):
+            if not part.strip():
+                continue
+            key, sep, value = part.partition("=")
+            key = key.strip().replace("-", "_").lstrip("_")
+            if not sep or not key or not value.strip():
+                raise UsageError(f"--expect wants KEY=VALUE, got {part.strip()!r}")
+            result[key] = value.strip()
+    return result
+
+
+def parse_args(argv: list[str] | None) -> Config:
+    """Flags first, then the BWSTACK_* env vars of docs/design.md, then the defaults."""
+    env = common.env_or
+    p = _Parser(prog="warmup.py", description="bwstack deep healthcheck for an SGLang server")
+    p.add_argument("--url", default=env(common.ENV_HC_URL, common.DEFAULT_HC_URL))
+    p.add_argument("--timeout", type=_positive, default=None, help="overall budget in seconds")
+    p.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--expect-text", default=None, help="substring the sampled completion must contain")
+    p.add_argument("--log", default=env(common.ENV_LOG, common.DEFAULT_LOG))
+    p.add_argument("--api-key-file", default=env(common.ENV_API_KEY_FILE, common.DEFAULT_API_KEY_FILE))
+    p.add_argument("--mode", choices=("full", "light"), default=None)
+    p.add_argument("--decode-every", type=_positive, default=None, help="light mode: seconds between decodes")
+    p.add_argument("--state", default=env(common.ENV_HC_STATE, common.DEFAULT_HC_STATE))
+    args = p.parse_args(argv)
+    timeout = args.timeout or _positive(env(common.ENV_HC_TIMEOUT, str(common.DEFAULT_HC_TIMEOUT)))
+    decode_every = args.decode_every or _positive(
+        env(common.ENV_HC_DECODE_EVERY, str(common.DEFAULT_HC_DECODE_EVERY))
+    )
+    mode = args.mode or env(common.ENV_HC_MODE, common.DEFAULT_HC_MODE)
+    if mode not in ("full", "light"):
+        raise UsageError(f"{common.ENV_HC_MODE} must be full or light, got {mode!r}")
+    expect_items = args.expect or [os.environ.get(common.ENV_HC_EXPECT, "")]
+    expect_text = args.expect_text
+    if expect_text is None:
+        expect_text = os.environ.get(common.ENV_HC_EXPECT_TEXT)
+    return Config(
+        url=args.url,
+        timeout=timeout,
+        expect=parse_expect(expect_items),
+        expect_text=expect_text or None,
+        log=args.log,
+        api_key_file=args.api_key_file,
+        mode=mode,
+        decode_every=decode_every,
+        state_path=args.state,
+    )
+
+
+# --- HTTP ---------------------------------------------------------------------------------------------------
+
+
+def _remaining(run: Run) -> float:
+    left = run.deadline - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded()
+    return left
+
+
+def _target(url: str) -> tuple[str, str, int, str]:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--url must be http(s)://host[:port], got {url!r}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise UsageError(f"bad port in --url {url!r}") from exc
+    return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
+
+
+def _connect(run: Run) -> tuple[http.client.HTTPConnection, str]:
+    scheme, host, port, prefix = _target(run.cfg.url)
+    timeout = _remaining(run)
+    conn: http.client.HTTPConnection
+    if scheme == "https":
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout)
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    return conn, prefix
+
+
+def _read_body(run: Run, sock: socket.socket, resp: http.client.HTTPResponse, what: str) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        sock.settimeout(_remaining(run))  # a slow drip cannot stretch the budget
+        piece = resp.read1(READ_CHUNK)
+        if not piece:
+            return b"".join(chunks)
+        total += len(piece)
+        if total > MAX_BODY_BYTES:
+            raise Unhealthy("warmup_failed", f"{what}: response body larger than {MAX_BODY_BYTES} bytes")
+        chunks.append(piece)
+
+
+def http_call(run: Run, method: str, path: str, payload: Any = None) -> Reply:
+    """One request within the remaining budget; socket faults become Refused/Dropped/Unreachable/Unhealthy."""
+    what = f"{method} {path}"
+    conn, prefix = _connect(run)
+    headers = {"Accept": "application/json", "User-Agent": "bwstack-healthcheck"}
+    if run.api_key:
+        headers["Authorization"] = f"Bearer {run.api_key}"
+    body = None
+    if payload is not None:
+        body = json.dumps(payload).encode()
+        headers["Content-Type"] = "application/json"
+    try:
+        conn.connect()
+        sock = conn.sock
+        conn.request(method, prefix + path, body=body, headers=headers)
+        sock.settimeout(_remaining(run))
+        resp = conn.getresponse()
+        data = _read_body(run, sock, resp, what)
+        return Reply(status=resp.status, reason=resp.reason, body=data)
+    except ConnectionRefusedError as exc:
+        raise Refused(what) from exc
+    except TimeoutError as exc:
+        raise Unhealthy("timeout", f"{what}: no answer within the {run.cfg.timeout:g}s budget") from exc
+    except (http.client.IncompleteRead, ConnectionError) as exc:
+        raise Dropped(f"{what}: {type(exc).__name__}") from exc
+    except http.client.HTTPException as exc:
+        raise Unhealthy("warmup_failed", f"{what}: malformed HTTP response ({type(exc).__name__})") from exc
+    except socket.gaierror as exc:
+        raise Unhealthy("warmup_failed", f"{what}: cannot resolve the host of {run.cfg.url}") from exc
+    except OSError as exc:
+        raise Unreachable(f"{what}: {exc.strerror or type(exc).__name__}") from exc
+    finally:
+        conn.close()
+
+
+def _snippet(data: bytes | str) -> str:
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    text = " ".join(text.split())
+    return text if len(text) <= SNIPPET else text[: SNIPPET - 3] + "..."
+
+
+def _parse_json(reply: Reply, what: str) -> Any:
+    try:
+        return json.loads(reply.body)  # accepts NaN / Infinity literals on purpose
+    except ValueError as exc:
+        raise Unhealthy("warmup_failed", f"{what}: non-JSON body: {_snippet(reply.body)!r}") from exc
+
+
+# --- state --------------------------------------------------------------------------------------------------
+
+
+def load_state(path: str) -> dict[str, Any]:
+    """The state of earlier runs; a fresh state when missing or malformed."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA:
+        return {"schema": STATE_SCHEMA, "healthy_once": False, "last_decode": None, "config_ok": None}
+    return data
+
+
+def save_state(path: str, state: dict[str, Any]) -> None:
+    """Best effort: a healthcheck never fails because its state file cannot be written."""
+    with contextlib.suppress(OSError):
+        common.write_json_atomic(path, state)
+
+
+# --- log scan -----------------------------------------------------------------------------------------------
+
+
+def _scan_from(run: Run, path: str, offset: int, scanner: signatures.Scanner) -> int:
+    """Feed complete lines from ``offset`` on; returns the new offset (at a line end)."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        while run.deadline - time.monotonic() > 0.2:
+            data = fh.read(LOG_CHUNK)
+            if not data:
+                break
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                if len(data) < LOG_CHUNK:
+                    break  # a partial last line: read it once it is complete
+                cut = len(data)  # an over-long line: scan it in pieces
+            scanner.feed(data[:cut].decode("utf-8", errors="replace"))
+            offset += cut
+            fh.seek(offset)
+    return offset
+
+
+def scan_log(run: Run) -> signatures.Match | None:
+    """Continue the incremental scan of the server log (and its rotated predecessor); sticky per run."""
+    saved = run.state.get("log")
+    saved = saved if isinstance(saved, dict) and saved.get("path") == run.cfg.log else {}
+    scanner = signatures.Scanner.from_state(saved.get("scanner"))
+    offset = int(saved.get("offset") or 0)
+    inode = saved.get("inode")
+    try:
+        st = os.stat(run.cfg.log)
+        if inode != st.st_ino or st.st_size < offset:
+            rotated = run.cfg.log + ".1"
+            if inode is not None and os.path.exists(rotated) and os.stat(rotated).st_ino == inode:
+                _scan_from(run, rotated, offset, scanner)
+            offset, inode = 0, st.st_ino
+        offset = _scan_from(run, run.cfg.log, offset, scanner)
+    except FileNotFoundError:
+        run.notes.append(f"no server log at {run.cfg.log}")
+    except OSError as exc:
+        run.notes.append(f"log unreadable ({exc.strerror})")
+    run.state["log"] = {"path": run.cfg.log, "inode": inode, "offset": offset, "scanner": scanner.to_state()}
+    return scanner.result()
+
+
+def _around_match(match: signatures.Match) -> str:
+    """The matched line, cut to a window that keeps the matching text."""
+    text = " ".join(match.text.split())
+    found = match.signature.pattern.search(text)
+    start = max(0, found.start() - 40) if found else 0
+    window = text[start : start + LOG_SNIPPET]
+    return ("..." if start else "") + window + ("..." if start + LOG_SNIPPET < len(text) else "")
+
+
+def _log_verdict(match: signatures.Match) -> Unhealthy:
+    reason = f"server log: {_around_match(match)}"
+    if match.also:
+        reason += f" (also: {', '.join(match.also)})"
+    if match.signature.fix:
+        reason += f"; fix: {match.signature.fix}"
+    return Unhealthy(match.cls, reason)
+
+
+def _root_cause_or(run: Run, fallback: Unhealthy, wait: bool = False) -> Unhealthy:
+    """After an HTTP failure: a fatal log signature (maybe just written) beats the generic class.
+
+    SGLang's health_timeout line only backs up a /health 503 (long prefills trip it on a working server).
+    """
+
+    def usable(found: signatures.Match | None) -> bool:
+        return found is not None and (found.cls != "health_timeout" or fallback.cls == "health_timeout")
+
+    match = scan_log(run)
+    if not usable(match) and wait:
+        time.sleep(max(0.0, min(1.0, run.deadline - time.monotonic() - 0.5)))
+        match = scan_log(run)
+    if match is None or not usable(match):
+        return fallback
+    verdict = _log_verdict(match)
+    verdict.reason = f"{fallback.reason}; {verdict.reason}"
+    return verdict
+
+
+def _http_failure(run: Run, what: str, reply: Reply, rescan: bool = True) -> Unhealthy:
+    detail = f"{what} answered {reply.status} {reply.reason}".rstrip()
+    if reply.status in (401, 403):
+        key_state = common.secret_status(run.cfg.api_key_file)
+        return Unhealthy("warmup_failed", f"{detail}: API key missing or wrong (key file {key_state})")
+    if reply.body:
+        detail += f": {_snippet(reply.body)!r}"
+    if not rescan:
+        return Unhealthy("warmup_failed", detail)
+    return _root_cause_or(run, Unhealthy("warmup_failed", detail), wait=reply.status >= 500)
+
+
+# --- checks -------------------------------------------------------------------------------------------------
+
+
+def check_liveness(run: Run) -> Unhealthy | None:
+    """GET /health: None when alive, else the verdict (run_checks still consults the log)."""
+    run.stage = "GET /health"
+    healthy_once = bool(run.state.get("healthy_once"))
+    try:
+        reply = http_call(run, "GET", "/health")
+    except Refused:
+        if healthy_once:
+            return Unhealthy("crash", "connection refused after a healthy pass: the server process is gone")
+        return Unhealthy("starting", "connection refused: the server is not listening yet (loading)")
+    except Dropped as exc:
+        return Unhealthy("crash", f"connection dropped: {exc}")
+    except Unreachable as exc:
+        return Unhealthy("crash" if healthy_once else "starting", f"server unreachable: {exc}")
+    if reply.status == 200:
+        return None
+    if reply.status == 503:
+        if healthy_once:
+            return Unhealthy(
+                "health_timeout",
+                "GET /health answered 503 after a healthy pass (SGLang unhealthy or stopping)",
+            )
+        return Unhealthy("starting", "GET /health answered 503: SGLang is still starting (warmup not done)")
+    return _http_failure(run, "GET /health", reply, rescan=False)
+
+
+def _call_json(run: Run, method: str, path: str, payload: Any = None) -> tuple[Reply, Any]:
+    run.stage = f"{method} {path}"
+    try:
+        reply = http_call(run, method, path, payload)
+    except Refused as exc:
+        raise Unhealthy("crash", f"{exc}: connection refused (server went away)") from exc
+    except (Dropped, Unreachable) as exc:
+        raise _root_cause_or(run, Unhealthy("crash", f"connection dropped: {exc}"), wait=True) from exc
+    if reply.status != 200:
+        return reply, None
+    return reply, _parse_json(reply, f"{method} {path}")
+
+
+def fetch_server_info(run: Run) -> dict[str, Any]:
+    """GET /server_info, or /get_server_info on servers without it."""
+    reply, data = _call_json(run, "GET", "/server_info")
+    path = "/server_info"
+    if reply.status == 404:
+        reply, data = _call_json(run, "GET", "/get_server_info")
+        path = "/get_server_info"
+    if reply.status != 200:
+        raise _http_failure(run, f"GET {path}", reply)
+    if not isinstance(data, dict):
+        raise Unhealthy("warmup_failed", f"GET {path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _norm(value: Any) -> str:
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif value is None:
+        text = "none"
+    else:
+        text = str(value).strip().lower()
+    return VALUE_ALIASES.get(text, text)
+
+
+def _same(requested: str, effective: Any) -> bool:
+    a, b = _norm(requested), _norm(effective)
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+def compare_expect(expect: dict[str, str], info: dict[str, Any]) -> list[str]:
+    """One message per mismatch between requested and effective values."""
+    problems = []
+    for key, requested in sorted(expect.items()):
+        names = KEY_ALIASES.get(key, (key,))
+        found = [name for name in names if name in info]
+        if not found:
+            problems.append(f"{key}: requested {requested}, effective not reported by /server_info")
+            continue
+        effective = info[found[0]]
+        if not _same(requested, effective):
+            via = "" if found[0] == key else f" (as {found[0]})"
+            problems.append(f"{key}: requested {requested}, effective {_norm(effective)}{via}")
+    return problems
+
+
+def check_config(run: Run) -> str:
+    """Compare --expect with /server_info; returns a short summary of the effective config."""
+    info = fetch_server_info(run)
+    problems = compare_expect(run.cfg.expect, info)
+    if problems:
+        raise Unhealthy("backend_override", "; ".join(problems))
+    parts = [f"{k}={_norm(info[k])}" for k in SUMMARY_KEYS if info.get(k) is not None]
+    if "version" in info:
+        parts.append(f"sglang {info['version']}")
+    return " ".join(parts)
+
+
+def _finish(meta: dict[str, Any]) -> tuple[str, str]:
+    reason = meta.get("finish_reason")
+    if isinstance(reason, dict):
+        return str(reason.get("type")), str(reason.get("message") or "")
+    return str(reason), ""
+
+
+def _check_logprobs(meta: dict[str, Any]) -> float:
+    entries = meta.get("output_token_logprobs")
+    if not isinstance(entries, list) or not entries:
+        raise Unhealthy("warmup_failed", "POST /generate: no meta_info.output_token_logprobs in the answer")
+    lowest = math.inf
+    for pos, entry in enumerate(entries):
+        if not isinstance(entry, list) or not entry:
+            raise Unhealthy("warmup_failed", f"POST /generate: malformed logprob entry {pos}: {entry!r}")
+        value, token = entry[0], entry[1] if len(entry) > 1 else "?"
+        where = f"output token {pos} (id {token})"
+        if value is None:
+            raise Unhealthy("nan", f"{where}: logprob null (NaN/inf serialized as null)")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise Unhealthy("warmup_failed", f"POST /generate: {where}: logprob is not a number: {value!r}")
+        if not math.isfinite(value):
+            raise Unhealthy("nan", f"{where}: logprob {value}")
+        if value <= SENTINEL_LOGPROB:
+            raise Unhealthy("nan", f"{where}: logprob {value:g} (NaN sanitized to a sentinel)")
+        lowest = min(lowest, float(value))
+    return lowest
+
+
+def check_decode(run: Run) -> str:
+    """A sampled decode with logprobs; returns a short summary."""
+    payload = {
+        "text": PROMPT,
+        "sampling_params": {"temperature": TEMPERATURE, "max_new_tokens": MAX_NEW_TOKENS},
+        "return_logprob": True,
+    }
+    reply, data = _call_json(run, "POST", "/generate", payload)
+    if reply.status != 200:
+        raise _http_failure(run, "POST /generate", reply)
+    if isinstance(data, list) and data:
+        data = data[0]
+    if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
+        raise Unhealthy("warmup_failed", f"POST /generate: unexpected answer {_snippet(json.dumps(data))!r}")
+    meta: dict[str, Any] = data["meta_info"]
+    text = data.get("text")
+    kind, message = _finish(meta)
+    if kind == "abort":
+        found = signatures.classify_text(message)
+        cls = found.cls if found else "warmup_failed"
+        fallback = Unhealthy(cls, f"request aborted: {_snippet(message)!r}")
+        raise _root_cause_or(run, fallback, wait=True)
+    lowest = _check_logprobs(meta)
+    if not isinstance(text, str):
+        raise Unhealthy("warmup_failed", "POST /generate: no text in the answer")
+    tokens = len(meta["output_token_logprobs"])
+    if not text.strip():
+        raise Unhealthy("warmup_failed", f"empty completion ({tokens} tokens, finish {kind})")
+    if run.cfg.expect_text is not None and run.cfg.expect_text not in text:
+        raise Unhealthy("warmup_failed", f"completion lacks {run.cfg.expect_text!r}: got {_snippet(text)!r}")
+    return f"sampled decode ok ({tokens} tokens, finish {kind}, min logprob {lowest:.2f})"
+
+
+def _decode_due(run: Run) -> bool:
+    if run.cfg.mode == "full" or not run.state.get("healthy_once"):
+        return True
+    last = run.state.get("last_decode")
+    return not isinstance(last, int | float) or time.time() - last >= run.cfg.decode_every
+
+
+def run_checks(run: Run) -> str:
+    """All checks in order; returns the healthy summary or raises Unhealthy."""
+    run.stage = "log scan"
+    match = scan_log(run)
+    if match is not None and match.cls != "health_timeout":
+        raise _log_verdict(match)
+    dead = check_liveness(run)
+    if dead is not None:
+        raise _root_cause_or(run, dead)  # the log may have just said why
+    parts = []
+    expect_key = json.dumps(run.cfg.expect, sort_keys=True)
+    if run.cfg.mode == "full" or run.state.get("config_ok") != expect_key:
+        parts.append(check_config(run))
+        run.state["config_ok"] = expect_key
+    if _decode_due(run):
+        run.stage = "POST /generate"
+        parts.insert(0, check_decode(run))
+        run.state["last_decode"] = time.time()
+    else:
+        age = time.time() - float(run.state["last_decode"])
+        parts.insert(0, f"alive, last sampled decode {age:.0f}s ago")
+    run.state["healthy_once"] = True
+    return "; ".join(p for p in [*parts, *run.notes] if p)
+
+
+# --- main ---------------------------------------------------------------------------------------------------
+
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    raise DeadlineExceeded()
+
+
+def _verdict(run: Run) -> tuple[int, str]:
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, max(0.001, run.deadline - time.monotonic()))
+            return 0, f"healthy: {run_checks(run)}"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except Unhealthy as exc:
+        return 1, f"unhealthy: {exc.cls}: {exc.reason}"
+    except DeadlineExceeded:
+        return 1, f"unhealthy: timeout: no verdict within the {run.cfg.timeout:g}s budget (at {run.stage})"
+    except UsageError as exc:
+        return 1, f"unhealthy: warmup_failed: healthcheck misconfigured: {exc}"
+    except Exception as exc:  # never a traceback in the health log
+        return 1, f"unhealthy: warmup_failed: healthcheck internal error: {type(exc).__name__}: {exc}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the healthcheck; prints the verdict line and returns 0 (healthy) or 1 (unhealthy)."""
+    started = time.monotonic()
+    try:
+        cfg = parse_args(argv)
+    except UsageError as exc:
+        print(f"unhealthy: warmup_failed: healthcheck misconfigured: {' '.join(str(exc).split())}")
+        return 1
+    api_key = common.read_secret(cfg.api_key_file)
+    run = Run(cfg=cfg, deadline=started + cfg.timeout, api_key=api_key, state=load_state(cfg.state_path))
+    signal.signal(signal.SIGALRM, _on_alarm)
+    code, line = _verdict(run)
+    line = common.redact(" ".join(line.split()), [api_key or ""])
+    verdict_class = "healthy" if code == 0 else line.split(":", 2)[1].strip()
+    # serve.py's fail-fast reads this
+    run.state["verdict"] = {"class": verdict_class, "line": line[:500], "time": time.time()}
+    save_state(cfg.state_path, run.state)
+    print(line[:2000], flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

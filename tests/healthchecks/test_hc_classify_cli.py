@@ -1,0 +1,69 @@
+"""``bwstack classify-log`` on the excerpts: the class, the --json object, and bad input as exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_hc_signatures import EXPECTED, HEALTHY
+
+from bwstack import classify
+from bwstack.cli import main
+from bwstack.errors import UserError
+
+LOGS = Path(__file__).resolve().parent / "logs"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED) + HEALTHY)
+def test_cli_prints_the_class(name: str) -> None:
+    expected = EXPECTED[name][0] if name in EXPECTED else "healthy"
+    result = CliRunner().invoke(main, ["classify-log", str(LOGS / name)])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"{expected}\n"
+
+
+def test_cli_json_object() -> None:
+    result = CliRunner().invoke(
+        main, ["classify-log", "--json", str(LOGS / "nan_multinomial_dense_fp8kv.log")]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["class"] == "nan"
+    assert data["line"] == 5
+    assert "probability tensor contains either" in data["text"]
+    assert data["also"] == ["device_assert", "crash"]
+
+
+def test_cli_json_for_a_clean_log() -> None:
+    result = CliRunner().invoke(main, ["classify-log", "--json", str(LOGS / "healthy_0.5.23_dsa.log")])
+    assert json.loads(result.output) == {"class": "healthy", "line": None, "text": "", "also": []}
+
+
+def test_classify_text_helper_has_the_same_shape() -> None:
+    text = (LOGS / "oom_cuda_graph_capture.log").read_text()
+    assert classify.classify_text(text) == classify.classify_log_file(LOGS / "oom_cuda_graph_capture.log")
+    assert classify.classify_text("all good\n")["class"] == "healthy"
+
+
+def test_missing_file_or_folder_is_a_user_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.log"
+    result = CliRunner().invoke(main, ["classify-log", str(missing)])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"bwstack: {missing}: no such log file"
+    with pytest.raises(UserError):
+        classify.classify_log_file(tmp_path)
+
+
+def test_read_error_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("x\n")
+
+    def denied(path: str) -> None:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr("healthchecks.signatures.classify_file", denied)
+    result = CliRunner().invoke(main, ["classify-log", str(log)])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"bwstack: {log}: cannot read the log: Permission denied"

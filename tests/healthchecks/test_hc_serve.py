@@ -1,0 +1,328 @@
+"""The serve wrapper (image entrypoint) run as a subprocess around a fake server module."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from healthchecks import serve, signatures
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVE = ROOT / "healthchecks" / "serve.py"
+HERE = Path(__file__).resolve().parent
+KEY = "sk-live-0f9e8d7c6b5a"
+TOKEN = "hf_TESTtokenABCDEF123456"
+
+
+def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BWSTACK_") and k not in ("HF_TOKEN",)}
+    env.update(
+        {
+            "PYTHONPATH": str(HERE),
+            "BWSTACK_SERVER_MODULE": "hc_fake_sglang",
+            "BWSTACK_LOG": str(tmp_path / "log" / "server.log"),
+            "BWSTACK_API_KEY_FILE": str(tmp_path / "api_key"),
+            "BWSTACK_HF_TOKEN_FILE": str(tmp_path / "hf_token"),
+            "BWSTACK_HC_STATE": str(tmp_path / "hc-state.json"),
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def run_serve(tmp_path: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SERVE), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=serve_env(tmp_path, **extra),
+        cwd=tmp_path,
+    )
+
+
+def log_text(tmp_path: Path) -> str:
+    return (tmp_path / "log" / "server.log").read_text()
+
+
+def test_exit_status_and_output_are_teed(tmp_path: Path) -> None:
+    proc = run_serve(tmp_path, "--model-path", "m", "--exit", "3")
+    assert proc.returncode == 3
+    log = log_text(tmp_path)
+    assert proc.stdout == log  # stdout and the log carry the same bytes
+    assert log.startswith("bwstack-serve: starting python3 -m hc_fake_sglang --model-path m --exit 3\n")
+    assert "warning line on stderr" in log  # stderr is merged
+    assert log.endswith("bwstack-serve: server crashed: exit status 3\n")
+    match = signatures.classify_text(log)
+    assert match is not None and match.cls == "crash"
+
+
+def test_clean_exit_is_not_a_crash(tmp_path: Path) -> None:
+    proc = run_serve(tmp_path, "--exit", "0")
+    assert proc.returncode == 0
+    assert proc.stdout.endswith("bwstack-serve: server exited: exit status 0\n")
+    assert signatures.classify_text(proc.stdout) is None
+
+
+def test_killed_server_exits_128_plus_signal(tmp_path: Path) -> None:
+    proc = run_serve(tmp_path, "--kill-self")
+    assert proc.returncode == 128 + signal.SIGKILL
+    assert "server crashed: exit status 137 (killed by SIGKILL)" in proc.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_are_forwarded(tmp_path: Path, sig: signal.Signals) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVE), "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=serve_env(tmp_path),
+        cwd=tmp_path,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    stream = proc.stdout
+    assert stream is not None
+
+    def read_all() -> None:
+        for line in stream:
+            lines.put(line)
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    try:
+        seen = []
+        while "fake: ready\n" not in seen:
+            seen.append(lines.get(timeout=30))
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 128 + sig
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(10)
+    rest = []
+    while not lines.empty():
+        rest.append(lines.get())
+    assert f"fake: got {sig.name}\n" in rest
+    assert rest[-1] == f"bwstack-serve: server stopped: exit status {128 + sig} after {sig.name}\n"
+    assert signatures.classify_text("".join(rest)) is None  # an operator stop is not a crash
+
+
+def test_secrets_reach_the_child_only(tmp_path: Path) -> None:
+    (tmp_path / "api_key").write_text(KEY + "\n")
+    (tmp_path / "hf_token").write_text(TOKEN)
+    dump = tmp_path / "child.json"
+    proc = run_serve(tmp_path, "--model-path", "m", "--dump", str(dump), "--leak")
+    assert proc.returncode == 0, proc.stdout
+    child = json.loads(dump.read_text())
+    assert child["argv"][-2:] == ["--api-key", KEY]
+    assert child["hf_token"] == TOKEN
+    for text in (proc.stdout, proc.stderr, log_text(tmp_path)):
+        assert KEY not in text and TOKEN not in text
+        assert KEY[:8] not in text.replace("x" * 8, "")  # not even split across writes
+    assert "api_key='***'" in proc.stdout
+    assert "token=*** key=***\n" in proc.stdout
+    assert "x***yyyyyyyyyy" in proc.stdout  # a secret inside an over-long line
+    first = proc.stdout.splitlines()[0]
+    assert first.endswith(f"(--api-key from {tmp_path / 'api_key'}; HF_TOKEN from {tmp_path / 'hf_token'})")
+    assert "--api-key ***" not in first  # the injected key is not shown as an argument either
+
+
+def test_api_key_on_the_command_line_is_redacted_and_wins(tmp_path: Path) -> None:
+    (tmp_path / "api_key").write_text(KEY)
+    dump = tmp_path / "child.json"
+    proc = run_serve(tmp_path, "--api-key", "cli-secret-123", "--dump", str(dump))
+    assert proc.returncode == 0
+    assert json.loads(dump.read_text())["argv"].count("--api-key") == 1
+    assert "cli-secret-123" not in proc.stdout and KEY not in proc.stdout
+    assert "--api-key '***'" in proc.stdout.splitlines()[0]
+
+
+def test_no_key_file_means_no_api_key(tmp_path: Path) -> None:
+    dump = tmp_path / "child.json"
+    (tmp_path / "hf_token").write_text("\n")  # empty secret files are skipped too
+    assert run_serve(tmp_path, "--dump", str(dump)).returncode == 0
+    child = json.loads(dump.read_text())
+    assert "--api-key" not in child["argv"] and child["hf_token"] is None
+
+
+def test_log_is_size_bounded_with_one_rotation(tmp_path: Path) -> None:
+    proc = run_serve(tmp_path, "--spam", str(200 * 1024), BWSTACK_LOG_MAX_BYTES="8192")
+    assert proc.returncode == 0
+    log = tmp_path / "log" / "server.log"
+    rotated = tmp_path / "log" / "server.log.1"
+    assert rotated.exists()
+    assert log.stat().st_size <= 8192 + serve.SPLIT_AT
+    assert rotated.stat().st_size <= 8192 + serve.SPLIT_AT
+    assert sorted(p.name for p in log.parent.iterdir()) == ["server.log", "server.log.1"]
+    assert len(proc.stdout) > 200 * 1024  # stdout gets everything
+    assert log.read_text().endswith("bwstack-serve: server exited: exit status 0\n")
+
+
+def test_start_rotates_the_previous_log_and_clears_the_healthcheck_state(tmp_path: Path) -> None:
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "server.log").write_text("previous run\n")
+    (tmp_path / "hc-state.json").write_text("{}")
+    assert run_serve(tmp_path).returncode == 0
+    assert (tmp_path / "log" / "server.log.1").read_text() == "previous run\n"
+    assert "previous run" not in log_text(tmp_path)
+    assert not (tmp_path / "hc-state.json").exists()
+
+
+def test_unwritable_log_falls_back_to_stdout(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder")
+    proc = run_serve(tmp_path, "--exit", "0", BWSTACK_LOG=str(blocker / "server.log"))
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("bwstack-serve: warning: cannot write the server log")
+    assert "server_args=ServerArgs" in proc.stdout
+
+
+def test_missing_server_module_is_reported(tmp_path: Path) -> None:
+    proc = run_serve(tmp_path, BWSTACK_SERVER_MODULE="no_such_module_xyz")
+    assert proc.returncode == 1
+    assert "No module named no_such_module_xyz" in proc.stdout
+    assert proc.stdout.endswith("bwstack-serve: server crashed: exit status 1\n")
+
+
+def test_redact_argv_forms() -> None:
+    assert serve.redact_argv(["--api-key", "a", "--admin-api-key=b", "--port", "1"]) == [
+        "--api-key",
+        "***",
+        "--admin-api-key=***",
+        "--port",
+        "1",
+    ]
+    assert serve.argv_secrets(["--api-key", "a", "--admin-api-key=b", "--api-key"]) == ["a", "b"]
+
+
+def test_tee_redacts_a_secret_cut_by_the_split(tmp_path: Path) -> None:
+    read_fd, write_fd = os.pipe()
+    log = serve.BoundedLog(str(tmp_path / "t.log"), 1 << 20)
+    tee = serve.Tee(log, ["SECRETSECRET"])
+    payload = b"a" * (serve.SPLIT_AT - 4) + b"SECRETSECRET" + b"b" * 100
+
+    def write_all() -> None:
+        os.write(write_fd, payload)
+        os.close(write_fd)
+
+    writer = threading.Thread(target=write_all)
+    writer.start()
+    out: list[bytes] = []
+    original = tee.emit
+
+    def spy(data: bytes) -> None:
+        out.append(data)
+        original(data)
+
+    tee.emit = spy  # type: ignore[method-assign]
+    tee.pump(read_fd)
+    writer.join()
+    os.close(read_fd)
+    log.close()
+    joined = b"".join(out)
+    assert b"SECRET" not in joined and joined.count(b"***") == 1
+    assert (tmp_path / "t.log").read_bytes() == joined
+
+
+# --- fail-fast, linger, env switches (serve.py supervises the server on the healthcheck's verdict) -------------
+
+
+def _start_serve(tmp_path: Path, *argv: str, **extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(SERVE), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=serve_env(tmp_path, **extra),
+        cwd=tmp_path,
+    )
+
+
+def _write_verdict(tmp_path: Path, cls: str, line: str) -> None:
+    # what warmup.py writes after a probe (see warmup.main)
+    state = {"schema": 1, "verdict": {"class": cls, "line": line, "time": 0}}
+    tmp = tmp_path / "hc-state.json.tmp"
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, tmp_path / "hc-state.json")
+
+
+def _wait_for_start(tmp_path: Path) -> None:
+    # serve.py removes the state file at start; wait until the fake server printed its first line
+    log = tmp_path / "log" / "server.log"
+    for _ in range(200):
+        if log.exists() and "server_args=" in log.read_text():
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("fake server did not start")
+
+
+def test_fail_fast_stops_the_server_on_a_fatal_verdict(tmp_path: Path) -> None:
+    proc = _start_serve(tmp_path, "--wait")
+    _wait_for_start(tmp_path)
+    _write_verdict(tmp_path, "nan", "unhealthy: nan: output_token_logprobs[0] is null")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert "fail-fast: the healthcheck reported 'unhealthy: nan: output_token_logprobs[0] is null'" in out
+    assert "fake: got SIGTERM" in out
+    assert "server stopped by fail-fast" in log_text(tmp_path)
+
+
+def test_fail_fast_ignores_verdicts_that_can_heal(tmp_path: Path) -> None:
+    proc = _start_serve(tmp_path, "--wait")
+    _wait_for_start(tmp_path)
+    _write_verdict(tmp_path, "starting", "unhealthy: starting: connection refused")
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=2.5)  # the watcher polls every second: two polls saw a non-fatal verdict
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert "fail-fast" not in out
+    assert proc.returncode == 128 + signal.SIGTERM
+
+
+def test_fail_fast_can_be_turned_off(tmp_path: Path) -> None:
+    proc = _start_serve(tmp_path, "--wait", BWSTACK_FAIL_FAST="0")
+    _wait_for_start(tmp_path)
+    _write_verdict(tmp_path, "assertion", "unhealthy: assertion: dsa_kv_cache_store_fp8")
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=2.5)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert "fail-fast" not in out
+
+
+def test_linger_keeps_the_container_up_after_a_crash_until_sigterm(tmp_path: Path) -> None:
+    proc = _start_serve(tmp_path, "--exit", "7", BWSTACK_LINGER="60s")
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=2)  # crashed at once, but lingers
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 7
+    assert "lingering 60s so the healthcheck can record the failure" in out
+
+
+def test_no_linger_after_a_clean_exit(tmp_path: Path) -> None:
+    proc = run_serve(tmp_path, "--exit", "0", BWSTACK_LINGER="60s")
+    assert proc.returncode == 0
+    assert "lingering" not in proc.stdout
+
+
+def test_env_file_switches_reach_the_child_without_overriding(tmp_path: Path) -> None:
+    env_file = tmp_path / "env"
+    env_file.write_text("# variant switches\nSGLANG_ENABLE_JIT_DEEPGEMM=0\nFLASHINFER_DISABLE_VERSION_CHECK=1\n\n")
+    dump = tmp_path / "dump.json"
+    proc = run_serve(tmp_path, "--dump", str(dump), "--dump-env", BWSTACK_ENV_FILE=str(env_file),
+                     FLASHINFER_DISABLE_VERSION_CHECK="0")
+    assert proc.returncode == 0, proc.stdout
+    env = json.loads(dump.read_text())["env"]
+    assert env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0"
+    assert env["FLASHINFER_DISABLE_VERSION_CHECK"] == "0"  # the container's own env wins

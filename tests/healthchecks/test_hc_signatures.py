@@ -1,0 +1,300 @@
+"""The failure catalog: every class on realistic log excerpts, root cause first, no false alarms."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from healthchecks.signatures import SIGNATURES, Scanner, classify_file, classify_lines, classify_text
+
+from healthchecks import signatures
+
+LOGS = Path(__file__).resolve().parent / "logs"
+
+# file -> (class, other classes that must be reported as "also")
+EXPECTED: dict[str, tuple[str, set[str]]] = {
+    "nan_multinomial_dense_fp8kv.log": ("nan", {"device_assert", "crash"}),
+    "nan_flashinfer_probs.log": ("nan", {"crash"}),
+    "nan_sanitized_0.5.23.log": ("nan", set()),
+    "nan_json_500_0.5.9.log": ("nan", set()),
+    "device_assert_index.log": ("device_assert", {"crash"}),
+    "assertion_triton_fp8kv_0.5.9.log": ("assertion", {"crash"}),
+    "unsupported_arch_trtllm_0.5.12.log": ("unsupported_arch", {"crash"}),
+    "unsupported_arch_deepgemm_0.5.12.log": ("unsupported_arch", {"crash"}),
+    "unsupported_arch_glm_sm120_0.5.17.log": ("unsupported_arch", {"crash"}),
+    "unsupported_arch_sparse_mla_bf16_0.5.23.log": ("unsupported_arch", {"crash"}),
+    "unsupported_arch_trtllm_mha_0.5.9.log": ("unsupported_arch", {"crash"}),
+    "unsupported_arch_triton_dsa_0.5.23.log": ("unsupported_arch", {"crash"}),
+    "no_kernel_image.log": ("no_kernel_image", {"crash"}),
+    "shared_memory_tilelang.log": ("shared_memory", {"crash"}),
+    "shared_memory_triton.log": ("shared_memory", {"crash"}),
+    "oom_cuda_graph_capture.log": ("oom", {"crash"}),
+    "illegal_memory.log": ("illegal_memory", {"crash"}),
+    "warmup_failed.log": ("warmup_failed", {"assertion"}),
+    "model_load_glm_moe_dsa_0.5.9.log": ("model_load", {"crash"}),
+    "model_load_shared_experts.log": ("model_load", {"crash"}),
+    "nccl_error.log": ("nccl", {"crash"}),
+    "health_timeout.log": ("health_timeout", set()),
+    "timeout_watchdog.log": ("timeout", {"crash"}),
+    "crash_generic.log": ("crash", set()),
+    "crash_killed.log": ("crash", set()),
+}
+HEALTHY = ["healthy_0.5.9_dense.log", "healthy_0.5.23_dsa.log"]
+LOG_CLASSES = set(signatures.CLASSES) - {"backend_override", "starting", "healthy"}  # these come from HTTP
+
+# One line per alternative of every pattern (texts from the pinned wheels and the cited issues).
+EXAMPLES: list[tuple[str, str]] = [
+    ("Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed.", "nan"),
+    ("RuntimeError: probability tensor contains either inf, nan or element < 0", "nan"),
+    ("ValueError: Input probs contains NaN.", "nan"),
+    ("ValueError: Input logits contains NaN.", "nan"),
+    ("[2026-03-01 10:00:00 TP0] Detected errors during sampling! NaN in the logits.", "nan"),
+    ("[TP0] NaN detected in sampler: next_token_logits; values were sanitized before sampling.", "nan"),
+    ("RuntimeError: NaN detected! logits after final norm", "nan"),
+    ("ValueError: Out of range float values are not JSON compliant: nan", "nan"),
+    ("    assert not self.dsa_kv_cache_store_fp8", "assertion"),
+    ("AssertionError: DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype", "assertion"),
+    (
+        "tvm.error.InternalError: Error in function 'TllmGenFmhaRunner' at fmhaRunner.cuh:37",
+        "unsupported_arch",
+    ),
+    (
+        "RuntimeError: Assertion error (/deepgemm/csrc/apis/attention.hpp:159): Unsupported architecture",
+        "unsupported_arch",
+    ),
+    ("RuntimeError: Unsupported architecture", "unsupported_arch"),
+    (
+        "ValueError: GLM DSA with FP8 KV cache on NVIDIA SM120/SM121 supports only flashinfer_sparse_mla "
+        "(default) or triton_sparse_mla (prefill), but got ['trtllm'].",
+        "unsupported_arch",
+    ),
+    (
+        "ValueError: flashinfer_sparse_mla supports only GLM DSA with FP8 KV cache on NVIDIA SM120/SM121; got",
+        "unsupported_arch",
+    ),
+    (
+        "ValueError: The triton DSA backend is only supported on ROCm/HIP. Pick an alternative",
+        "unsupported_arch",
+    ),
+    (
+        "ValueError: The tilelang DSA prefill/decode kernels only support an fp8_e4m3 KV cache on ROCm/HIP; "
+        "on CUDA they require a bfloat16 KV cache.",
+        "unsupported_arch",
+    ),
+    ("ValueError: TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x).", "unsupported_arch"),
+    (
+        "ValueError: TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell",
+        "unsupported_arch",
+    ),
+    ("ValueError: Native NVFP4 prefill currently requires SM100; use", "unsupported_arch"),
+    (
+        "ValueError: TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache or skip-softmax.",
+        "unsupported_arch",
+    ),
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "no_kernel_image"),
+    ("error: cudaErrorNoKernelImageForDevice", "no_kernel_image"),
+    (
+        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.",
+        "no_kernel_image",
+    ),
+    (
+        "RuntimeError: Failed to set the allowed dynamic shared memory size to 169984 with error",
+        "shared_memory",
+    ),
+    (
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 106496",
+        "shared_memory",
+    ),
+    ("RuntimeError: CUDA error: too many resources requested for launch", "shared_memory"),
+    ("[CUDA ERROR]: Too many resources requested for launch", "shared_memory"),
+    ("cudaErrorLaunchOutOfResources", "shared_memory"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "oom"),
+    ("RuntimeError: CUDA error: out of memory", "oom"),
+    ("cudaErrorMemoryAllocation", "oom"),
+    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value:", "oom"),
+    ("[TP0] Prefill out of memory. Try to lower your batch size.", "oom"),
+    ("[TP0] Decode out of memory. Try to lower your batch size.", "oom"),
+    ("RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number", "oom"),
+    ("torch.AcceleratorError: CUDA error: an illegal memory access was encountered", "illegal_memory"),
+    ("cudaErrorIllegalAddress", "illegal_memory"),
+    ("RuntimeError: CUDA error: misaligned address", "illegal_memory"),
+    ("RuntimeError: CUDA error: an illegal instruction was encountered", "illegal_memory"),
+    ("KeyError: 'glm_moe_dsa'", "model_load"),
+    (
+        "ValueError: ... model type `glm_moe_dsa` but Transformers does not recognize this architecture.",
+        "model_load",
+    ),
+    (
+        "RuntimeError: The size of tensor a (3072) must match the size of tensor b (6144) at non-singleton dim 0",
+        "model_load",
+    ),
+    (
+        "size mismatch for model.layers.3.mlp.weight: copying a param with shape [3072] from checkpoint",
+        "model_load",
+    ),
+    ("huggingface_hub.errors.GatedRepoError: 403 Client Error.", "model_load"),
+    ("huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error.", "model_load"),
+    (
+        "Cannot access gated repo for url https://huggingface.co/zai-org/GLM-5/resolve/main/config.json.",
+        "model_load",
+    ),
+    ("Repository Not Found for url: https://huggingface.co/api/models/nobody/nothing.", "model_load"),
+    ("OSError: /models/x does not appear to have a file named config.json.", "model_load"),
+    ("RuntimeError: CUDA error: device-side assert triggered", "device_assert"),
+    (
+        "Indexing.cu:1553: indexSelectLargeIndex: block: [12,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+        "device_assert",
+    ),
+    ("cudaErrorAssert", "device_assert"),
+    ("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:3356, unhandled cuda error", "nccl"),
+    ("RuntimeError: NCCL Error 1: unhandled cuda error", "nccl"),
+    ("ncclUnhandledCudaError: Call to CUDA function failed.", "nccl"),
+    ("ncclInternalError: Internal check failed.", "nccl"),
+    ("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE)", "nccl"),
+    (
+        "Health check failed. Server couldn't get a response from detokenizer for last 20 seconds.",
+        "health_timeout",
+    ),
+    ("[TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", "timeout"),
+    ("[2026-03-02] Initialization failed. warmup error: Traceback (most recent call last):", "warmup_failed"),
+    ("AssertionError", "assertion"),
+    ("[TP0] Scheduler hit an exception: Traceback (most recent call last):", "crash"),
+    ("[2026-03-02] DetokenizerManager hit an exception: Traceback", "crash"),
+    ("[2026-03-02] Received sigquit from a child process. It usually means the child failed.", "crash"),
+    ("SIGQUIT received. signum=None, frame=None. It usually means one child failed.", "crash"),
+    ("Exception: Capture cuda graph failed: boom", "crash"),
+    ("bwstack-serve: server crashed: exit status 1", "crash"),
+]
+
+# Lines that must never raise an alarm (warnings, deprecations, help texts, server_args dumps).
+BENIGN = [
+    "[2026-10-31 08:00:02] WARNING overrides.py:537: Setting KV cache dtype to fp8_e4m3 for DeepSeek DSA on SM12 device.",
+    "[2026-10-31 08:00:02] Set DSA backends for GLM FP8 KV Cache on SM120/SM121: prefill=flashinfer_sparse_mla, decode=flashinfer_sparse_mla.",
+    "[2026-10-31 08:00:01] '--nsa-prefill-backend' is deprecated and will be removed in a future release. Use '--dsa-prefill-backend' instead.",
+    "  --enable-nan-detection  Enable the NaN detection for debugging purposes.",
+    "server_args=ServerArgs(enable_nan_detection=False, watchdog_timeout=300, api_key=None, skip_server_warmup=False)",
+    "[2026-03-02 10:14:56] If you experience issues related to RoPE parameters, ... downgrading to transformers==4.57.1",
+    "[2026-03-02 10:15:04 TP0] NCCL version 2.27.5+cuda12.9",
+    "[2026-03-02 10:15:06 TP0] sglang is using nccl==2.27.5",
+    "[2026-03-02 10:17:55 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=14.01 GB",
+    "[2026-03-02 10:21:27] The server is fired up and ready to roll!",
+    "[2026-03-02 10:40:03] Health check request received during shutdown. Returning 503.",
+    "[2026-03-02 10:21:26] Endpoint '/get_model_info' is deprecated and will be removed in a future version.",
+    "[2026-03-02 10:14:58] Ignore import error when loading sglang.srt.models.glm4v_moe: No module named 'decord'",
+    "bwstack-serve: server stopped: exit status 143 after SIGTERM",
+    "bwstack-serve: starting python3 -m sglang.launch_server --model-path m --api-key ***",
+]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_log_excerpt_classifies_to_its_root_cause(name: str) -> None:
+    cls, also = EXPECTED[name]
+    path = LOGS / name
+    match = classify_file(str(path))
+    assert match is not None
+    assert match.cls == cls
+    assert set(match.also) >= also
+    assert cls not in match.also
+    lines = path.read_text().splitlines()
+    assert match.text == lines[match.line - 1].strip()
+    assert match.signature.pattern.search(match.text)
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_normal_startup_log_is_healthy(name: str) -> None:
+    assert classify_file(str(LOGS / name)) is None
+
+
+def test_every_log_class_has_an_excerpt() -> None:
+    assert {cls for cls, _ in EXPECTED.values()} == LOG_CLASSES
+
+
+@pytest.mark.parametrize(("line", "cls"), EXAMPLES, ids=[f"{c}-{i}" for i, (_, c) in enumerate(EXAMPLES)])
+def test_each_pattern_alternative(line: str, cls: str) -> None:
+    match = classify_text(line + "\n")
+    assert match is not None and match.cls == cls
+
+
+def test_every_signature_is_exercised_and_its_keys_prefilter_soundly() -> None:
+    for sig in SIGNATURES:
+        hits = [line for line, _ in EXAMPLES if sig.pattern.search(line)]
+        assert hits, f"no example for {sig.pattern.pattern!r}"
+        for line in hits:
+            assert any(key in line for key in sig.keys), (sig.pattern.pattern, line)
+
+
+@pytest.mark.parametrize("line", BENIGN)
+def test_no_false_alarm(line: str) -> None:
+    assert classify_text(line + "\n") is None
+
+
+def test_catalog_entries_are_complete() -> None:
+    for sig in SIGNATURES:
+        assert sig.cls in signatures.CLASSES
+        assert sig.source.strip() and sig.keys
+    assert set(signatures.DESCRIPTIONS) == set(signatures.CLASSES)
+
+
+def test_root_cause_order() -> None:
+    nan_after_assert = (
+        "RuntimeError: CUDA error: device-side assert triggered\nValueError: Input probs contains NaN.\n"
+    )
+    match = classify_text(nan_after_assert)
+    assert match is not None and (match.cls, match.line, match.also) == ("nan", 2, ("device_assert",))
+    crash_first = (
+        "Scheduler hit an exception: Traceback\n    assert not self.nsa_kv_cache_store_fp8\nAssertionError\n"
+    )
+    match = classify_text(crash_first)
+    assert match is not None and (match.cls, match.line) == ("assertion", 2)
+    arch = "Received sigquit from a child process.\nRuntimeError: Unsupported architecture\n"
+    assert (m := classify_text(arch)) is not None and m.cls == "unsupported_arch"
+    two_crashes = "SIGQUIT received. x\nScheduler hit an exception: y\n"
+    assert (m := classify_text(two_crashes)) is not None and m.line == 1
+
+
+def test_lines_text_and_file_agree(tmp_path: Path) -> None:
+    path = LOGS / "oom_cuda_graph_capture.log"
+    text = path.read_text()
+    by_lines = classify_lines(text.splitlines())
+    by_text = classify_text(text)
+    by_file = classify_file(str(path), chunk_bytes=64)
+    assert by_lines == by_text == by_file
+    assert by_file is not None and by_file.to_dict()["class"] == "oom"
+    crlf = tmp_path / "crlf.log"
+    crlf.write_bytes(text.replace("\n", "\r\n").encode())
+    assert (m := classify_file(str(crlf))) is not None and (m.cls, m.line) == (by_text.cls, by_text.line)  # type: ignore[union-attr]
+
+
+def test_scanner_state_round_trip_continues_the_scan() -> None:
+    text = (LOGS / "nan_multinomial_dense_fp8kv.log").read_text()
+    lines = text.splitlines(keepends=True)
+    first = Scanner()
+    first.feed("".join(lines[:7]))
+    resumed = Scanner.from_state(json.loads(json.dumps(first.to_state())))
+    resumed.feed("".join(lines[7:]))
+    assert resumed.result() == classify_text(text)
+    assert Scanner.from_state({"garbage": 1}).result() is None
+
+
+def test_match_to_dict_shape() -> None:
+    match = classify_text("ok\nRuntimeError: CUDA error: out of memory\n")
+    assert match is not None
+    assert match.to_dict() == {
+        "class": "oom",
+        "line": 2,
+        "text": "RuntimeError: CUDA error: out of memory",
+        "also": [],
+    }
+
+
+def test_long_lines_are_truncated_in_the_match_text() -> None:
+    match = classify_text("x" * 5000 + " CUDA out of memory\n")
+    assert match is not None and len(match.text) <= signatures.MAX_TEXT
+
+
+def test_module_is_stdlib_only() -> None:
+    source = Path(signatures.__file__).read_text()
+    imported = set(re.findall(r"^(?:from|import) (\w+)", source, flags=re.MULTILINE))
+    assert imported <= {"__future__", "re", "collections", "dataclasses", "typing"}
