@@ -25,12 +25,15 @@ ARG BASE_IMAGE
 # hadolint ignore=DL3006
 FROM ${BASE_IMAGE} AS sources
 ARG SOURCES=""
+ARG PINNED_INSTALL=1
 # DL3002: a build-only stage; only its /wheelhouse is copied out, so root here never reaches the final image.
 # hadolint ignore=DL3002
 USER 0
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
+LABEL io.bwstack.stage="sources"
 COPY images/build-sources.sh /usr/local/bin/bwstack-build-sources
-RUN SOURCES="${SOURCES}" bwstack-build-sources /wheelhouse
+RUN if [ "${PINNED_INSTALL}" = "1" ]; then SOURCES="${SOURCES}" bwstack-build-sources /wheelhouse; \
+    else mkdir -p /wheelhouse && : >/wheelhouse/REPLACES; fi
 
 # --- stage 2: the serving image -------------------------------------------------------------------------------
 # DL3006: as above, the tag and digest arrive in BASE_IMAGE.
@@ -48,10 +51,9 @@ ARG TRANSFORMERS_VERSION=""
 ARG PYTHON_PINS=""
 ARG SOURCES=""
 ARG ENV_SWITCHES=""
-ARG VERIFY_PINS=1
-ARG BWSTACK_VERSION=""
-ARG BWSTACK_REVISION=""
-ARG BUILD_DATE=""
+# 1: install and verify the pinned overrides and source builds. 0 only for the CPU stand-in build (tests, demo),
+# whose Debian base carries none of the pinned packages and which must not reach PyPI from a build container.
+ARG PINNED_INSTALL=1
 
 USER 0
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
@@ -68,11 +70,11 @@ RUN for arg in BWSTACK_VARIANT CUDA_VERSION TORCH_CUDA_ARCH_LIST FLASHINFER_CUDA
 # Python overrides (hash-locked) and source-built wheels replace what the base image ships.
 COPY --from=sources /wheelhouse /tmp/bwstack-wheelhouse
 COPY images/${BWSTACK_VARIANT}/overrides.lock /tmp/bwstack-overrides.lock
-RUN if grep -q '^[A-Za-z0-9]' /tmp/bwstack-overrides.lock; then \
+RUN if [ "${PINNED_INSTALL}" = "1" ] && grep -q '^[A-Za-z0-9]' /tmp/bwstack-overrides.lock; then \
       PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --no-deps --require-hashes \
         -r /tmp/bwstack-overrides.lock; \
     fi; \
-    if compgen -G '/tmp/bwstack-wheelhouse/*.whl' >/dev/null; then \
+    if [ "${PINNED_INSTALL}" = "1" ] && compgen -G '/tmp/bwstack-wheelhouse/*.whl' >/dev/null; then \
       if [ -s /tmp/bwstack-wheelhouse/REPLACES ]; then \
         xargs -r env PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip uninstall -y </tmp/bwstack-wheelhouse/REPLACES; \
       fi; \
@@ -81,9 +83,9 @@ RUN if grep -q '^[A-Za-z0-9]' /tmp/bwstack-overrides.lock; then \
     fi; \
     rm -rf /tmp/bwstack-wheelhouse /tmp/bwstack-overrides.lock
 
-# The image must contain exactly what pins.toml says (skipped only for the CPU stand-in build: VERIFY_PINS=0).
+# The image must contain exactly what pins.toml says (skipped only for the CPU stand-in build).
 COPY images/verify_pins.py /opt/bwstack/verify_pins.py
-RUN if [ "${VERIFY_PINS}" = "1" ]; then \
+RUN if [ "${PINNED_INSTALL}" = "1" ]; then \
       SGLANG_VERSION="${SGLANG_VERSION}" PYTHON_PINS="${PYTHON_PINS}" SOURCES="${SOURCES}" \
         python3 /opt/bwstack/verify_pins.py; \
     fi
@@ -103,6 +105,11 @@ RUN chmod 0755 /opt/bwstack/healthchecks/*.py; \
     printf '%s\n' ${ENV_SWITCHES} >/opt/bwstack/env; \
     chmod -R a+rX /opt/bwstack
 
+# Declared late so that a new revision or build date never invalidates the cached layers above.
+ARG BWSTACK_VERSION=""
+ARG BWSTACK_REVISION=""
+ARG BUILD_DATE=""
+
 ENV BWSTACK_VARIANT=${BWSTACK_VARIANT} \
     TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST} \
     FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST} \
@@ -117,7 +124,8 @@ ENV BWSTACK_VARIANT=${BWSTACK_VARIANT} \
     CUDA_CACHE_PATH=/var/cache/bwstack/cuda \
     PYTHONUNBUFFERED=1
 
-LABEL org.opencontainers.image.title="bwstack SGLang ${BWSTACK_VARIANT}" \
+LABEL io.bwstack.stage="serve" \
+      org.opencontainers.image.title="bwstack SGLang ${BWSTACK_VARIANT}" \
       org.opencontainers.image.description="SGLang for NVIDIA Blackwell, pinned by bwstack variant ${BWSTACK_VARIANT}" \
       org.opencontainers.image.version="${BWSTACK_VARIANT}" \
       org.opencontainers.image.revision="${BWSTACK_REVISION}" \
@@ -136,7 +144,7 @@ LABEL org.opencontainers.image.title="bwstack SGLang ${BWSTACK_VARIANT}" \
       io.bwstack.python-pins="${PYTHON_PINS}" \
       io.bwstack.sources="${SOURCES}" \
       io.bwstack.env="${ENV_SWITCHES}" \
-      io.bwstack.pins-verified="${VERIFY_PINS}"
+      io.bwstack.pins-verified="${PINNED_INSTALL}"
 
 # numeric, so Kubernetes runAsNonRoot can verify it (the name is bwstack)
 USER 10001:10001

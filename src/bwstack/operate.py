@@ -231,7 +231,16 @@ def build(
     result = subprocess.run(argv, cwd=stack.root, check=False, capture_output=quiet, text=True)
     if result.returncode != 0 and quiet:
         sys.stderr.write((result.stdout or "")[-4000:] + (result.stderr or "")[-4000:])
+    prune_build_leftovers()
     return result.returncode
+
+
+def prune_build_leftovers() -> None:
+    """Remove the untagged image of the Dockerfile's build-only stage (the legacy builder keeps it)."""
+    subprocess.run(
+        ["docker", "image", "prune", "--force", "--filter", "dangling=true", "--filter", "label=io.bwstack.stage=sources"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
 
 
 def build_argv(stack: Stack, variant_name: str, *, tag: str | None, base_image: str | None) -> list[str]:
@@ -247,15 +256,30 @@ def build_argv(stack: Stack, variant_name: str, *, tag: str | None, base_image: 
     args = variant.build_args()
     if base_image:
         args["BASE_IMAGE"] = base_image
-        args["VERIFY_PINS"] = "0"  # the CPU stand-in base carries none of the pinned packages
+        args["PINNED_INSTALL"] = "0"  # the CPU stand-in base carries none of the pinned packages
     args["BWSTACK_VERSION"] = __version__
     args["BWSTACK_REVISION"] = _git_revision(stack.root)
-    args["BUILD_DATE"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    args["BUILD_DATE"] = _build_date(stack.root)
     argv = ["docker", "build", "--file", str(stack.root / "Dockerfile"), "--tag", tag or render.image_ref(stack, variant.name)]
     for key, value in args.items():
         argv += ["--build-arg", f"{key}={value}"]
     argv.append(str(stack.root))
     return argv
+
+
+def _build_date(root: Path) -> str:
+    """The commit time of HEAD (reproducible, like SOURCE_DATE_EPOCH), else now; UTC ISO 8601."""
+    if os.environ.get("SOURCE_DATE_EPOCH", "").isdigit():
+        stamp = datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), UTC)
+        return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        result = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True,
+                                text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        result = None
+    if result is not None and result.returncode == 0 and result.stdout.strip().isdigit():
+        return datetime.fromtimestamp(int(result.stdout.strip()), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _git_revision(root: Path) -> str:

@@ -1,0 +1,358 @@
+"""The sweep report: ``results.json`` (the record), ``matrix.md`` and ``matrix.html`` (views of it).
+
+``results.json`` is the single source of truth. It is rewritten atomically after every decided profile, so
+a sweep killed at any moment (even with SIGKILL) keeps every verdict it reached, and ``--resume`` continues
+from it. The Markdown and HTML matrices are regenerated from it each time. The HTML page is one
+self-contained file: inline CSS, no script, no external asset (a Content-Security-Policy forbids loading
+any), evidence per profile in a ``<details>`` element, and the pins of every image variant in the header.
+
+Document shape (``schema_version`` 1)::
+
+    {"schema_version": 1, "generated_by": "bwstack X", "started_at": ISO, "updated_at": ISO,
+     "stack": {"file", "project", "model", "served_name", "gpu_arch", "tp_size"},
+     "mode": {"standin": bool, "fast": bool, "variant": str|null, "timeout_s": float},
+     "variants": {name: <versions.json manifest>},
+     "plan": [profile, ...],
+     "results": {profile: <row>},
+     "summary": {"planned", "decided", "matching", "mismatching"}}
+
+A row: ``profile, variant, expect, verdict, match, fast, standin, fault, decided_by, reason, started_at,
+finished_at, elapsed_s, evidence`` where evidence holds ``log_match`` (line, text, also, source, context),
+``log_tail``, ``exit_code``, ``oom_killed``, ``health`` (status, probes, last), ``requested``, ``effective``,
+``server_version``, ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from bwstack.errors import UserError
+from bwstack.render import atomic_write
+
+SCHEMA_VERSION = 1
+RESULTS_FILE = "results.json"
+MARKDOWN_FILE = "matrix.md"
+HTML_FILE = "matrix.html"
+
+#: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
+VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason")
+#: evidence keys that are stable for the same outcome
+STABLE_EVIDENCE_KEYS = ("exit_code", "oom_killed", "requested", "effective", "server_version", "timeout_s")
+
+Document = dict[str, Any]
+
+
+def utc_now() -> str:
+    """The current UTC time as ``2026-07-10T12:01:02Z``."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_document(
+    *,
+    stack: Mapping[str, Any],
+    mode: Mapping[str, Any],
+    variants: Mapping[str, Any],
+    plan: Sequence[str],
+    generated_by: str,
+) -> Document:
+    """A fresh report document with no decided profile yet."""
+    now = utc_now()
+    doc: Document = {
+        "schema_version": SCHEMA_VERSION,
+        "generated_by": generated_by,
+        "started_at": now,
+        "updated_at": now,
+        "stack": dict(stack),
+        "mode": dict(mode),
+        "variants": dict(variants),
+        "plan": list(plan),
+        "results": {},
+        "summary": {},
+    }
+    doc["summary"] = summarize(doc)
+    return doc
+
+
+def summarize(doc: Document) -> dict[str, int]:
+    """Counts over the planned profiles: decided, matching their ``expect``, not matching."""
+    rows = [doc["results"][name] for name in doc["plan"] if name in doc["results"]]
+    matching = sum(1 for row in rows if row.get("match"))
+    return {
+        "planned": len(doc["plan"]),
+        "decided": len(rows),
+        "matching": matching,
+        "mismatching": len(rows) - matching,
+    }
+
+
+def record(doc: Document, row: Mapping[str, Any]) -> None:
+    """Add (or replace) one profile's row and refresh the summary."""
+    name = str(row["profile"])
+    doc["results"][name] = dict(row)
+    if name not in doc["plan"]:
+        doc["plan"].append(name)
+    doc["updated_at"] = utc_now()
+    doc["summary"] = summarize(doc)
+
+
+def all_match(doc: Document) -> bool:
+    """True when every planned profile is decided and matches its ``expect``."""
+    summary = summarize(doc)
+    return summary["decided"] == summary["planned"] and summary["mismatching"] == 0
+
+
+def decided(doc: Document) -> list[str]:
+    """Names of the planned profiles that already have a verdict."""
+    return [name for name in doc["plan"] if name in doc["results"]]
+
+
+# --- files --------------------------------------------------------------------------------------------------
+
+
+def write_report(out: Path, doc: Document) -> None:
+    """Write results.json first (the record), then the two matrices; each file atomically."""
+    atomic_write(out / RESULTS_FILE, json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    atomic_write(out / MARKDOWN_FILE, render_markdown(doc))
+    atomic_write(out / HTML_FILE, render_html(doc))
+
+
+def load_document(path: Path) -> Document:
+    """Read a results.json; UserError when it is missing, unreadable or of another schema."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError("no sweep report here to resume; run the sweep without --resume", file=path) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read the sweep results: {exc}", file=path) from None
+    if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
+        found = raw.get("schema_version") if isinstance(raw, dict) else None
+        raise UserError(
+            f"not a bwstack sweep report of schema_version {SCHEMA_VERSION} (found {found!r})",
+            file=path,
+            field="schema_version",
+        )
+    for key in ("stack", "mode", "variants", "plan", "results"):
+        if key not in raw:
+            raise UserError("malformed sweep report: key missing", file=path, field=key)
+    return raw
+
+
+def decided_content(doc: Document) -> dict[str, Any]:
+    """What a sweep decided, without timestamps, durations and per-run log text: equal for equal outcomes."""
+    rows = {}
+    for name in decided(doc):
+        row = doc["results"][name]
+        stable = {k: v for k, v in row.items() if k not in VOLATILE_ROW_KEYS and k != "evidence"}
+        evidence = row.get("evidence") or {}
+        stable["evidence"] = {k: evidence.get(k) for k in STABLE_EVIDENCE_KEYS}
+        log_match = evidence.get("log_match")
+        stable["evidence"]["log_class_also"] = sorted(log_match.get("also", [])) if log_match else None
+        rows[name] = stable
+    return {
+        "schema_version": doc["schema_version"],
+        "stack": doc["stack"],
+        "mode": doc["mode"],
+        "variants": doc["variants"],
+        "plan": doc["plan"],
+        "results": rows,
+    }
+
+
+# --- Markdown -----------------------------------------------------------------------------------------------
+
+
+def _cell(text: Any, limit: int = 160) -> str:
+    value = " ".join(str(text if text is not None else "").split())
+    if len(value) > limit:
+        value = value[: limit - 1] + "…"
+    return value.replace("|", "\\|")
+
+
+def _mode_words(doc: Document) -> str:
+    mode = doc["mode"]
+    words = ["CPU stand-in" if mode.get("standin") else "real hardware"]
+    if mode.get("fast"):
+        words.append("fast (dummy weights, fewer layers)")
+    if mode.get("variant"):
+        words.append(f"every profile on variant {mode['variant']}")
+    return ", ".join(words)
+
+
+def pins_summary(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The pins worth a glance, as (label, value) pairs, from a versions.json manifest."""
+    sglang = manifest.get("sglang") or {}
+    base = manifest.get("base") or {}
+    cuda = manifest.get("cuda") or {}
+    pairs = [
+        ("sglang", str(sglang.get("version") or f"git {sglang.get('commit') or '?'}")),
+        ("base image", str(base.get("ref") or base.get("image") or "?")),
+        ("locked", "yes" if manifest.get("locked") else "no (base image without digest)"),
+        ("CUDA toolkit", str(cuda.get("toolkit") or "?")),
+        ("TORCH_CUDA_ARCH_LIST", str(cuda.get("torch_cuda_arch_list") or "?")),
+        ("GPU archs", ", ".join(cuda.get("gpu_archs") or []) or "?"),
+    ]
+    for package, version in (manifest.get("python") or {}).items():
+        pairs.append((str(package), str(version)))
+    for name, source in (manifest.get("sources") or {}).items():
+        pairs.append((f"source {name}", f"{source.get('repo')}@{source.get('ref')}"))
+    return pairs
+
+
+def render_markdown(doc: Document) -> str:
+    """matrix.md: header, pins per variant, one table row per planned profile, then the evidence lines."""
+    stack = doc["stack"]
+    summary = summarize(doc)
+    out = [
+        f"# bwstack compatibility matrix: {stack.get('model')} on {stack.get('gpu_arch')}",
+        "",
+        f"- mode: {_mode_words(doc)}",
+        f"- started {doc['started_at']}, updated {doc['updated_at']} ({doc['generated_by']})",
+        f"- {summary['decided']}/{summary['planned']} decided, {summary['matching']} matching the "
+        f"expectation, {summary['mismatching']} not",
+        "",
+    ]
+    for name, manifest in doc["variants"].items():
+        pins = "; ".join(f"{label} {value}" for label, value in pins_summary(manifest))
+        out.append(f"- variant **{name}**: {_cell(pins, 600)}")
+    out += [
+        "",
+        "| profile | variant | expect | verdict | matches | mode | time | why |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in doc["plan"]:
+        row = doc["results"].get(name)
+        if row is None:
+            out.append(f"| {_cell(name)} | | | not decided yet | | | | |")
+            continue
+        mode = "fast" if row.get("fast") else "full"
+        if row.get("standin"):
+            mode += f", stand-in ({row.get('fault')})"
+        out.append(
+            f"| {_cell(name)} | {_cell(row.get('variant'))} | {_cell(row.get('expect'))} | "
+            f"**{_cell(row.get('verdict'))}** | {'yes' if row.get('match') else '**NO**'} | {mode} | "
+            f"{float(row.get('elapsed_s') or 0):.1f} s | {_cell(row.get('reason'))} |"
+        )
+    out += ["", "## Evidence", ""]
+    for name in decided(doc):
+        out += _markdown_evidence(name, doc["results"][name])
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _markdown_evidence(name: str, row: Mapping[str, Any]) -> list[str]:
+    evidence = row.get("evidence") or {}
+    lines = [f"### {name}: {row.get('verdict')} (decided by {row.get('decided_by')})", ""]
+    log_match = evidence.get("log_match")
+    if log_match:
+        lines.append(f"- server log line {log_match.get('line')}: `{_cell(log_match.get('text'), 300)}`")
+        if log_match.get("source"):
+            lines.append(f"- signature source: {_cell(log_match['source'], 300)}")
+    health = evidence.get("health") or {}
+    for probe in (health.get("last") or [])[-2:]:
+        lines.append(f"- healthcheck: `{_cell(probe.get('output'), 300)}`")
+    if evidence.get("exit_code") is not None:
+        lines.append(
+            f"- exit code: {evidence['exit_code']}" + (" (OOM-killed)" if evidence.get("oom_killed") else "")
+        )
+    requested = evidence.get("requested") or {}
+    effective = evidence.get("effective")
+    if requested:
+        lines.append("- requested: " + ", ".join(f"{k}={v}" for k, v in requested.items()))
+    if effective:
+        lines.append("- effective (/server_info): " + ", ".join(f"{k}={v}" for k, v in effective.items()))
+    lines.append("")
+    return lines
+
+
+# --- HTML ---------------------------------------------------------------------------------------------------
+
+#: verdict -> CSS class of its colour
+_VERDICT_TONE = {"healthy": "ok", "timeout": "slow", "starting": "slow", "backend_override": "warn"}
+
+
+def verdict_tone(verdict: str) -> str:
+    """The colour family of a verdict: ok (healthy), slow (timeout), warn (override), bad (any failure)."""
+    return _VERDICT_TONE.get(verdict, "bad")
+
+
+#: spellings SGLang reports differently from how profiles.yaml asks (docs/design.md backend table)
+_VALUE_ALIASES = {"bf16": "bfloat16", "nsa": "dsa"}
+
+
+def same_value(requested: Any, effective: Any) -> bool:
+    """Whether a requested backend value and the effective one name the same thing."""
+    a, b = (
+        _VALUE_ALIASES.get(str(v).strip().lower(), str(v).strip().lower()) for v in (requested, effective)
+    )
+    return a == b
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("bwstack").joinpath(f"data/report/{name}").read_text(encoding="utf-8")
+
+
+def html_context(doc: Document) -> dict[str, Any]:
+    """Everything matrix.html.j2 prints; the template only loops and looks up."""
+    rows = []
+    for name in doc["plan"]:
+        row = doc["results"].get(name)
+        if row is None:
+            rows.append({"profile": name, "pending": True})
+            continue
+        evidence = row.get("evidence") or {}
+        requested = evidence.get("requested") or {}
+        effective = evidence.get("effective") or {}
+        keys = list(dict.fromkeys([*requested, *effective]))
+        rows.append(
+            {
+                **row,
+                "pending": False,
+                "tone": verdict_tone(str(row.get("verdict"))),
+                "elapsed": f"{float(row.get('elapsed_s') or 0):.1f} s",
+                "evidence": evidence,
+                "backends": [
+                    {
+                        "key": key,
+                        "requested": requested.get(key),
+                        "effective": effective.get(key),
+                        "differs": key in requested
+                        and key in effective
+                        and requested[key] != "auto"
+                        and same_value(requested[key], effective[key]) is False,
+                    }
+                    for key in keys
+                ],
+            }
+        )
+    return {
+        "doc": doc,
+        "css": _asset("matrix.css"),
+        "mode_words": _mode_words(doc),
+        "summary": summarize(doc),
+        "rows": rows,
+        "variants": [
+            {"name": name, "pins": pins_summary(manifest), "manifest": json.dumps(manifest, indent=2)}
+            for name, manifest in doc["variants"].items()
+        ],
+    }
+
+
+def render_html(doc: Document) -> str:
+    """matrix.html: one self-contained page (inline CSS, no script, no external asset)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    template = env.from_string(_asset("matrix.html.j2"))
+    return template.render(**html_context(doc))

@@ -1,0 +1,437 @@
+"""The sweep report: results.json round trip, atomic rewrites, resume checks, Markdown and HTML structure."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from bwstack import model, report, sweep
+from bwstack.cli import main
+from bwstack.errors import UserError
+
+MANIFEST = {
+    "schema": "bwstack.versions/1",
+    "variant": "v0.5.23-cu130",
+    "locked": False,
+    "base": {
+        "image": "lmsysorg/sglang:v0.5.23-cu130",
+        "digest": None,
+        "ref": "lmsysorg/sglang:v0.5.23-cu130",
+    },
+    "sglang": {"version": "0.5.23", "commit": None},
+    "cuda": {"toolkit": "13.0", "torch_cuda_arch_list": "12.0a", "gpu_archs": ["sm120"]},
+    "python": {"flashinfer-python": "0.7.2", "torch": "2.14.1"},
+    "sources": {"deepgemm": {"repo": "https://github.com/deepseek-ai/DeepGEMM", "ref": "abc123"}},
+}
+
+
+def make_row(name: str, expect: str, verdict: str, **extra: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "profile": name,
+        "variant": "v0.5.23-cu130",
+        "expect": expect,
+        "verdict": verdict,
+        "match": expect == verdict,
+        "fast": False,
+        "standin": True,
+        "fault": "none",
+        "decided_by": "log",
+        "reason": f"reason of {name}",
+        "started_at": "2026-07-01T10:00:00Z",
+        "finished_at": "2026-07-01T10:00:05Z",
+        "elapsed_s": 5.0,
+        "evidence": {
+            "log_match": {
+                "class": verdict,
+                "line": 3,
+                "text": "assert not self.dsa_kv_cache_store_fp8",
+                "also": ["crash"],
+                "source": "memory_pool.py",
+                "context": [{"line": 2, "text": "Traceback"}, {"line": 3, "text": "assert <x> & y"}],
+            },
+            "log_tail": ["last line"],
+            "exit_code": 137,
+            "oom_killed": False,
+            "health": {
+                "status": "unhealthy",
+                "probes": 2,
+                "last": [{"exit": 1, "output": "unhealthy: x", "at": "t"}],
+            },
+            "requested": {"kv_cache_dtype": "bf16", "attention_backend": "dsa"},
+            "effective": {"kv_cache_dtype": "fp8_e4m3", "attention_backend": "nsa"},
+            "server_version": "0.5.23",
+            "timeout_s": 60.0,
+        },
+    }
+    row.update(extra)
+    return row
+
+
+def make_doc(plan: list[str]) -> report.Document:
+    return report.new_document(
+        stack={
+            "file": "profiles.yaml",
+            "project": "bwstack",
+            "model": "nvidia/GLM-5-NVFP4",
+            "served_name": "glm-5",
+            "gpu_arch": "sm120",
+            "tp_size": 8,
+        },
+        mode={"standin": True, "fast": False, "variant": None, "timeout_s": 60.0},
+        variants={"v0.5.23-cu130": MANIFEST},
+        plan=plan,
+        generated_by="bwstack test",
+    )
+
+
+def test_record_summary_and_exit_rule() -> None:
+    doc = make_doc(["a", "b"])
+    assert report.summarize(doc) == {"planned": 2, "decided": 0, "matching": 0, "mismatching": 0}
+    assert not report.all_match(doc)
+    report.record(doc, make_row("a", "healthy", "healthy"))
+    assert not report.all_match(doc)  # b is not decided yet
+    report.record(doc, make_row("b", "nan", "nan"))
+    assert report.all_match(doc) and report.decided(doc) == ["a", "b"]
+    report.record(doc, make_row("b", "nan", "device_assert"))
+    assert not report.all_match(doc) and doc["summary"]["mismatching"] == 1
+    report.record(doc, make_row("c", "healthy", "healthy"))
+    assert doc["plan"] == ["a", "b", "c"]
+
+
+def test_write_and_load_round_trip(tmp_path: Path) -> None:
+    doc = make_doc(["a"])
+    report.record(doc, make_row("a", "assertion", "assertion"))
+    report.write_report(tmp_path, doc)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.html", "matrix.md", "results.json"]
+    loaded = report.load_document(tmp_path / "results.json")
+    assert loaded == json.loads(json.dumps(doc))
+    assert loaded["schema_version"] == report.SCHEMA_VERSION == 1
+
+
+def test_decided_content_ignores_times_durations_and_log_text() -> None:
+    one, two = make_doc(["a"]), make_doc(["a"])
+    report.record(one, make_row("a", "nan", "nan"))
+    other = make_row(
+        "a", "nan", "nan", started_at="2030-01-01T00:00:00Z", elapsed_s=99.0, reason="other text"
+    )
+    other["evidence"]["log_tail"] = ["different"]
+    other["evidence"]["health"]["last"][0]["at"] = "later"
+    report.record(two, other)
+    two["started_at"] = "2031-01-01T00:00:00Z"
+    assert report.decided_content(one) == report.decided_content(two)
+    changed = make_row("a", "nan", "crash")
+    report.record(two, changed)
+    assert report.decided_content(one) != report.decided_content(two)
+
+
+def test_a_failed_rewrite_keeps_the_previous_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = make_doc(["a", "b"])
+    report.record(doc, make_row("a", "healthy", "healthy"))
+    report.write_report(tmp_path, doc)
+    before = (tmp_path / "results.json").read_text(encoding="utf-8")
+    real_replace = os.replace
+
+    def failing_replace(src: Any, dst: Any) -> None:
+        if str(dst).endswith("results.json"):
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    report.record(doc, make_row("b", "nan", "nan"))
+    with pytest.raises(OSError):
+        report.write_report(tmp_path, doc)
+    monkeypatch.undo()
+    assert (tmp_path / "results.json").read_text(encoding="utf-8") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "matrix.html",
+        "matrix.md",
+        "results.json",
+    ]  # no temp
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no sweep report here"),
+        ("{not json", "cannot read"),
+        ('{"schema_version": 99}', "schema_version 1"),
+        ('{"schema_version": 1, "stack": {}}', "malformed"),
+    ],
+)
+def test_load_document_refuses_bad_files(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "results.json"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(UserError, match=message):
+        report.load_document(path)
+
+
+def test_markdown_has_one_row_per_planned_profile() -> None:
+    doc = make_doc(["a", "b|pipe", "c"])
+    report.record(doc, make_row("a", "healthy", "healthy"))
+    report.record(doc, make_row("b|pipe", "healthy", "nan"))
+    text = report.render_markdown(doc)
+    rows = [
+        line
+        for line in text.splitlines()
+        if line.startswith("| ") and not line.startswith(("| profile", "| ---"))
+    ]
+    assert len(rows) == 3
+    assert "b\\|pipe" in rows[1] and "**NO**" in rows[1] and "**nan**" in rows[1]
+    assert "not decided yet" in rows[2]
+    assert "sglang 0.5.23" in text and "lmsysorg/sglang:v0.5.23-cu130" in text
+    assert "- exit code: 137" in text
+
+
+class _Page(HTMLParser):
+    """Collects what the structure checks need."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.stack: list[str] = []
+        self.rows: list[dict[str, str | None]] = []
+        self.details_in_evidence = 0
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        self.tags.append((tag, attributes))
+        if tag == "tr":
+            self.rows.append(attributes)
+        if tag == "details" and self.rows and "evidence" in str(self.rows[-1].get("class")):
+            self.details_in_evidence += 1
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_html_is_self_contained_with_a_row_and_evidence_per_profile() -> None:
+    doc = make_doc(["ok", "bad", "later"])
+    report.record(doc, make_row("ok", "healthy", "healthy"))
+    report.record(doc, make_row("bad", "healthy", "nan", reason="<script>alert(1)</script>"))
+    html = report.render_html(doc)
+    page = _Page()
+    page.feed(html)
+    tags = [t for t, _ in page.tags]
+    assert "script" not in tags and "link" not in tags and "img" not in tags and "iframe" not in tags
+    assert not [a for _, a in page.tags if "src" in a or "href" in a]
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html  # escaped
+    csp = [a for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
+    assert csp and "default-src 'none'" in str(csp[0]["content"])
+    profile_rows = [r for r in page.rows if "profile" in str(r.get("class")).split()]
+    assert [r["id"] for r in profile_rows] == ["profile-ok", "profile-bad", "profile-later"]
+    assert "matching" in str(profile_rows[0]["class"]) and "mismatch" in str(profile_rows[1]["class"])
+    assert "pending" in str(profile_rows[2]["class"])
+    assert page.details_in_evidence == 2
+    opened = [a for t, a in page.tags if t == "details" and "open" in a]
+    assert len(opened) == 1  # the mismatching row's evidence is open
+    text = " ".join(page.text)
+    assert (
+        "0.5.23" in text
+        and "lmsysorg/sglang:v0.5.23-cu130" in text
+        and "https://github.com/deepseek-ai/DeepGEMM@abc123" in text
+    )
+    assert 'class="verdict tone-ok"' in html and 'class="verdict tone-bad"' in html
+
+
+def test_html_marks_only_real_backend_differences() -> None:
+    doc = make_doc(["a"])
+    report.record(doc, make_row("a", "healthy", "healthy"))
+    rows = report.html_context(doc)["rows"][0]["backends"]
+    by_key = {b["key"]: b["differs"] for b in rows}
+    assert by_key == {"kv_cache_dtype": True, "attention_backend": False}  # dsa is spelt nsa by SGLang 0.5.9
+    assert report.same_value("bf16", "bfloat16") and not report.same_value("auto", "fp8_e4m3")
+
+
+# --- plan, stand-in faults, fast mode, resume (no Docker) --------------------------------------------------
+
+
+@pytest.fixture()
+def stack(stack_copy: Path) -> model.Stack:
+    return model.load_stack(stack_copy)
+
+
+def test_plan_checks_names_and_keeps_order(stack: model.Stack) -> None:
+    with pytest.raises(UserError, match="unknown profile 'nope'"):
+        sweep.make_plan(stack, ["dense-fi-bf16", "nope"], variant=None, standin=False)
+    plan = sweep.make_plan(
+        stack, ["dense-triton-auto", "dense-fi-bf16", "dense-triton-auto"], variant=None, standin=True
+    )
+    assert plan.names == ["dense-triton-auto", "dense-fi-bf16"]
+    assert sweep.make_plan(stack, [], variant=None, standin=False).names == list(stack.profiles)
+
+
+def test_every_shipped_profile_has_a_standin_fault(stack: model.Stack) -> None:
+    faults = {name: sweep.standin_fault(stack, name) for name in stack.profiles}
+    assert faults["dense-fi-bf16"] == "none" and faults["modelcard-fi-auto"] == "nan"
+    assert faults["dense-triton-auto"] == "assertion" and faults["dsa-trtllm-fp8"] == "unsupported_arch"
+    env = sweep.standin_env(stack, ["modelcard-fi-auto"], sweep.Options(False, True, 60.0, False, 0.25))
+    assert env == {
+        "modelcard-fi-auto": {
+            "BWSTACK_STANDIN_FAULT": "nan",
+            "BWSTACK_STANDIN_ARCH": "sm120",
+            "BWSTACK_STANDIN_LOAD_SECONDS": "0.25",
+        }
+    }
+
+
+def test_a_class_the_standin_cannot_imitate_is_bad_input(stack_copy: Path) -> None:
+    text = stack_copy.read_text(encoding="utf-8")
+    stack_copy.write_text(text.replace("expect: assertion", "expect: nccl"), encoding="utf-8")
+    stack = model.load_stack(stack_copy)
+    with pytest.raises(UserError) as info:
+        sweep.make_plan(stack, [], variant=None, standin=True)
+    assert (
+        info.value.field == "profiles.dense-triton-auto.expect"
+        and "cannot imitate 'nccl'" in info.value.message
+    )
+    assert info.value.line is not None
+    sweep.make_plan(stack, [], variant=None, standin=False)  # fine on real hardware
+
+
+def test_variant_retargets_and_skips_what_it_cannot_parse(stack: model.Stack) -> None:
+    plan = sweep.make_plan(stack, [], variant="v0.5.9-cu130", standin=False)
+    assert "dsa-fi-sparse-fp8" not in plan.names and any("dsa-fi-sparse-fp8" in s for s in plan.skipped)
+    assert "dense-fi-bf16" in plan.names
+    assert {plan.stack.variant_name_for(n) for n in plan.names} == {"v0.5.9-cu130"}
+    assert stack.variant_name_for("dense-fi-bf16") == "v0.5.23-cu130"  # the caller's stack is untouched
+    with pytest.raises(UserError, match="cannot run on variant"):
+        sweep.make_plan(stack, ["dsa-fi-sparse-fp8"], variant="v0.5.9-cu130", standin=False)
+    with pytest.raises(UserError):
+        sweep.make_plan(stack, [], variant="no-such-variant", standin=False)
+
+
+def test_fast_keeps_one_moe_layer(stack: model.Stack) -> None:
+    config = sweep.model_config(stack)
+    assert config is not None and config["first_k_dense_replace"] == 3
+    assert sweep.fast_layer_count(config) == 4
+    assert sweep.fast_layer_count(None) == 4  # GLM-5's known value
+    assert (
+        sweep.fast_layer_count({"first_k_dense_replace": 1, "moe_layer_freq": 2, "num_hidden_layers": 61})
+        == 3
+    )
+    assert sweep.fast_layer_count({"first_k_dense_replace": 9, "num_hidden_layers": 4}) == 4
+    argv = [
+        "--model-path",
+        "m",
+        "--load-format=auto",
+        "--json-model-override-args",
+        '{"rope_theta": 5}',
+        "--x",
+    ]
+    fast = sweep.apply_fast(argv, 4)
+    assert fast[:4] == ["--model-path", "m", "--x", "--load-format"]
+    assert fast[4] == "dummy" and json.loads(fast[6]) == {"num_hidden_layers": 4, "rope_theta": 5}
+    override = json.loads(sweep.fast_override(stack, ["dense-fi-bf16"]).split("\n", 1)[1])
+    command = override["services"]["dense-fi-bf16"]["command"]
+    assert command[-4:] == [
+        "--load-format",
+        "dummy",
+        "--json-model-override-args",
+        '{"num_hidden_layers": 4}',
+    ]
+
+
+def _options(standin: bool = True) -> sweep.Options:
+    return sweep.Options(fast=False, standin=standin, timeout_s=60.0, keep=False, load_seconds=None)
+
+
+def test_resume_needs_a_matching_report(stack: model.Stack, tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    with pytest.raises(UserError, match="no sweep report here"):
+        sweep.open_document(stack, [], _options(), out, resume=True, variant=None)
+    plan, doc = sweep.open_document(stack, ["dense-fi-bf16"], _options(), out, resume=False, variant=None)
+    report.write_report(out, doc)
+    with pytest.raises(UserError, match="already holds a sweep report"):
+        sweep.open_document(stack, [], _options(), out, resume=False, variant=None)
+    with pytest.raises(UserError, match="standin") as info:
+        sweep.open_document(stack, [], _options(standin=False), out, resume=True, variant=None)
+    assert info.value.field == "mode.standin"
+    plan, resumed = sweep.open_document(stack, [], _options(), out, resume=True, variant=None)
+    assert plan.names == ["dense-fi-bf16"] and resumed["plan"] == ["dense-fi-bf16"]
+    plan, grown = sweep.open_document(
+        stack, ["dense-triton-auto"], _options(), out, resume=True, variant=None
+    )
+    assert grown["plan"] == ["dense-fi-bf16", "dense-triton-auto"]
+    doc["variants"]["v0.5.23-cu130"]["python"]["torch"] = "0.0.1"
+    report.atomic_write(out / "results.json", json.dumps(doc))
+    with pytest.raises(UserError, match=r"pins of variant v0\.5\.23-cu130 changed"):
+        sweep.open_document(stack, [], _options(), out, resume=True, variant=None)
+
+
+@pytest.mark.parametrize(("verdict", "code"), [("assertion", 0), ("crash", 1)])
+def test_resuming_a_finished_report_only_reports(
+    stack: model.Stack, tmp_path: Path, verdict: str, code: int
+) -> None:
+    """Nothing left to run: no Docker is touched, the exit status follows the recorded verdicts."""
+    _, doc = sweep.open_document(
+        stack, ["dense-triton-auto"], _options(), tmp_path, resume=False, variant=None
+    )
+    report.record(doc, make_row("dense-triton-auto", "assertion", verdict))
+    report.write_report(tmp_path, doc)
+    out = io.StringIO()
+    result = sweep.run_sweep(
+        stack,
+        [],
+        variant=None,
+        fast=False,
+        standin=True,
+        out=tmp_path,
+        resume=True,
+        timeout=None,
+        console=Console(file=out, width=120),
+    )
+    assert result == code
+    assert "0 profile(s) to run" in out.getvalue() and "matrix.html" in out.getvalue()
+
+
+# --- the command line (bad input is one line and exit 2) ---------------------------------------------------
+
+
+def _cli(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_cli_unknown_profile_is_exit_2(stack_copy: Path, tmp_path: Path) -> None:
+    result = _cli("sweep", "-f", str(stack_copy), "--out", str(tmp_path / "r"), "no-such-profile")
+    assert result.exit_code == 2
+    line = [ln for ln in result.stderr.splitlines() if "no-such-profile" in ln]
+    assert len(line) == 1 and line[0].startswith("bwstack: ") and "unknown profile" in line[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_resume_without_a_report_is_exit_2(stack_copy: Path, tmp_path: Path) -> None:
+    result = _cli("sweep", "-f", str(stack_copy), "--standin", "--resume", "--out", str(tmp_path))
+    assert result.exit_code == 2 and "no sweep report here to resume" in result.stderr
+    assert "Traceback" not in result.output + result.stderr
+
+
+def test_demo_prints_the_report_place_and_the_meaning_of_each_verdict(
+    stack: model.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_sweep(stack_: model.Stack, profiles: list[str], **kwargs: Any) -> int:
+        seen.update(kwargs, profiles=profiles)
+        doc = make_doc(["dense-triton-auto"])
+        report.record(doc, make_row("dense-triton-auto", "assertion", "assertion"))
+        report.write_report(kwargs["out"], doc)
+        return 0
+
+    monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
+    buffer = io.StringIO()
+    code = sweep.run_demo(stack, out=tmp_path, console=Console(file=buffer, width=200))
+    assert code == 0
+    assert seen["standin"] is True and seen["profiles"] == [] and seen["fast"] is False
+    text = buffer.getvalue()
+    assert "CPU stand-in" in text and str(tmp_path / "matrix.html") in text
+    assert "assertion: a Python AssertionError" in text
