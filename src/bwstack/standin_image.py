@@ -1,0 +1,299 @@
+"""Build the CPU stand-in images without a container registry.
+
+Three images, all named ``bwstack/standin*`` and labelled ``io.bwstack.standin`` so a cleanup can find them:
+
+1. ``bwstack/standin-rootfs:bookworm`` -- a Debian bookworm root file system with python3, procps, iproute2,
+   passwd and ca-certificates, made by ``mmdebstrap … | docker import`` (built once, then reused). Without
+   mmdebstrap: ``debian:bookworm-slim`` (pulled if absent) plus the same packages from apt.
+2. ``bwstack/standin-base:<content hash>`` -- the rootfs plus the stdlib-only stand-in code
+   (``bwstack/__init__.py``, ``sglang_argv.py``, ``standin/``) at ``/opt/standin`` on ``PYTHONPATH``, an
+   ``sglang`` shim package so that ``python3 -m sglang.launch_server`` runs the stand-in, and the variant's
+   parser snapshot at ``/opt/bwstack/sglang-args.json``. Rebuilt only when that content changes.
+3. ``bwstack/standin:<variant>`` -- the project's own Dockerfile built on the base (``operate.build`` with
+   ``base_image=``), so entrypoint, healthcheck, labels and HEALTHCHECK are the shipped ones.
+
+Builds use the classic builder (``DOCKER_BUILDKIT=0``); nothing here pulls from a registry except the
+documented ``debian:bookworm-slim`` fallback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from bwstack.errors import ExternalError, UserError
+
+if TYPE_CHECKING:
+    from bwstack.model import Stack
+
+Echo = Callable[[str], Any]
+
+ROOTFS_IMAGE = "bwstack/standin-rootfs:bookworm"
+BASE_REPO = "bwstack/standin-base"
+STANDIN_REPO = "bwstack/standin"
+LABEL = "io.bwstack.standin"
+PACKAGES = ("python3", "procps", "iproute2", "passwd", "ca-certificates")
+FALLBACK_BASE = "debian:bookworm-slim"
+SNAPSHOT_IN_IMAGE = "/opt/bwstack/sglang-args.json"
+CODE_IN_IMAGE = "/opt/standin"
+
+MMDEBSTRAP_HINT = (
+    "install mmdebstrap (Debian/Ubuntu: 'sudo apt-get install mmdebstrap'; it needs root or unprivileged "
+    "user namespaces) or make the image debian:bookworm-slim available to Docker, then run "
+    "'bwstack standin build' again"
+)
+
+
+def ensure_standin_image(stack: Stack, *, variant: str | None = None, echo: Echo = print) -> str:
+    """The stand-in serving image for ``variant`` (default: the stack's), built if needed; returns its ref."""
+    name = variant or stack.settings.variant
+    pinned = stack.variant(name)
+    snapshot = pinned.cli_snapshot_path
+    if not snapshot.is_file():
+        raise UserError(f"parser snapshot missing; run 'bwstack lock --args --variant {name}'", file=snapshot)
+    version = pinned.sglang_version or _snapshot_version(snapshot)
+    base = ensure_base_image(snapshot, version, echo=echo)
+    from bwstack import operate
+
+    tag = f"{STANDIN_REPO}:{name}"
+    echo(f"stand-in: building {tag} from the project Dockerfile on {base}")
+    started = time.monotonic()
+    status = operate.build(stack, name, tag=tag, base_image=base, dry_run=False, quiet=True)
+    if status != 0:
+        raise ExternalError(f"docker build of the stand-in serving image {tag} failed (exit status {status})")
+    echo(f"stand-in: {tag} ready ({time.monotonic() - started:.0f} s)")
+    return tag
+
+
+def _snapshot_version(snapshot: Path) -> str:
+    try:
+        raw = json.loads(snapshot.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read the parser snapshot: {exc}", file=snapshot) from None
+    return str(raw.get("sglang_version") or "") if isinstance(raw, dict) else ""
+
+
+# --- stand-in base image ------------------------------------------------------------------------------------
+
+
+def ensure_base_image(snapshot: Path, version: str, *, echo: Echo = print) -> str:
+    """``bwstack/standin-base:<hash>`` for this snapshot and the current stand-in code; returns its ref."""
+    ensure_rootfs(echo=echo)
+    files = base_context(snapshot, version)
+    tag = f"{BASE_REPO}:{content_hash(files)[:16]}"
+    if image_exists(tag):
+        echo(f"stand-in: base image {tag} is up to date")
+        return tag
+    echo(f"stand-in: building base image {tag} (sglang {version or 'unknown'} shim)")
+    with tempfile.TemporaryDirectory(prefix="bwstack-standin-") as tmp:
+        context = Path(tmp)
+        for rel, data in files.items():
+            target = context / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            target.chmod(0o644)
+        _run_logged(["docker", "build", "--tag", tag, str(context)], echo, what=f"docker build of {tag}")
+    return tag
+
+
+def base_context(snapshot: Path, version: str) -> dict[str, bytes]:
+    """Every file of the base image's build context (relative path -> content), Dockerfile included."""
+    package = Path(__file__).resolve().parent
+    files: dict[str, bytes] = {
+        "opt/standin/bwstack/__init__.py": (package / "__init__.py").read_bytes(),
+        "opt/standin/bwstack/sglang_argv.py": (package / "sglang_argv.py").read_bytes(),
+    }
+    for source in sorted((package / "standin").glob("*.py")):
+        files[f"opt/standin/bwstack/standin/{source.name}"] = source.read_bytes()
+    files["opt/standin/sglang/__init__.py"] = shim_init(version).encode("utf-8")
+    files["opt/standin/sglang/launch_server.py"] = SHIM_LAUNCH_SERVER.encode("utf-8")
+    try:
+        files["opt/bwstack/sglang-args.json"] = snapshot.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read the parser snapshot: {exc}", file=snapshot) from None
+    files["Dockerfile"] = base_dockerfile(version).encode("utf-8")
+    return files
+
+
+def shim_init(version: str) -> str:
+    """``sglang/__init__.py`` of the stand-in image: the version it imitates and a marker."""
+    return (
+        '"""Not SGLang: bwstack\'s CPU stand-in answers as this SGLang version (see bwstack.standin)."""\n'
+        f"__version__ = {version or '0.0.0'!r}\n"
+        "BWSTACK_STANDIN = True\n"
+    )
+
+
+SHIM_LAUNCH_SERVER = (
+    '"""``python3 -m sglang.launch_server`` in the stand-in image runs bwstack\'s CPU stand-in."""\n'
+    "from bwstack.standin.server import main\n"
+    "\n"
+    'if __name__ == "__main__":\n'
+    "    raise SystemExit(main())\n"
+)
+
+
+def base_dockerfile(version: str) -> str:
+    return (
+        f"FROM {ROOTFS_IMAGE}\n"
+        "COPY opt/ /opt/\n"
+        f"ENV PYTHONPATH={CODE_IN_IMAGE} PYTHONUNBUFFERED=1 LANG=C.UTF-8\n"
+        f"RUN chmod -R a+rX {CODE_IN_IMAGE} /opt/bwstack \\\n"
+        f" && python3 -m compileall -q {CODE_IN_IMAGE} \\\n"
+        ' && python3 -c "import sglang, sglang.launch_server, bwstack.standin.server;'
+        ' assert sglang.BWSTACK_STANDIN"\n'
+        f'LABEL {LABEL}="base" {LABEL}.sglang="{version}" {LABEL}.args="{SNAPSHOT_IN_IMAGE}"\n'
+        'CMD ["python3", "-m", "sglang.launch_server", "--help"]\n'
+    )
+
+
+def content_hash(files: Mapping[str, bytes]) -> str:
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        digest.update(rel.encode("utf-8") + b"\0")
+        digest.update(hashlib.sha256(files[rel]).digest())
+    return digest.hexdigest()
+
+
+# --- root file system ---------------------------------------------------------------------------------------
+
+
+def ensure_rootfs(*, echo: Echo = print) -> str:
+    """``bwstack/standin-rootfs:bookworm``: mmdebstrap + docker import once, else bookworm-slim + apt."""
+    if image_exists(ROOTFS_IMAGE):
+        return ROOTFS_IMAGE
+    problems: list[str] = []
+    if shutil.which("mmdebstrap") is not None:
+        echo(f"stand-in: building {ROOTFS_IMAGE} with mmdebstrap (Debian bookworm; about 30 s, once)")
+        started = time.monotonic()
+        try:
+            _mmdebstrap_import(echo)
+            echo(f"stand-in: {ROOTFS_IMAGE} ready ({time.monotonic() - started:.0f} s)")
+            return ROOTFS_IMAGE
+        except ExternalError as exc:
+            problems.append(str(exc))
+    else:
+        problems.append("mmdebstrap is not installed")
+    try:
+        _rootfs_from_slim(echo)
+    except ExternalError as exc:
+        problems.append(str(exc))
+        raise ExternalError(
+            f"cannot build {ROOTFS_IMAGE}: {'; '.join(problems)}; {MMDEBSTRAP_HINT}"
+        ) from None
+    return ROOTFS_IMAGE
+
+
+def _mmdebstrap_import(echo: Echo) -> None:
+    make = [
+        "mmdebstrap",
+        "--variant=apt",
+        f"--include={','.join(PACKAGES)}",
+        "bookworm",
+        "-",
+    ]
+    load = [
+        "docker",
+        "import",
+        "--change",
+        'CMD ["/bin/bash"]',
+        "--change",
+        "ENV LANG=C.UTF-8",
+        "--change",
+        f'LABEL {LABEL}="rootfs"',
+        "--message",
+        "bwstack stand-in rootfs (mmdebstrap bookworm)",
+        "-",
+        ROOTFS_IMAGE,
+    ]
+    producer = subprocess.Popen(make, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert producer.stdout is not None and producer.stderr is not None
+    progress = threading.Thread(target=_forward, args=(producer.stderr, echo, "I: "), daemon=True)
+    progress.start()
+    consumer = subprocess.run(load, stdin=producer.stdout, capture_output=True, text=True, check=False)
+    producer.stdout.close()
+    made = producer.wait()
+    progress.join(timeout=5)
+    if made != 0 or consumer.returncode != 0:
+        if consumer.returncode == 0:
+            subprocess.run(["docker", "image", "rm", "-f", ROOTFS_IMAGE], capture_output=True, check=False)
+        detail = (
+            consumer.stderr.strip()[-300:] if consumer.returncode != 0 else f"mmdebstrap exit status {made}"
+        )
+        raise ExternalError(f"mmdebstrap | docker import failed: {' '.join(detail.split())}")
+
+
+def _rootfs_from_slim(echo: Echo) -> None:
+    if not image_exists(FALLBACK_BASE):
+        echo(f"stand-in: pulling {FALLBACK_BASE}")
+        pulled = subprocess.run(
+            ["docker", "pull", FALLBACK_BASE], capture_output=True, text=True, check=False
+        )
+        if pulled.returncode != 0:
+            reason = " ".join((pulled.stderr or pulled.stdout).split())[-200:]
+            raise ExternalError(f"docker pull {FALLBACK_BASE} failed: {reason}")
+    echo(f"stand-in: building {ROOTFS_IMAGE} from {FALLBACK_BASE} with apt")
+    dockerfile = (
+        f"FROM {FALLBACK_BASE}\n"
+        "RUN apt-get update \\\n"
+        f" && apt-get install -y --no-install-recommends {' '.join(PACKAGES)} \\\n"
+        " && rm -rf /var/lib/apt/lists/*\n"
+        f'LABEL {LABEL}="rootfs"\n'
+    )
+    with tempfile.TemporaryDirectory(prefix="bwstack-rootfs-") as tmp:
+        (Path(tmp) / "Dockerfile").write_text(dockerfile, encoding="utf-8")
+        _run_logged(
+            ["docker", "build", "--tag", ROOTFS_IMAGE, tmp], echo, what=f"docker build of {ROOTFS_IMAGE}"
+        )
+
+
+# --- docker helpers -----------------------------------------------------------------------------------------
+
+
+def image_exists(ref: str) -> bool:
+    try:
+        result = subprocess.run(
+            ["docker", "image", "inspect", ref], capture_output=True, check=False, timeout=60
+        )
+    except FileNotFoundError:
+        raise ExternalError("the docker CLI is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise ExternalError("docker image inspect timed out; is the Docker engine running?") from None
+    return result.returncode == 0
+
+
+def _legacy_builder_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["DOCKER_BUILDKIT"] = "0"
+    return env
+
+
+def _run_logged(argv: list[str], echo: Echo, *, what: str) -> None:
+    """Run a docker command, echoing its step lines; ExternalError with its tail when it fails."""
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_legacy_builder_env()
+    )
+    assert process.stdout is not None
+    tail: list[str] = []
+    for line in process.stdout:
+        tail = [*tail[-20:], line.rstrip()]
+        if line.startswith("Step "):
+            echo(f"  {line.rstrip()}")
+    if process.wait() != 0:
+        raise ExternalError(f"{what} failed: {' | '.join(t for t in tail[-5:] if t)}")
+
+
+def _forward(stream: IO[bytes], echo: Echo, prefix: str) -> None:
+    for raw in stream:
+        line = raw.decode("utf-8", errors="replace").rstrip()
+        if line.startswith(prefix):
+            echo(f"  {line}")

@@ -1,0 +1,210 @@
+"""The parser rebuilt from a snapshot accepts and refuses exactly what the pinned SGLang's argparse does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from standin_helpers import DATA, load_json, snapshot_path
+
+from bwstack import sglang_argv
+
+MODEL = ["--model-path", "nvidia/GLM-5-NVFP4"]
+
+
+@pytest.fixture(scope="module")
+def v0523() -> dict[str, Any]:
+    return load_json(snapshot_path("0.5.23"))
+
+
+@pytest.fixture(scope="module")
+def v059() -> dict[str, Any]:
+    return load_json(snapshot_path("0.5.9"))
+
+
+@pytest.fixture(scope="module")
+def v0515() -> dict[str, Any]:
+    return load_json(DATA / "sglang-args-0.5.15.json")
+
+
+def error_of(snapshot: dict[str, Any], argv: list[str]) -> str:
+    namespace, error, _ = sglang_argv.check_argv(snapshot, argv)
+    assert namespace is None, f"{argv} was accepted"
+    return error
+
+
+def test_unknown_flag_is_unrecognized(v0523: dict[str, Any]) -> None:
+    assert error_of(v0523, [*MODEL, "--bogus-flag"]) == "unrecognized arguments: --bogus-flag"
+
+
+def test_flags_removed_in_0523_are_unrecognized_but_fine_in_059(
+    v0523: dict[str, Any], v059: dict[str, Any]
+) -> None:
+    for old in (["--nsa-decode-backend", "trtllm"], ["--enable-nan-detection"]):
+        assert error_of(v0523, [*MODEL, *old]).startswith("unrecognized arguments: " + old[0])
+        namespace, error, _ = sglang_argv.check_argv(v059, [*MODEL, *old])
+        assert namespace is not None, error
+
+
+def test_ambiguous_prefix_in_0523(v0523: dict[str, Any]) -> None:
+    error = error_of(v0523, [*MODEL, "--cuda-graph-max-bs", "256"])
+    assert error == (
+        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
+    )
+
+
+def test_bad_choice(v0523: dict[str, Any], v059: dict[str, Any]) -> None:
+    error = error_of(v0523, [*MODEL, "--kv-cache-dtype", "fp16"])
+    assert error.startswith("argument --kv-cache-dtype: invalid choice: 'fp16' (choose from ")
+    # a 0.5.17+ backend is not a choice of 0.5.9
+    assert "invalid choice: 'flashinfer_sparse_mla'" in error_of(
+        v059, [*MODEL, "--nsa-decode-backend", "flashinfer_sparse_mla"]
+    )
+
+
+def test_missing_model_path(v0523: dict[str, Any]) -> None:
+    assert "the following arguments are required: --model-path" in error_of(v0523, ["--port", "1"])
+
+
+def test_bad_int(v0523: dict[str, Any]) -> None:
+    assert error_of(v0523, [*MODEL, "--port", "x"]) == "argument --port: invalid int value: 'x'"
+
+
+def test_prefix_alias_store_true_and_defaults(v0523: dict[str, Any]) -> None:
+    namespace, error, _ = sglang_argv.check_argv(v0523, ["--model", "m", "--tp", "8", "--trust-remote-code"])
+    assert namespace is not None, error
+    assert namespace.model_path == "m"
+    assert namespace.tp_size == 8  # --tp works through argparse prefix matching only
+    assert namespace.trust_remote_code is True
+    assert namespace.skip_server_warmup is False
+    assert namespace.kv_cache_dtype == "auto"
+    assert namespace.port == 30000
+
+
+def test_json_and_load_format_dummy(v0523: dict[str, Any]) -> None:
+    argv = [*MODEL, "--load-format", "dummy", "--json-model-override-args", '{"num_hidden_layers": 4}']
+    namespace, error, _ = sglang_argv.check_argv(v0523, argv)
+    assert namespace is not None, error
+    assert namespace.load_format == "dummy"
+    assert namespace.json_model_override_args == '{"num_hidden_layers": 4}'
+
+
+def test_deprecated_alias_warns_with_sglang_text(v0515: dict[str, Any]) -> None:
+    namespace, error, warnings = sglang_argv.check_argv(
+        v0515, [*MODEL, "--nsa-prefill-backend", "flashmla_kv"]
+    )
+    assert namespace is not None, error
+    assert namespace.dsa_prefill_backend == "flashmla_kv"
+    assert warnings == [
+        "'--nsa-prefill-backend' is deprecated and will be removed in a future release. "
+        "Use '--dsa-prefill-backend' instead."
+    ]
+
+
+def test_deprecated_boolean_and_const(v0523: dict[str, Any]) -> None:
+    namespace, error, warnings = sglang_argv.check_argv(v0523, [*MODEL, "--disable-cuda-graph"])
+    assert namespace is not None, error
+    assert namespace.disable_cuda_graph is True
+    assert warnings == [
+        "'--disable-cuda-graph' is deprecated and will be removed in a future release. "
+        "Use '--cuda-graph-backend-{decode,prefill}=disabled' instead."
+    ]
+    const_flag = next((f for f in v0523["flags"] if "--monokernel-backend" in f["option_strings"]), None)
+    if const_flag is not None:
+        namespace, error, warnings = sglang_argv.check_argv(v0523, [*MODEL, "--monokernel-backend", "amd"])
+        assert namespace is not None, error
+        assert getattr(namespace, const_flag["dest"]) is True
+        assert len(warnings) == 1
+
+
+def test_deprecated_action_059_only_warns(v059: dict[str, Any]) -> None:
+    flag = next((f for f in v059["flags"] if f["action"] == "DeprecatedAction"), None)
+    if flag is None:
+        pytest.skip("this 0.5.9 snapshot has no DeprecatedAction flag")
+    option = flag["option_strings"][0]
+    namespace, error, warnings = sglang_argv.check_argv(v059, [*MODEL, option])
+    assert namespace is not None, error
+    assert warnings == [
+        f"The command line argument '{option}' is deprecated and will be removed in future versions."
+    ]
+
+
+def test_boolean_optional_action(v0523: dict[str, Any]) -> None:
+    flag = next((f for f in v0523["flags"] if f["action"] == "BooleanOptionalAction"), None)
+    if flag is None:
+        pytest.skip("this snapshot has no BooleanOptionalAction flag")
+    positive = next(o for o in flag["option_strings"] if not o.startswith("--no-"))
+    negative = "--no-" + positive[2:]
+    for option, expected in ((positive, True), (negative, False)):
+        namespace, error, _ = sglang_argv.check_argv(v0523, [*MODEL, option])
+        assert namespace is not None, error
+        assert getattr(namespace, flag["dest"]) is expected
+
+
+def test_parse_argv_exits_2_with_argparse_text(
+    v0523: dict[str, Any], v059: dict[str, Any], capsys: Any
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        sglang_argv.parse_argv(v0523, [*MODEL, "--bogus"])
+    assert exc.value.code == 2
+    assert "sglang serve: error: unrecognized arguments: --bogus" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sglang_argv.parse_argv(v059, [*MODEL, "--bogus"])
+    assert "launch_server.py: error: unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_human_readable_int() -> None:
+    assert sglang_argv.human_readable_int("8k") == 8000
+    assert sglang_argv.human_readable_int("25.6k") == 25600
+    assert sglang_argv.human_readable_int("1Ki") == 1024
+    assert sglang_argv.human_readable_int("4096") == 4096
+    with pytest.raises(Exception, match="Decimals are not allowed"):
+        sglang_argv.human_readable_int("1.5Ki")
+    with pytest.raises(Exception, match="Invalid integer value: 'lots'"):
+        sglang_argv.human_readable_int("lots")
+
+
+def test_converter_names_match_argparse_messages() -> None:
+    snapshot = {
+        "schema": sglang_argv.SNAPSHOT_SCHEMA,
+        "sglang_version": "0.5.23",
+        "flags": [
+            {
+                "dest": "model_path",
+                "option_strings": ["--model-path"],
+                "action": "store",
+                "type": "str",
+                "required": True,
+            },
+            {"dest": "cfg", "option_strings": ["--cfg"], "action": "store", "type": "json"},
+            {"dest": "odd", "option_strings": ["--odd"], "action": "store", "type": "some_custom_parser"},
+        ],
+    }
+    assert "invalid loads value: '{'" in error_of(snapshot, [*MODEL, "--cfg", "{"])
+    namespace, error, _ = sglang_argv.check_argv(snapshot, [*MODEL, "--cfg", '{"a": 1}', "--odd", "x"])
+    assert namespace is not None, error
+    assert namespace.cfg == {"a": 1}
+    assert namespace.odd == "x"
+
+
+def test_load_snapshot_errors(tmp_path: Path) -> None:
+    with pytest.raises(sglang_argv.SnapshotError, match="not found"):
+        sglang_argv.load_snapshot(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "other", "flags": []}', encoding="utf-8")
+    with pytest.raises(sglang_argv.SnapshotError, match="schema is 'other'"):
+        sglang_argv.load_snapshot(bad)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{", encoding="utf-8")
+    with pytest.raises(sglang_argv.SnapshotError, match="malformed JSON"):
+        sglang_argv.load_snapshot(broken)
+
+
+def test_version_helpers(v059: dict[str, Any]) -> None:
+    assert sglang_argv.version_tuple("0.5.23") == (0, 5, 23)
+    assert sglang_argv.version_tuple("0.5.14.dev3+g754524d8") == (0, 5, 14)
+    assert sglang_argv.version_tuple("") is None
+    assert sglang_argv.default_prog(v059) == "launch_server.py"
+    assert sglang_argv.default_prog({"sglang_version": "0.5.10"}) == "sglang serve"
+    assert sglang_argv.option_for(v059, "nsa_decode_backend") == "--nsa-decode-backend"
