@@ -76,12 +76,14 @@ def test_ensure_standin_image_builds_the_project_dockerfile_on_the_base(
         return 0
 
     monkeypatch.setattr(standin_image, "ensure_base_image", lambda path, version, echo: f"base-for-{version}")
-    monkeypatch.setattr(standin_image, "_operate_build", lambda: fake_build)
+    from bwstack import operate
+
+    monkeypatch.setattr(operate, "build", fake_build)
     ref = standin_image.ensure_standin_image(stack, echo=lambda _m: None)  # type: ignore[arg-type]
     assert ref == "bwstack/standin:v0.5.23-cu130"
-    assert calls == [{"name": "v0.5.23-cu130", "tag": ref, "base_image": "base-for-0.5.23", "dry_run": False}]
-    monkeypatch.setattr(standin_image, "_operate_build", lambda: None)
-    assert standin_image.ensure_standin_image(stack, echo=lambda _m: None) == "base-for-0.5.23"  # type: ignore[arg-type]
+    assert calls == [
+        {"name": "v0.5.23-cu130", "tag": ref, "base_image": "base-for-0.5.23", "dry_run": False, "quiet": True}
+    ]
     snapshot.unlink()
     with pytest.raises(UserError, match="bwstack lock --args"):
         standin_image.ensure_standin_image(stack, echo=lambda _m: None)  # type: ignore[arg-type]
