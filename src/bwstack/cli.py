@@ -94,8 +94,12 @@ def validate(file: Path, arch: str | None) -> None:
     """Check profiles.yaml and the image variants it uses; exit 2 with file:line on any error."""
     from bwstack import model
 
+    from bwstack import rules
+
     stack = model.load_stack(file)
     model.emit_warnings(stack)
+    for warning in rules.check_stack(stack):
+        _err(f"warning: {warning}")
     click.echo(
         f"{file}: ok: {len(stack.profiles)} profiles, variants: {', '.join(sorted(stack.variants_used()))}"
     )
@@ -141,11 +145,17 @@ def render(file: Path, check: bool, target: str, nodes: int, profiles: Sequence[
 @main.command("list")
 @_file_option
 @click.option("--arch", default=None, help="Predict a verdict per profile on this GPU arch (sm120, sm100, sm90).")
+@click.option("--rules", "show_rules", is_flag=True, help="List the known-bad rules (with evidence) instead.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def list_cmd(file: Path, arch: str | None, as_json: bool) -> None:
+def list_cmd(file: Path, arch: str | None, show_rules: bool, as_json: bool) -> None:
     """List profiles grouped like NIM's list-model-profiles: expected to work / known to fail."""
     from bwstack import listing, model
 
+    if show_rules:
+        from bwstack import rules
+
+        click.echo(json.dumps(rules.rules_data(), indent=2) if as_json else rules.render_rules_text())
+        return
     stack = model.load_stack(file)
     model.emit_warnings(stack)
     if as_json:
@@ -203,15 +213,25 @@ def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry
 @click.option("--digest/--no-digest", default=True, help="Resolve the base image digest (needs registry access).")
 @click.option("--python/--no-python", "python_", default=True, help="Hash the Python overrides into overrides.lock.")
 @click.option("--args", "args_", is_flag=True, help="Regenerate sglang-args.json from the pinned SGLang's parser.")
-def lock(file: Path, variants: Sequence[str], digest: bool, python_: bool, args_: bool) -> None:
-    """Fill what pins.toml cannot hold by hand: base digest, override hashes, parser snapshot."""
-    from bwstack import locking
+@click.option(
+    "--kernel-facts",
+    is_flag=True,
+    help="Regenerate kernel-archs.json from the pinned wheels (downloads ~1 GB); with --check only compare.",
+)
+@click.option("--check", is_flag=True, help="With --kernel-facts: exit 1 when the committed facts differ.")
+def lock(
+    file: Path, variants: Sequence[str], digest: bool, python_: bool, args_: bool, kernel_facts: bool, check: bool
+) -> None:
+    """Fill what pins.toml cannot hold by hand: base digest, override hashes, parser snapshot, kernel facts."""
+    from bwstack import locking, pins
 
-    sys.exit(
-        locking.lock(
-            file.parent, variants=list(variants), digest=digest, python=python_, args=args_, echo=click.echo
-        )
-    )
+    root = file.parent
+    if kernel_facts:
+        from bwstack import rules
+
+        names = list(variants) or [v for v in pins.list_variants(root / "images") if v.startswith("v")]
+        sys.exit(rules.run_kernel_facts(root / "images", names, check=check, echo=click.echo))
+    sys.exit(locking.lock(root, variants=list(variants), digest=digest, python=python_, args=args_, echo=click.echo))
 
 
 # --- knowledge before launch ----------------------------------------------------------------------------

@@ -63,12 +63,13 @@ def print_list(stack: Stack, *, arch: str | None) -> None:
             cells = [row["profile"], row["variant"], row["expect"]]
             if arch is not None:
                 pred = row["prediction"]
-                agree = pred["verdict"] == row["expect"] or row["arch"] != arch
-                mark = "" if agree else " [yellow](differs from expect)[/]"
+                mark = " [yellow](differs from expect)[/]" if pred.get("agrees") is False else ""
                 cells.append(f"{pred['verdict']}{mark}")
             why = escape(row["why"])
             if arch is not None and row["prediction"].get("reason"):
                 why = f"{why}\n[dim]prediction: {escape(row['prediction']['reason'])}[/]"
+            if arch is not None and row["prediction"].get("why_differs"):
+                why = f"{why}\n[yellow]{escape(row['prediction']['why_differs'])}[/]"
             if row["evidence"]:
                 why = f"{why}\n[dim]{escape('; '.join(row['evidence']))}[/]"
             table.add_row(*cells, why)
