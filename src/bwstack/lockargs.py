@@ -1,0 +1,217 @@
+"""``bwstack lock --args``: the parser snapshot ``images/<variant>/sglang-args.json`` from the pinned SGLang.
+
+A variant whose SGLang is a PyPI release (``[sglang] version`` in pins.toml) gets its snapshot from that
+wheel, installed with CPU torch in a throwaway venv (:mod:`bwstack.sglang_env`), where ``_dump_args.py``
+loads SGLang's real argparse. A nightly (empty version) is not on PyPI: its snapshot is dumped inside the
+variant's image with the image's own python
+(``docker run --rm -i --network none --entrypoint python3 IMAGE - < _dump_args.py``), which needs the image on
+this machine; without it nothing is overwritten, and the command to run where the registry is reachable is
+printed. ``python -m bwstack.lockargs --proxy VERSION VARIANT_DIR`` writes a stand-in snapshot from a release
+wheel (``provenance.method = "proxy-wheel"``) for a nightly whose image cannot be pulled here.
+
+The snapshot's form is fixed in docs/design.md ("Parser snapshot").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bwstack import pins, sglang_env
+from bwstack.errors import ExternalError, UserError
+
+Echo = Callable[[str], None]
+
+SCHEMA = "bwstack.sglang-args/1"
+SNAPSHOT_FILE = "sglang-args.json"
+GENERATED_BY = "bwstack lock --args"
+DUMP_SCRIPT = Path(__file__).with_name("_dump_args.py")
+DOCKER_TIMEOUT = 900
+
+
+def lock_args(variant_dir: Path, *, echo: Echo) -> Path:
+    """Regenerate and atomically write ``sglang-args.json`` for one variant folder; returns its path."""
+    variant = _load_variant(variant_dir)
+    if not variant.sglang_version:
+        return _lock_from_image(variant, echo)
+    env = sglang_env.ensure_env(variant.sglang_version)
+    snapshot = snapshot_from_dump(
+        dump_in_env(env),
+        provenance={
+            "method": "wheel",
+            "source": f"sglang=={env.version} from PyPI ({env.wheel})",
+            "sha256": env.wheel_sha256,
+            "generated_by": GENERATED_BY,
+            "note": f"argparse of the sglang {env.version} wheel, loaded next to CPU torch",
+        },
+    )
+    return write_snapshot(variant_dir / SNAPSHOT_FILE, snapshot)
+
+
+def lock_proxy(variant_dir: Path, proxy_version: str, *, echo: Echo, note: str = "") -> Path:
+    """Write a stand-in snapshot from the release wheel ``proxy_version`` (for a nightly not on PyPI)."""
+    variant = _load_variant(variant_dir)
+    env = sglang_env.ensure_env(proxy_version)
+    what = f"nightly {variant.sglang_commit}" if variant.sglang_commit else variant.base_image
+    snapshot = snapshot_from_dump(
+        dump_in_env(env),
+        provenance={
+            "method": "proxy-wheel",
+            "source": f"sglang=={env.version} from PyPI ({env.wheel}), standing in for {what}",
+            "sha256": env.wheel_sha256,
+            "generated_by": f"python -m bwstack.lockargs --proxy {proxy_version}",
+            "note": note
+            or f"{what} is not on PyPI; regenerate inside {variant.base_image} with '{GENERATED_BY}'",
+        },
+    )
+    path = write_snapshot(variant_dir / SNAPSHOT_FILE, snapshot)
+    echo(f"wrote {path} (proxy: sglang {proxy_version})")
+    return path
+
+
+def dump_in_env(env: sglang_env.SglangEnv) -> dict[str, Any]:
+    """Run ``_dump_args.py`` with the venv's python and parse its JSON."""
+    return _parse_dump(sglang_env.run_script(env, DUMP_SCRIPT), f"the sglang {env.version} venv")
+
+
+def dump_in_image(image: str, *, docker: str = "docker") -> dict[str, Any]:
+    """Run ``_dump_args.py`` with the image's own python3 (stdin), without network, and parse its JSON."""
+    argv = [docker, "run", "--rm", "-i", "--network", "none", "--entrypoint", "python3", image, "-"]
+    try:
+        script = DUMP_SCRIPT.read_text(encoding="utf-8")
+        done = subprocess.run(argv, input=script, capture_output=True, text=True,
+                              timeout=DOCKER_TIMEOUT, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise ExternalError(f"dumping the parser inside {image} timed out after {DOCKER_TIMEOUT} s") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()] or ["no output"]
+        raise ExternalError(f"dumping the parser inside {image} failed: {lines[-1].strip()}")
+    return _parse_dump(done.stdout, image)
+
+
+def snapshot_from_dump(dump: dict[str, Any], *, provenance: dict[str, str]) -> dict[str, Any]:
+    """The snapshot document: schema, version, provenance, requires_dist, flags sorted by first option."""
+    flags = sorted(dump["flags"], key=lambda flag: str(flag["option_strings"][0]))
+    return {
+        "schema": SCHEMA,
+        "sglang_version": str(dump["sglang_version"]),
+        "provenance": provenance,
+        "requires_dist": dict(dump.get("requires_dist") or {}),
+        "flags": flags,
+    }
+
+
+def render_snapshot(snapshot: dict[str, Any]) -> str:
+    return json.dumps(snapshot, indent=1, ensure_ascii=False) + "\n"
+
+
+def write_snapshot(path: Path, snapshot: dict[str, Any]) -> Path:
+    """Write atomically: temp file in the same folder, then os.replace."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(render_snapshot(snapshot))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# --- nightly: inside the image ------------------------------------------------------------------------------
+
+
+def image_command(image: str) -> str:
+    """The command that dumps a parser inside ``image`` (shown where bwstack cannot run it itself)."""
+    return f"docker run --rm -i --network none --entrypoint python3 {image} - < {DUMP_SCRIPT}"
+
+
+def _lock_from_image(variant: pins.Variant, echo: Echo) -> Path:
+    image = variant.base_ref
+    docker = shutil.which("docker")
+    if docker is None or not _image_present(docker, image):
+        what = f"nightly {variant.sglang_commit}" if variant.sglang_commit else "this SGLang"
+        echo(f"  {variant.name}: {what} is not on PyPI; its parser is dumped inside the image {image}.")
+        echo(f"  On a machine with registry access: docker pull {image} && bwstack lock --args --variant "
+             f"{variant.name}")  # fmt: skip
+        echo(f"  (which runs: {image_command(image)})")
+        raise ExternalError(f"image {image} is not on this machine; {SNAPSHOT_FILE} left as it is")
+    echo(f"  dumping the parser inside {image}")
+    snapshot = snapshot_from_dump(
+        dump_in_image(image, docker=docker),
+        provenance={
+            "method": "image",
+            "source": image,
+            "sha256": _image_digest(docker, image),
+            "generated_by": GENERATED_BY,
+            "note": "argparse of the SGLang inside the image, loaded by the image's own python3",
+        },
+    )
+    return write_snapshot(variant.dir / SNAPSHOT_FILE, snapshot)
+
+
+def _image_present(docker: str, image: str) -> bool:
+    done = subprocess.run([docker, "image", "inspect", image], capture_output=True, text=True, check=False)
+    return done.returncode == 0
+
+
+def _image_digest(docker: str, image: str) -> str:
+    """The repo digest (``sha256:…``) where the image came from a registry, else the local image id."""
+    done = subprocess.run([docker, "image", "inspect", "--format", "{{json .RepoDigests}} {{.Id}}", image],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    digests_json, _, image_id = done.stdout.strip().partition(" ")
+    try:
+        digests = json.loads(digests_json) or []
+    except ValueError:
+        digests = []
+    return str(digests[0]).split("@", 1)[-1] if digests else image_id
+
+
+# --- helpers ------------------------------------------------------------------------------------------------
+
+
+def _load_variant(variant_dir: Path) -> pins.Variant:
+    if not (variant_dir / pins.PINS_FILE).is_file():
+        raise UserError("not a variant folder (no pins.toml)", file=variant_dir)
+    return pins.load_variant(variant_dir.parent, variant_dir.name)
+
+
+def _parse_dump(text: str, where: str) -> dict[str, Any]:
+    try:
+        dump = json.loads(text)
+    except ValueError:
+        raise ExternalError(f"the parser dump from {where} is not JSON") from None
+    if not isinstance(dump, dict) or not isinstance(dump.get("flags"), list) or not dump["flags"]:
+        raise ExternalError(f"the parser dump from {where} has no flags")
+    return dump
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bwstack.lockargs [--proxy VERSION [--note TEXT]] VARIANT_DIR``."""
+    parser = argparse.ArgumentParser(prog="python -m bwstack.lockargs", description=__doc__.splitlines()[0])
+    parser.add_argument("variant_dir", type=Path)
+    parser.add_argument("--proxy", metavar="VERSION", help="write a proxy snapshot from this release wheel")
+    parser.add_argument("--note", default="", help="provenance note for a proxy snapshot")
+    args = parser.parse_args(argv)
+    try:
+        if args.proxy:
+            lock_proxy(args.variant_dir, args.proxy, echo=print, note=args.note)
+        else:
+            print(f"wrote {lock_args(args.variant_dir, echo=print)}")
+    except (UserError, ExternalError) as exc:
+        print(f"bwstack: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2 if isinstance(exc, UserError) else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
