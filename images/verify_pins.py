@@ -48,7 +48,10 @@ def main() -> int:
     for problem in problems:
         print(f"bwstack: pin mismatch: {problem}", file=sys.stderr)
     if problems:
-        print("bwstack: the image does not match images/<variant>/pins.toml; fix the pins or the base", file=sys.stderr)
+        print(
+            "bwstack: the image does not match images/<variant>/pins.toml; fix the pins or the base",
+            file=sys.stderr,
+        )
         return 1
     print(f"bwstack: {len(wanted)} pins verified")
     return 0

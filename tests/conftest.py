@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from support.stack import ROOT, copy_stack
 
 
@@ -35,8 +36,9 @@ def _docker_problem() -> str | None:
         return "docker info timed out"
     if info.returncode != 0:
         return "no Docker engine answers: " + info.stderr.strip()[:200]
-    compose = subprocess.run(["docker", "compose", "version", "--short"], capture_output=True, text=True,
-                             timeout=30, check=False)
+    compose = subprocess.run(
+        ["docker", "compose", "version", "--short"], capture_output=True, text=True, timeout=30, check=False
+    )
     if compose.returncode != 0 or not compose.stdout.strip().lstrip("v").startswith("2"):
         return "Docker Compose v2 plugin not found"
     return None

@@ -43,7 +43,7 @@ class _Group(click.Group):
     Click's own usage errors (unknown option, bad choice, missing argument) are printed as one line too.
     """
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             return super().main(*args, **kwargs)
@@ -89,12 +89,12 @@ def main() -> None:
 
 @main.command()
 @_file_option
-@click.option("--arch", default=None, help="Also predict each profile's verdict on this GPU arch (sm120, sm100, sm90).")
+@click.option(
+    "--arch", default=None, help="Also predict each profile's verdict on this GPU arch (sm120, sm100, sm90)."
+)
 def validate(file: Path, arch: str | None) -> None:
     """Check profiles.yaml and the image variants it uses; exit 2 with file:line on any error."""
-    from bwstack import model
-
-    from bwstack import rules
+    from bwstack import model, rules
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
@@ -111,7 +111,9 @@ def validate(file: Path, arch: str | None) -> None:
 
 @main.command()
 @_file_option
-@click.option("--check", is_flag=True, help="Exit 1 with a diff when the committed output differs from a fresh render.")
+@click.option(
+    "--check", is_flag=True, help="Exit 1 with a diff when the committed output differs from a fresh render."
+)
 @click.option(
     "--target",
     type=click.Choice(["compose", "k8s"]),
@@ -119,10 +121,16 @@ def validate(file: Path, arch: str | None) -> None:
     show_default=True,
     help="compose: compose.yaml next to the profiles file; k8s: LeaderWorkerSet manifests.",
 )
-@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Hosts per model replica.")
-@click.option("--profile", "profiles", multiple=True, help="Only these profiles (k8s or --nodes > 1); default all.")
+@click.option(
+    "--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Hosts per model replica."
+)
+@click.option(
+    "--profile", "profiles", multiple=True, help="Only these profiles (k8s or --nodes > 1); default all."
+)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Output folder or file.")
-def render(file: Path, check: bool, target: str, nodes: int, profiles: Sequence[str], out: Path | None) -> None:
+def render(
+    file: Path, check: bool, target: str, nodes: int, profiles: Sequence[str], out: Path | None
+) -> None:
     """Render compose.yaml (or Kubernetes manifests) from profiles.yaml and templates/."""
     from bwstack import model
     from bwstack import render as render_mod
@@ -134,7 +142,9 @@ def render(file: Path, check: bool, target: str, nodes: int, profiles: Sequence[
         drift = render_mod.check_outputs(outputs)
         if drift:
             click.echo(drift, nl=False)
-            _err("rendered output differs from the committed files; run 'bwstack render' and commit the result")
+            _err(
+                "rendered output differs from the committed files; run 'bwstack render' and commit the result"
+            )
             sys.exit(1)
         click.echo(f"ok: {len(outputs)} file(s) match a fresh render")
         return
@@ -144,7 +154,9 @@ def render(file: Path, check: bool, target: str, nodes: int, profiles: Sequence[
 
 @main.command("list")
 @_file_option
-@click.option("--arch", default=None, help="Predict a verdict per profile on this GPU arch (sm120, sm100, sm90).")
+@click.option(
+    "--arch", default=None, help="Predict a verdict per profile on this GPU arch (sm120, sm100, sm90)."
+)
 @click.option("--rules", "show_rules", is_flag=True, help="List the known-bad rules (with evidence) instead.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_cmd(file: Path, arch: str | None, show_rules: bool, as_json: bool) -> None:
@@ -197,7 +209,9 @@ def down(file: Path, volumes: bool) -> None:
 @_file_option
 @click.option("--variant", required=True, help="Image variant (a folder under images/).")
 @click.option("--tag", default=None, help="Image tag; default <image_repo>:<variant>.")
-@click.option("--base-image", default=None, help="Build on this base instead of the pinned one (testing only).")
+@click.option(
+    "--base-image", default=None, help="Build on this base instead of the pinned one (testing only)."
+)
 @click.option("--dry-run", is_flag=True, help="Print the docker build argv and exit.")
 def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry_run: bool) -> None:
     """Build the serving image of one variant, passing every pin as a build arg."""
@@ -210,9 +224,15 @@ def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry
 @main.command()
 @_file_option
 @click.option("--variant", "variants", multiple=True, help="Variant(s) to lock; default all.")
-@click.option("--digest/--no-digest", default=True, help="Resolve the base image digest (needs registry access).")
-@click.option("--python/--no-python", "python_", default=True, help="Hash the Python overrides into overrides.lock.")
-@click.option("--args", "args_", is_flag=True, help="Regenerate sglang-args.json from the pinned SGLang's parser.")
+@click.option(
+    "--digest/--no-digest", default=True, help="Resolve the base image digest (needs registry access)."
+)
+@click.option(
+    "--python/--no-python", "python_", default=True, help="Hash the Python overrides into overrides.lock."
+)
+@click.option(
+    "--args", "args_", is_flag=True, help="Regenerate sglang-args.json from the pinned SGLang's parser."
+)
 @click.option(
     "--kernel-facts",
     is_flag=True,
@@ -220,9 +240,15 @@ def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry
 )
 @click.option("--check", is_flag=True, help="With --kernel-facts: exit 1 when the committed facts differ.")
 def lock(
-    file: Path, variants: Sequence[str], digest: bool, python_: bool, args_: bool, kernel_facts: bool, check: bool
+    file: Path,
+    variants: Sequence[str],
+    digest: bool,
+    python_: bool,
+    args_: bool,
+    kernel_facts: bool,
+    check: bool,
 ) -> None:
-    """Fill what pins.toml cannot hold by hand: base digest, override hashes, parser snapshot, kernel facts."""
+    """Fill what pins.toml cannot hold by hand: digest, override hashes, parser snapshot, kernel facts."""
     from bwstack import locking, pins
 
     root = file.parent
@@ -231,7 +257,11 @@ def lock(
 
         names = list(variants) or [v for v in pins.list_variants(root / "images") if v.startswith("v")]
         sys.exit(rules.run_kernel_facts(root / "images", names, check=check, echo=click.echo))
-    sys.exit(locking.lock(root, variants=list(variants), digest=digest, python=python_, args=args_, echo=click.echo))
+    sys.exit(
+        locking.lock(
+            root, variants=list(variants), digest=digest, python=python_, args=args_, echo=click.echo
+        )
+    )
 
 
 # --- knowledge before launch ----------------------------------------------------------------------------

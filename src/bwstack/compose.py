@@ -1,4 +1,4 @@
-"""A thin wrapper over the Docker Compose CLI: the v2 plugin (``docker compose``), else a ``docker-compose`` binary.
+"""A thin wrapper over the Docker Compose CLI: the v2 plugin (``docker compose``), else ``docker-compose``.
 
 Compose is always called with an argv list (never a shell) and with the project name and files explicit, so
 bwstack acts on exactly the services it rendered.
@@ -47,7 +47,7 @@ def _version_of(argv: Sequence[str]) -> str | None:
 
 @cache
 def find_compose() -> ComposeCli:
-    """The compose CLI to use: the v2 plugin first, then a standalone ``docker-compose`` (v2, or v1 as fallback)."""
+    """The compose CLI: the v2 plugin first, then a standalone ``docker-compose`` (v2, or v1 as fallback)."""
     docker = shutil.which("docker")
     if docker:
         version = _version_of([docker, "compose"])

@@ -1,8 +1,8 @@
 """``bwstack list``: the profiles grouped like NVIDIA NIM's list-model-profiles.
 
 Without ``--arch``: expected to work / known to fail, each with its reason and evidence. With ``--arch``: each
-profile also gets a predicted verdict for that GPU arch from the rules engine (explain + audit + rules), and the
-listing says where the prediction disagrees with the profile's own ``expect``.
+profile also gets a predicted verdict for that GPU arch from the rules engine (explain + audit + rules), and
+the listing says where the prediction disagrees with the profile's own ``expect``.
 """
 
 from __future__ import annotations

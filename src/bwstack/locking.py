@@ -4,7 +4,7 @@
   none the digest stays empty and every command warns that the variant is not reproducible);
 - ``overrides.lock``: the Python overrides with the sha256 of every distribution file PyPI serves for them,
   installed in the image with ``pip --require-hashes``;
-- with ``--args``: the parser snapshot ``sglang-args.json`` from the pinned SGLang (see :mod:`bwstack.lockargs`).
+- with ``--args``: the parser snapshot ``sglang-args.json`` from the pinned SGLang (:mod:`bwstack.lockargs`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,7 @@ MANIFEST_TYPES = ", ".join(
 TIMEOUT = 30
 
 
-def lock(
-    root: Path, *, variants: Sequence[str], digest: bool, python: bool, args: bool, echo: Echo
-) -> int:
+def lock(root: Path, *, variants: Sequence[str], digest: bool, python: bool, args: bool, echo: Echo) -> int:
     """Lock the given variants (default: all); exit status 0 when every requested step succeeded, else 1."""
     images = root / "images"
     names = list(variants) or pins.list_variants(images)
@@ -144,7 +142,8 @@ def lock_problems(variant: pins.Variant) -> list[str]:
     problems = []
     if sorted(locked) != sorted(variant.overrides):
         problems.append(
-            f"{variant.lock_path.name} locks {sorted(locked)} but pins.toml overrides {sorted(variant.overrides)}; "
+            f"{variant.lock_path.name} locks {sorted(locked)} but pins.toml overrides "
+            f"{sorted(variant.overrides)}; "
             f"run 'bwstack lock --variant {variant.name}'"
         )
     blocks = re.split(r"^(?=[A-Za-z0-9])", text, flags=re.MULTILINE)
@@ -154,12 +153,12 @@ def lock_problems(variant: pins.Variant) -> list[str]:
     return problems
 
 
-# --- base image digest ----------------------------------------------------------------------------------------
+# --- base image digest ---------------------------------------------------------------------------------
 
 
 def split_image(ref: str) -> tuple[str, str, str]:
     """(registry, repository, tag) for a reference like ``lmsysorg/sglang:TAG`` or ``nvcr.io/ns/img:TAG``."""
-    name, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+    name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", maxsplit=1)[-1] else (ref, "", "latest")
     first, _, rest = name.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
         registry, repo = first, rest
@@ -175,13 +174,13 @@ def resolve_digest(ref: str) -> str:
     if registry == "registry-1.docker.io":
         token_url = f"https://auth.docker.io/token?service=registry.docker.io&scope=repository:{repo}:pull"
         try:
-            with urllib.request.urlopen(token_url, timeout=TIMEOUT) as response:  # noqa: S310 - fixed https URL
+            with urllib.request.urlopen(token_url, timeout=TIMEOUT) as response:
                 token = json.load(response)["token"]
         except (urllib.error.URLError, TimeoutError, OSError, KeyError, ValueError) as exc:
             raise ExternalError(f"registry unreachable for {ref}: {exc}") from None
         headers["Authorization"] = f"Bearer {token}"
     url = f"https://{registry}/v2/{repo}/manifests/{tag}"
-    request = urllib.request.Request(url, method="HEAD", headers=headers)  # noqa: S310
+    request = urllib.request.Request(url, method="HEAD", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
             digest = response.headers.get("Docker-Content-Digest", "")

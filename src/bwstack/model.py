@@ -46,7 +46,10 @@ GPU_ARCHES = ("sm120", "sm121", "sm100", "sm103", "sm90")
 BACKEND_FIELDS = tuple(sglang_cli.SEMANTIC_FLAGS)
 COMPOSE_FEATURES = ("start_interval",)
 
-_SHELL_HINT = "letters, digits and . _ - / only; shell metacharacters such as ; | & $ ` ' \" < > ( ) * ? ~ are not allowed"
+_SHELL_HINT = (
+    "letters, digits and . _ - / only; "
+    "shell metacharacters such as ; | & $ ` ' \" < > ( ) * ? ~ are not allowed"
+)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
 SafeToken = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,255}$")]
@@ -72,7 +75,9 @@ class HealthcheckSettings(_Strict):
     retries: int = Field(default=3, ge=1, le=100)
     start_period: Duration = "45m"
     check_timeout: int = Field(default=75, ge=5, le=3600, description="warmup.py --timeout, seconds")
-    decode_every: int = Field(default=300, ge=0, le=86400, description="light probes repeat the decode this often")
+    decode_every: int = Field(
+        default=300, ge=0, le=86400, description="light probes repeat the decode this often"
+    )
     expect_text: str | None = None
 
 
@@ -100,7 +105,9 @@ class ModelSettings(_Strict):
 
     path: ModelRef
     served_name: SafeToken | None = None
-    config: SafePath = Field(description="model-config fixture name for explain (glm-5, deepseek-v3.2) or a path")
+    config: SafePath = Field(
+        description="model-config fixture name for explain (glm-5, deepseek-v3.2) or a path"
+    )
     tp_size: int = Field(ge=1, le=1024)
     quantization: SafeToken | None = None
     reasoning_parser: SafeToken | None = None
@@ -224,10 +231,14 @@ def parse_stack_file(path: Path) -> tuple[StackFile, Lines]:
     """First pass only: shape and types of profiles.yaml, without the variants' parser snapshots."""
     data, lines = load_yaml(path)
     if data is None:
-        raise UserError("empty file: expected a mapping with version, stack, model and profiles", file=path, line=1)
+        raise UserError(
+            "empty file: expected a mapping with version, stack, model and profiles", file=path, line=1
+        )
     if not isinstance(data, dict):
         raise UserError(
-            f"top level must be a mapping (version, stack, model, profiles), got {_kind(data)}", file=path, line=1
+            f"top level must be a mapping (version, stack, model, profiles), got {_kind(data)}",
+            file=path,
+            line=1,
         )
     try:
         return StackFile.model_validate(data), lines
@@ -271,20 +282,23 @@ def _check_variants(stack: Stack) -> None:
             variant = pins.load_variant(stack.images_dir, name)
         except UserError as exc:
             where = _variant_ref_line(stack, name)
-            raise UserError(exc.message, file=exc.file or stack.path, line=exc.line or where, field=exc.field) from None
+            raise UserError(
+                exc.message, file=exc.file or stack.path, line=exc.line or where, field=exc.field
+            ) from None
         stack.variants[name] = variant
         stack.snapshots[name] = sglang_cli.load_snapshot(variant.cli_snapshot_path)
         snapshot = stack.snapshots[name]
         if not variant.locked:
             stack.warnings.append(
-                f"variant {name} is not locked: its base image {variant.base_image} has no digest, so builds are "
-                "not reproducible; run 'bwstack lock' on a machine with registry access"
+                f"variant {name} is not locked: its base image {variant.base_image} has no digest, so builds "
+                "are not reproducible; run 'bwstack lock' on a machine with registry access"
             )
         if snapshot.is_proxy:
             stack.warnings.append(
-                f"variant {name}: the parser snapshot is a proxy ({snapshot.provenance.get('source', '?')}), not "
-                f"the image's own parser; regenerate it with 'bwstack lock --args --variant {name}' where the image "
-                "can be pulled"
+                f"variant {name}: the parser snapshot is a proxy "
+                f"({snapshot.provenance.get('source', '?')}), "
+                f"not the image's own parser; regenerate it with 'bwstack lock --args --variant {name}' "
+                "where the image can be pulled"
             )
         _check_transformers_reason(variant, snapshot)
 
@@ -299,8 +313,8 @@ def _check_transformers_reason(variant: pins.Variant, snapshot: sglang_cli.Snaps
         wanted = spec[2:].split(";")[0].strip()
         if wanted != version and pkg not in variant.python_reasons:
             raise UserError(
-                f"{pkg} is pinned to {version} but {snapshot.label} requires {pkg}{spec}; add a written reason "
-                f"under [python.reasons] or pin {wanted}",
+                f"{pkg} is pinned to {version} but {snapshot.label} requires {pkg}{spec}; add a written "
+                f"reason under [python.reasons] or pin {wanted}",
                 file=variant.pins_path,
                 field=f"python.{pkg}",
             )
@@ -350,7 +364,11 @@ def _check_profile(stack: Stack, name: str, profile: Profile) -> None:
     for key, value in profile.backends().items():
         if value is None:
             continue
-        where = {"file": stack.path, "line": stack.line_of("profiles", name, key), "field": f"profiles.{name}.{key}"}
+        where = {
+            "file": stack.path,
+            "line": stack.line_of("profiles", name, key),
+            "field": f"profiles.{name}.{key}",
+        }
         option = snapshot.option_for(key)
         if option is None:
             raise UserError(f"{snapshot.label} has no flag for {key}", **where)  # type: ignore[arg-type]
@@ -385,7 +403,9 @@ def _check_extra_args(
             )
     for problem in sglang_cli.check_argv(snapshot, argv):
         if problem.message.startswith("deprecated:"):
-            stack.warnings.append(f"{stack.path}:{stack.line_of(*path, problem.index)}: {problem.message[12:]}")
+            stack.warnings.append(
+                f"{stack.path}:{stack.line_of(*path, problem.index)}: {problem.message[12:]}"
+            )
             continue
         raise UserError(
             problem.message,
@@ -408,8 +428,12 @@ def _from_validation(exc: ValidationError, path: Path, lines: Lines, data: Any) 
         parent = loc[:-1]
         model_cls = _model_at(parent, data)
         valid = ", ".join(model_cls.model_fields) if model_cls else ""
-        return UserError(f"unknown key {loc[-1]!r}" + (f" (valid: {valid})" if valid else ""),
-                         file=path, line=line, field=_dotted(parent) or "top level")
+        return UserError(
+            f"unknown key {loc[-1]!r}" + (f" (valid: {valid})" if valid else ""),
+            file=path,
+            line=line,
+            field=_dotted(parent) or "top level",
+        )
     if etype == "missing":
         return UserError("required key missing", file=path, line=lines.line(loc[:-1]), field=dotted)
     if etype == "string_pattern_mismatch":
@@ -418,16 +442,42 @@ def _from_validation(exc: ValidationError, path: Path, lines: Lines, data: Any) 
     if etype == "literal_error":
         value = _value_at(data, loc)
         expected = err.get("ctx", {}).get("expected", "")
-        return UserError(f"invalid value {value!r} (valid: {_clean_expected(expected)})", file=path, line=line,
-                         field=dotted)
-    if etype in {"string_type", "int_type", "float_type", "bool_type", "dict_type", "list_type", "tuple_type",
-                 "model_type", "int_from_float", "float_parsing", "int_parsing"}:
+        return UserError(
+            f"invalid value {value!r} (valid: {_clean_expected(expected)})",
+            file=path,
+            line=line,
+            field=dotted,
+        )
+    if etype in {
+        "string_type",
+        "int_type",
+        "float_type",
+        "bool_type",
+        "dict_type",
+        "list_type",
+        "tuple_type",
+        "model_type",
+        "int_from_float",
+        "float_parsing",
+        "int_parsing",
+    }:
         value = _value_at(data, loc)
-        want = {"string_type": "a string", "int_type": "an integer", "float_type": "a number",
-                "bool_type": "true or false", "dict_type": "a mapping", "list_type": "a list",
-                "tuple_type": "a list", "model_type": "a mapping", "int_from_float": "an integer",
-                "float_parsing": "a number", "int_parsing": "an integer"}[etype]
-        return UserError(f"expected {want}, got {_kind(value)} {_short(value)}", file=path, line=line, field=dotted)
+        want = {
+            "string_type": "a string",
+            "int_type": "an integer",
+            "float_type": "a number",
+            "bool_type": "true or false",
+            "dict_type": "a mapping",
+            "list_type": "a list",
+            "tuple_type": "a list",
+            "model_type": "a mapping",
+            "int_from_float": "an integer",
+            "float_parsing": "a number",
+            "int_parsing": "an integer",
+        }[etype]
+        return UserError(
+            f"expected {want}, got {_kind(value)} {_short(value)}", file=path, line=line, field=dotted
+        )
     message = str(err["msg"])
     if etype == "value_error":
         message = message.removeprefix("Value error, ")
@@ -476,8 +526,15 @@ def _dotted(loc: Sequence[str | int]) -> str:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", int: "an integer", float: "a number",
-            bool: "a boolean", type(None): "nothing (null)"}.get(type(value), type(value).__name__)
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "a boolean",
+        type(None): "nothing (null)",
+    }.get(type(value), type(value).__name__)
 
 
 def _short(value: Any) -> str:

@@ -51,7 +51,9 @@ def ensure_secrets(stack: Stack) -> list[Path]:
     """Create empty secret files (mode 0600) where compose expects them; return the ones created."""
     created = []
     folder = (stack.root / stack.settings.secrets_dir).resolve()
-    names = [n for n, on in (("hf_token", stack.settings.hf_token), ("api_key", stack.settings.api_key)) if on]
+    names = [
+        n for n, on in (("hf_token", stack.settings.hf_token), ("api_key", stack.settings.api_key)) if on
+    ]
     for name in names:
         path = folder / name
         if path.exists():
@@ -69,7 +71,8 @@ def refuse_known_bad(stack: Stack, profile_name: str) -> None:
         return
     evidence = "; ".join(profile.evidence)
     raise UserError(
-        f"profile {profile_name!r} is known to fail on {stack.arch_for(profile_name)} with '{profile.expect}': "
+        f"profile {profile_name!r} is known to fail on {stack.arch_for(profile_name)} "
+        f"with '{profile.expect}': "
         f"{profile.why or profile.description} (evidence: {evidence}); pass --force to start it anyway",
         file=stack.path,
         line=stack.line_of("profiles", profile_name, "expect"),
@@ -83,7 +86,9 @@ def check_fresh(stack: Stack) -> None:
     if not compose_file.exists():
         raise UserError("compose.yaml missing; run 'bwstack render'", file=compose_file)
     if compose_file.read_text(encoding="utf-8") != render.render_compose(stack):
-        raise UserError("compose.yaml is not a fresh render of profiles.yaml; run 'bwstack render'", file=compose_file)
+        raise UserError(
+            "compose.yaml is not a fresh render of profiles.yaml; run 'bwstack render'", file=compose_file
+        )
 
 
 def stop_other_profiles(project: Project, keep: str) -> list[str]:
@@ -92,7 +97,9 @@ def stop_other_profiles(project: Project, keep: str) -> list[str]:
     for row in project.containers():
         service = row.get("Service", "")
         if service and service != keep:
-            project.run(["rm", "--stop", "--force", service], profiles=["*"], capture=True, timeout=300, check=True)
+            project.run(
+                ["rm", "--stop", "--force", service], profiles=["*"], capture=True, timeout=300, check=True
+            )
             removed.append(service)
     return removed
 
@@ -119,7 +126,10 @@ def up(
         check_fresh(stack)
         project = project_for(stack)
     for path in ensure_secrets(stack):
-        print(f"bwstack: created empty secret file {path} (mode 0600); put your token there if needed", file=echo)
+        print(
+            f"bwstack: created empty secret file {path} (mode 0600); put your token there if needed",
+            file=echo,
+        )
     for service in stop_other_profiles(project, profile_name):
         print(f"bwstack: stopped {service} (one profile at a time)", file=echo)
     result = project.run(["up", "--detach", profile_name], profiles=[profile_name])
@@ -144,7 +154,9 @@ def container_id(project: Project, service: str) -> str | None:
 
 
 def inspect(container: str) -> dict[str, Any]:
-    result = subprocess.run(["docker", "inspect", container], capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        ["docker", "inspect", container], capture_output=True, text=True, timeout=60, check=False
+    )
     if result.returncode != 0:
         raise ExternalError(f"docker inspect {container} failed: {result.stderr.strip()[:200]}")
     data: list[dict[str, Any]] = json.loads(result.stdout)
@@ -197,11 +209,14 @@ def report_failure(console: Any, cid: str, service: str, state: dict[str, Any], 
     from bwstack import classify
 
     reason = health_reason(state) or "no healthcheck verdict recorded"
-    console.print(f"[red]{service}: unhealthy[/] after {elapsed:.0f} s (container {state.get('Status')}, "
-                  f"exit {state.get('ExitCode')})")
+    console.print(
+        f"[red]{service}: unhealthy[/] after {elapsed:.0f} s (container {state.get('Status')}, "
+        f"exit {state.get('ExitCode')})"
+    )
     console.print(f"  healthcheck: {reason}")
-    logs = subprocess.run(["docker", "logs", "--tail", "2000", cid], capture_output=True, text=True, timeout=60,
-                          check=False)
+    logs = subprocess.run(
+        ["docker", "logs", "--tail", "2000", cid], capture_output=True, text=True, timeout=60, check=False
+    )
     match = classify.classify_text(logs.stdout + logs.stderr)
     if match["class"] != "healthy":
         console.print(f"  server log: {match['class']} at line {match['line']}: {str(match['text'])[:200]}")
@@ -238,8 +253,20 @@ def build(
 def prune_build_leftovers() -> None:
     """Remove the untagged image of the Dockerfile's build-only stage (the legacy builder keeps it)."""
     subprocess.run(
-        ["docker", "image", "prune", "--force", "--filter", "dangling=true", "--filter", "label=io.bwstack.stage=sources"],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            "docker",
+            "image",
+            "prune",
+            "--force",
+            "--filter",
+            "dangling=true",
+            "--filter",
+            "label=io.bwstack.stage=sources",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -260,7 +287,14 @@ def build_argv(stack: Stack, variant_name: str, *, tag: str | None, base_image: 
     args["BWSTACK_VERSION"] = __version__
     args["BWSTACK_REVISION"] = _git_revision(stack.root)
     args["BUILD_DATE"] = _build_date(stack.root)
-    argv = ["docker", "build", "--file", str(stack.root / "Dockerfile"), "--tag", tag or render.image_ref(stack, variant.name)]
+    argv = [
+        "docker",
+        "build",
+        "--file",
+        str(stack.root / "Dockerfile"),
+        "--tag",
+        tag or render.image_ref(stack, variant.name),
+    ]
     for key, value in args.items():
         argv += ["--build-arg", f"{key}={value}"]
     argv.append(str(stack.root))
@@ -273,8 +307,13 @@ def _build_date(root: Path) -> str:
         stamp = datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), UTC)
         return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
-        result = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True,
-                                text=True, timeout=10, check=False)
+        result = subprocess.run(
+            ["git", "-C", str(root), "log", "-1", "--format=%ct"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         result = None
     if result is not None and result.returncode == 0 and result.stdout.strip().isdigit():
@@ -284,8 +323,13 @@ def _build_date(root: Path) -> str:
 
 def _git_revision(root: Path) -> str:
     try:
-        result = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10, check=False)
+        result = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return result.stdout.strip() if result.returncode == 0 else ""

@@ -61,7 +61,9 @@ class Source:
     def encode(self) -> str:
         """One line for the Dockerfile's SOURCES build arg: ``name|repo|ref|replaces|submodules|K=V,...``."""
         env = ",".join(f"{k}={v}" for k, v in sorted(self.build_env.items()))
-        return "|".join([self.name, self.repo, self.ref, ",".join(self.replaces), ",".join(self.submodules), env])
+        return "|".join(
+            [self.name, self.repo, self.ref, ",".join(self.replaces), ",".join(self.submodules), env]
+        )
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,9 @@ def load_variant(images_dir: Path, name: str) -> Variant:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
-        raise UserError(f"malformed TOML: {exc}", file=pins_path, line=int(match.group(1)) if match else None) from None
+        raise UserError(
+            f"malformed TOML: {exc}", file=pins_path, line=int(match.group(1)) if match else None
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read: {exc}", file=pins_path) from None
     return _Parser(pins_path, text, data, name).variant()
@@ -287,7 +291,9 @@ class _Parser:
             sglang_commit=sglang_commit,
             cuda_toolkit=self.str_value("cuda", "toolkit", re.compile(r"^\d+\.\d+(\.\d+)?$"), required=True),
             torch_cuda_arch_list=self.str_value("cuda", "torch_cuda_arch_list", ARCH_LIST, required=True),
-            flashinfer_cuda_arch_list=self.str_value("cuda", "flashinfer_cuda_arch_list", ARCH_LIST, required=True),
+            flashinfer_cuda_arch_list=self.str_value(
+                "cuda", "flashinfer_cuda_arch_list", ARCH_LIST, required=True
+            ),
             gpu_archs=self.str_list("cuda", "gpu_archs", GPU_ARCH),
             python=python,
             python_reasons=reasons,
@@ -296,26 +302,30 @@ class _Parser:
             env=self.env(),
         )
         if not variant.gpu_archs:
-            raise self.fail("cuda", "gpu_archs", "list at least one GPU arch, e.g. [\"sm120\"]")
+            raise self.fail("cuda", "gpu_archs", 'list at least one GPU arch, e.g. ["sm120"]')
         return variant
 
     def python(self) -> tuple[dict[str, str], dict[str, str]]:
         table = dict(self.table("python"))
         reasons = table.pop("reasons", {})
         if not isinstance(reasons, dict):
-            raise self.fail("python", "reasons", "must be a table of package = \"reason\"")
+            raise self.fail("python", "reasons", 'must be a table of package = "reason"')
         pins: dict[str, str] = {}
         for pkg, version in table.items():
             if not PACKAGE_NAME.match(pkg):
                 raise self.fail("python", pkg, f"invalid package name {pkg!r}")
             if _normalize(pkg) == "sglang":
-                raise self.fail("python", pkg, "the SGLang pin lives in [sglang] version; do not repeat it here")
+                raise self.fail(
+                    "python", pkg, "the SGLang pin lives in [sglang] version; do not repeat it here"
+                )
             if not isinstance(version, str) or not VERSION.match(version):
-                raise self.fail("python", pkg, f"invalid version {version!r} (a string like \"5.19.0\")")
+                raise self.fail("python", pkg, f'invalid version {version!r} (a string like "5.19.0")')
             pins[pkg] = version
         for pkg, reason in reasons.items():
             if pkg not in pins:
-                raise self.fail("python.reasons", pkg, f"reason given for {pkg!r}, which [python] does not pin")
+                raise self.fail(
+                    "python.reasons", pkg, f"reason given for {pkg!r}, which [python] does not pin"
+                )
             if not isinstance(reason, str) or len(reason.split()) < 4:
                 raise self.fail("python.reasons", pkg, "give a written reason (a sentence with its evidence)")
         return pins, dict(reasons)

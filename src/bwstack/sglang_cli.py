@@ -18,7 +18,7 @@ from bwstack.errors import UserError
 
 SNAPSHOT_SCHEMA = "bwstack.sglang-args/1"
 
-#: semantic profile field -> candidate flags, preferred first (the first one the snapshot has, not deprecated, wins)
+#: semantic profile field -> candidate flags, preferred first (first one the snapshot has, not deprecated)
 SEMANTIC_FLAGS: dict[str, tuple[str, ...]] = {
     "attention_backend": ("--attention-backend",),
     "dsa_prefill_backend": ("--dsa-prefill-backend", "--nsa-prefill-backend"),
@@ -50,7 +50,7 @@ VALUE_SPELLINGS: dict[str, dict[str, tuple[str, ...]]] = {
 OWNED_FLAGS: dict[str, str] = {
     "--host": "bwstack binds 0.0.0.0 inside the container; set stack.bind_address for the host side",
     "--port": "set stack.port",
-    "--api-key": "never put the API key on a command line: set stack.api_key: true and write it to secrets/api_key",
+    "--api-key": "never put the API key on a command line: set stack.api_key: true, key in secrets/api_key",
     "--model-path": "set model.path",
     "--model": "set model.path",
     "--served-model-name": "set model.served_name",
@@ -76,9 +76,14 @@ class Flag:
 
     @property
     def takes_value(self) -> bool:
-        return self.action not in {"store_true", "store_false", "store_const", "count", "help", "version"} and (
-            self.nargs != 0
-        )
+        return self.action not in {
+            "store_true",
+            "store_false",
+            "store_const",
+            "count",
+            "help",
+            "version",
+        } and (self.nargs != 0)
 
     @property
     def name(self) -> str:
@@ -156,8 +161,7 @@ def load_snapshot(path: Path) -> Snapshot:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(
-            "parser snapshot missing; generate it with 'bwstack lock --args --variant "
-            f"{path.parent.name}'",
+            f"parser snapshot missing; generate it with 'bwstack lock --args --variant {path.parent.name}'",
             file=path,
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -238,22 +242,26 @@ def check_argv(snapshot: Snapshot, argv: Sequence[str]) -> list[ArgProblem]:
     problems: list[ArgProblem] = []
     index = 0
     while index < len(argv):
-        token = argv[index]
-        if not token.startswith("-") or token == "-":
-            problems.append(ArgProblem(index, token, "expected a flag (argv items are --flag [value])"))
+        item = argv[index]
+        if not item.startswith("-") or item == "-":
+            problems.append(ArgProblem(index, item, "expected a flag (argv items are --flag [value])"))
             index += 1
             continue
-        option, has_inline, inline = token.partition("=")
+        option, has_inline, inline = item.partition("=")
         flag = snapshot.flag(option)
         if flag is None:
-            problems.append(ArgProblem(index, token, _unknown_flag_message(snapshot, option)))
+            problems.append(ArgProblem(index, item, _unknown_flag_message(snapshot, option)))
             index += 1
             continue
         if flag.deprecated:
             use = flag.deprecated.get("use") if isinstance(flag.deprecated, Mapping) else None
             problems.append(
-                ArgProblem(index, token, f"deprecated: {option} is deprecated in {snapshot.label}"
-                           + (f"; use {use}" if use else ""))
+                ArgProblem(
+                    index,
+                    item,
+                    f"deprecated: {option} is deprecated in {snapshot.label}"
+                    + (f"; use {use}" if use else ""),
+                )
             )
         values: list[str] = []
         if flag.takes_value:
@@ -264,15 +272,17 @@ def check_argv(snapshot: Snapshot, argv: Sequence[str]) -> list[ArgProblem]:
                 taken = 0
                 while index + 1 < len(argv) and (count is None or taken < count):
                     nxt = argv[index + 1]
-                    if nxt.startswith("--") or (nxt.startswith("-") and len(nxt) == 2 and not nxt[1].isdigit()):
+                    if nxt.startswith("--") or (
+                        nxt.startswith("-") and len(nxt) == 2 and not nxt[1].isdigit()
+                    ):
                         break
                     values.append(nxt)
                     index += 1
                     taken += 1
                 if count is not None and taken < count and flag.nargs not in ("?",):
-                    problems.append(ArgProblem(index, token, f"{option} expects a value"))
+                    problems.append(ArgProblem(index, item, f"{option} expects a value"))
         elif has_inline:
-            problems.append(ArgProblem(index, token, f"{option} takes no value"))
+            problems.append(ArgProblem(index, item, f"{option} takes no value"))
         if flag.choices is not None:
             for value in values:
                 if value not in flag.choices:

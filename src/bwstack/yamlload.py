@@ -1,9 +1,9 @@
 """Load YAML with line numbers, so every validation error can name ``file:line``.
 
-Plain data comes back (dict, list, str, int, float, bool, None) together with a :class:`Lines` index that maps
-a path of keys/indices (``("profiles", "dense", "kv_cache_dtype")``) to its 1-based line in the file. Duplicate
-keys, anchors/aliases and non-string keys are refused: profiles.yaml is edited by hand and a silent override of
-a duplicated profile is exactly the kind of surprise this tool exists to prevent.
+Plain data comes back (dict, list, str, int, float, bool, None) together with a :class:`Lines` index that
+maps a path of keys/indices (``("profiles", "dense", "kv_cache_dtype")``) to its 1-based line in the file.
+Duplicate keys, merge keys and non-string keys are refused: profiles.yaml is edited by hand and a silent
+override of a duplicated profile is exactly the kind of surprise this tool exists to prevent.
 """
 
 from __future__ import annotations
@@ -96,7 +96,9 @@ def _plain(node: Any, path: PathKey, lines: Lines, filename: str) -> Any:
             if not isinstance(key, str):
                 where = ".".join(str(p) for p in path) or "top level"
                 raise UserError(
-                    f"keys must be strings, got {type(key).__name__} {key!r} in {where}", file=filename, line=line
+                    f"keys must be strings, got {type(key).__name__} {key!r} in {where}",
+                    file=filename,
+                    line=line,
                 )
             lines.by_path[(*path, key)] = line
             out[key] = _plain(node[key], (*path, key), lines, filename)

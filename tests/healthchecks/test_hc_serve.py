@@ -318,10 +318,18 @@ def test_no_linger_after_a_clean_exit(tmp_path: Path) -> None:
 
 def test_env_file_switches_reach_the_child_without_overriding(tmp_path: Path) -> None:
     env_file = tmp_path / "env"
-    env_file.write_text("# variant switches\nSGLANG_ENABLE_JIT_DEEPGEMM=0\nFLASHINFER_DISABLE_VERSION_CHECK=1\n\n")
+    env_file.write_text(
+        "# variant switches\nSGLANG_ENABLE_JIT_DEEPGEMM=0\nFLASHINFER_DISABLE_VERSION_CHECK=1\n\n"
+    )
     dump = tmp_path / "dump.json"
-    proc = run_serve(tmp_path, "--dump", str(dump), "--dump-env", BWSTACK_ENV_FILE=str(env_file),
-                     FLASHINFER_DISABLE_VERSION_CHECK="0")
+    proc = run_serve(
+        tmp_path,
+        "--dump",
+        str(dump),
+        "--dump-env",
+        BWSTACK_ENV_FILE=str(env_file),
+        FLASHINFER_DISABLE_VERSION_CHECK="0",
+    )
     assert proc.returncode == 0, proc.stdout
     env = json.loads(dump.read_text())["env"]
     assert env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0"

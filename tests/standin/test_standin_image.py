@@ -82,7 +82,13 @@ def test_ensure_standin_image_builds_the_project_dockerfile_on_the_base(
     ref = standin_image.ensure_standin_image(stack, echo=lambda _m: None)  # type: ignore[arg-type]
     assert ref == "bwstack/standin:v0.5.23-cu130"
     assert calls == [
-        {"name": "v0.5.23-cu130", "tag": ref, "base_image": "base-for-0.5.23", "dry_run": False, "quiet": True}
+        {
+            "name": "v0.5.23-cu130",
+            "tag": ref,
+            "base_image": "base-for-0.5.23",
+            "dry_run": False,
+            "quiet": True,
+        }
     ]
     snapshot.unlink()
     with pytest.raises(UserError, match="bwstack lock --args"):

@@ -77,54 +77,123 @@ CASES = [
     Case("not-utf8", write(b"version: 1\nstack: \xff\xfe\n"), r"not UTF-8", line=False),
     Case("missing-file", other_path("nope.yaml"), r"file not found", line=False),
     Case("directory", other_path("adir"), r"is a directory", line=False),
-    Case("unknown-top-level-key", replace("version: 1", "version: 1\nprofile: {}"),
-         r"top level: unknown key 'profile' \(valid: version, stack, model, profiles\)"),
-    Case("unknown-profile-key", replace("    kv_cache_dtype: bf16\n", "    kv_cache_dtyp: bf16\n"),
-         r"profiles\.dense-fi-bf16: unknown key 'kv_cache_dtyp' \(valid: .*kv_cache_dtype"),
-    Case("unknown-backend-value", replace("dsa_decode_backend: flashinfer_sparse_mla", "dsa_decode_backend: flashmla_kvv"),
-         r"profiles\.dsa-fi-sparse-fp8\.dsa_decode_backend: unknown dsa_decode_backend 'flashmla_kvv' "
-         r"\(valid for sglang 0\.5\.23: .*flashmla_kv"),
-    Case("value-missing-in-old-version",
-         replace("    variant: v0.5.9-cu130\n    attention_backend: flashinfer\n",
-                 "    variant: v0.5.9-cu130\n    attention_backend: flashinfer\n    dsa_decode_backend: flashinfer_sparse_mla\n"),
-         r"unknown dsa_decode_backend 'flashinfer_sparse_mla' \(valid for sglang 0\.5\.9: "),
-    Case("wrong-type", replace("  tp_size: 8", '  tp_size: "eight"'), r"model\.tp_size: expected an integer, got a string"),
+    Case(
+        "unknown-top-level-key",
+        replace("version: 1", "version: 1\nprofile: {}"),
+        r"top level: unknown key 'profile' \(valid: version, stack, model, profiles\)",
+    ),
+    Case(
+        "unknown-profile-key",
+        replace("    kv_cache_dtype: bf16\n", "    kv_cache_dtyp: bf16\n"),
+        r"profiles\.dense-fi-bf16: unknown key 'kv_cache_dtyp' \(valid: .*kv_cache_dtype",
+    ),
+    Case(
+        "unknown-backend-value",
+        replace("dsa_decode_backend: flashinfer_sparse_mla", "dsa_decode_backend: flashmla_kvv"),
+        r"profiles\.dsa-fi-sparse-fp8\.dsa_decode_backend: unknown dsa_decode_backend 'flashmla_kvv' "
+        r"\(valid for sglang 0\.5\.23: .*flashmla_kv",
+    ),
+    Case(
+        "value-missing-in-old-version",
+        replace(
+            "    variant: v0.5.9-cu130\n    attention_backend: flashinfer\n",
+            "    variant: v0.5.9-cu130\n    attention_backend: flashinfer\n    dsa_decode_backend: flashinfer_sparse_mla\n",
+        ),
+        r"unknown dsa_decode_backend 'flashinfer_sparse_mla' \(valid for sglang 0\.5\.9: ",
+    ),
+    Case(
+        "wrong-type",
+        replace("  tp_size: 8", '  tp_size: "eight"'),
+        r"model\.tp_size: expected an integer, got a string",
+    ),
     Case("duplicate-profile", replace("  dense-triton-bf16:\n", "  dense-fi-bf16:\n"), r"duplicate key"),
-    Case("shell-in-model-path", replace("path: nvidia/GLM-5-NVFP4", "path: nvidia/GLM-5;rm -rf ~"),
-         r"model\.path: invalid value .*shell metacharacters"),
-    Case("shell-in-served-name", replace("served_name: glm-5", "served_name: glm$(id)"),
-         r"model\.served_name: invalid value .*shell metacharacters"),
-    Case("shell-in-secrets-dir", replace("secrets_dir: ./secrets", "secrets_dir: ./secrets`id`"),
-         r"stack\.secrets_dir: invalid value"),
+    Case(
+        "shell-in-model-path",
+        replace("path: nvidia/GLM-5-NVFP4", "path: nvidia/GLM-5;rm -rf ~"),
+        r"model\.path: invalid value .*shell metacharacters",
+    ),
+    Case(
+        "shell-in-served-name",
+        replace("served_name: glm-5", "served_name: glm$(id)"),
+        r"model\.served_name: invalid value .*shell metacharacters",
+    ),
+    Case(
+        "shell-in-secrets-dir",
+        replace("secrets_dir: ./secrets", "secrets_dir: ./secrets`id`"),
+        r"stack\.secrets_dir: invalid value",
+    ),
     Case("bad-profile-name", replace("  dense-triton-bf16:\n", "  Dense Triton!:\n"), r"profiles"),
-    Case("unknown-variant", replace("  variant: v0.5.23-cu130 ", "  variant: v9.9.9-cu999 "),
-         r"unknown variant 'v9\.9\.9-cu999'.*known: .*v0\.5\.23-cu130"),
-    Case("unknown-extra-flag", replace("      - --cuda-graph-max-bs-decode\n", "      - --enable-nan-detection\n"),
-         r"unknown flag --enable-nan-detection for sglang 0\.5\.23"),
-    Case("owned-flag-api-key", replace("      - --cuda-graph-max-bs-decode\n      - \"256\"\n",
-                                       "      - --api-key\n      - hunter2\n"),
-         r"--api-key is set by bwstack: never put the API key on a command line"),
-    Case("unknown-expect-class", replace("    expect: nan\n", "    expect: nans\n"),
-         r"expect: invalid value 'nans' \(valid: healthy, nan, "),
-    Case("known-bad-without-evidence",
-         replace('    evidence:\n      - "sgl-project/sglang#26087"\n      - "sgl-project/sglang#23657"\n',
-                 "    evidence: []\n"),
-         r"evidence: expect: unsupported_arch needs evidence"),
-    Case("missing-required-key", replace("  path: nvidia/GLM-5-NVFP4\n", ""), r"model\.path: required key missing"),
-    Case("unsupported-format-version", replace("version: 1", "version: 2"), r"version: invalid value 2 \(valid: 1\)"),
-    Case("out-of-range", replace("mem_fraction_static: 0.85", "mem_fraction_static: 1.5"),
-         r"model\.mem_fraction_static: "),
+    Case(
+        "unknown-variant",
+        replace("  variant: v0.5.23-cu130 ", "  variant: v9.9.9-cu999 "),
+        r"unknown variant 'v9\.9\.9-cu999'.*known: .*v0\.5\.23-cu130",
+    ),
+    Case(
+        "unknown-extra-flag",
+        replace("      - --cuda-graph-max-bs-decode\n", "      - --enable-nan-detection\n"),
+        r"unknown flag --enable-nan-detection for sglang 0\.5\.23",
+    ),
+    Case(
+        "owned-flag-api-key",
+        replace(
+            '      - --cuda-graph-max-bs-decode\n      - "256"\n', "      - --api-key\n      - hunter2\n"
+        ),
+        r"--api-key is set by bwstack: never put the API key on a command line",
+    ),
+    Case(
+        "unknown-expect-class",
+        replace("    expect: nan\n", "    expect: nans\n"),
+        r"expect: invalid value 'nans' \(valid: healthy, nan, ",
+    ),
+    Case(
+        "known-bad-without-evidence",
+        replace(
+            '    evidence:\n      - "sgl-project/sglang#26087"\n      - "sgl-project/sglang#23657"\n',
+            "    evidence: []\n",
+        ),
+        r"evidence: expect: unsupported_arch needs evidence",
+    ),
+    Case(
+        "missing-required-key",
+        replace("  path: nvidia/GLM-5-NVFP4\n", ""),
+        r"model\.path: required key missing",
+    ),
+    Case(
+        "unsupported-format-version",
+        replace("version: 1", "version: 2"),
+        r"version: invalid value 2 \(valid: 1\)",
+    ),
+    Case(
+        "out-of-range",
+        replace("mem_fraction_static: 0.85", "mem_fraction_static: 1.5"),
+        r"model\.mem_fraction_static: ",
+    ),
     Case("non-string-key", replace("  env: {}\n", "  env: {1: x}\n"), r"keys must be strings"),
-    Case("bad-quantization-choice", replace("quantization: modelopt_fp4", "quantization: nvfp5"),
-         r"model\.quantization: unknown quantization 'nvfp5' \(valid for sglang"),
-    Case("pins-malformed-toml", in_pins("v0.5.23-cu130", 'toolkit = "13.0"', "toolkit = 13.0.0"),
-         r"pins\.toml.*malformed TOML", line=False),
-    Case("pins-unknown-key", in_pins("v0.5.23-cu130", 'toolkit = "13.0"', 'toolkit = "13.0"\narchs = "x"'),
-         r"pins\.toml:\d+: cuda\.archs: unknown key 'archs'"),
-    Case("pins-branch-not-sha", in_pins("v0.5.23-cu130", "[sources]\n",
-                                        '[sources.deepgemm]\nrepo = "https://github.com/deepseek-ai/DeepGEMM.git"\n'
-                                        'ref = "nv_dev"\n'),
-         r"sources\.deepgemm\.ref: must be a full 40-hex commit SHA"),
+    Case(
+        "bad-quantization-choice",
+        replace("quantization: modelopt_fp4", "quantization: nvfp5"),
+        r"model\.quantization: unknown quantization 'nvfp5' \(valid for sglang",
+    ),
+    Case(
+        "pins-malformed-toml",
+        in_pins("v0.5.23-cu130", 'toolkit = "13.0"', "toolkit = 13.0.0"),
+        r"pins\.toml.*malformed TOML",
+        line=False,
+    ),
+    Case(
+        "pins-unknown-key",
+        in_pins("v0.5.23-cu130", 'toolkit = "13.0"', 'toolkit = "13.0"\narchs = "x"'),
+        r"pins\.toml:\d+: cuda\.archs: unknown key 'archs'",
+    ),
+    Case(
+        "pins-branch-not-sha",
+        in_pins(
+            "v0.5.23-cu130",
+            "[sources]\n",
+            '[sources.deepgemm]\nrepo = "https://github.com/deepseek-ai/DeepGEMM.git"\nref = "nv_dev"\n',
+        ),
+        r"sources\.deepgemm\.ref: must be a full 40-hex commit SHA",
+    ),
 ]
 
 
@@ -132,7 +201,11 @@ def _run_validate(profiles: Path, *args: str) -> subprocess.CompletedProcess[str
     env = dict(os.environ, COLUMNS="200")
     return subprocess.run(
         [sys.executable, "-m", "bwstack.cli", "validate", "-f", str(profiles), *args],
-        capture_output=True, text=True, timeout=60, env=env, cwd=profiles.parent if profiles.parent.exists() else None,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=profiles.parent if profiles.parent.exists() else None,
     )
 
 

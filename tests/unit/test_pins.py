@@ -20,14 +20,38 @@ GENERATED_OR_PROSE = {"compose.yaml", "versions.json", "overrides.lock", "sglang
 
 
 #: the build and render machinery: where a hard-coded pin would bypass pins.toml
-MACHINERY = ["Dockerfile", "profiles.yaml", "dev", ".ci/run", "templates", "images",
-             *(f"src/bwstack/{m}.py" for m in ("pins", "render", "operate", "model", "locking", "standin_image",
-                                               "sweep", "k8s", "multihost", "cli"))]
+MACHINERY = [
+    "Dockerfile",
+    "profiles.yaml",
+    "dev",
+    ".ci/run",
+    "templates",
+    "images",
+    *(
+        f"src/bwstack/{m}.py"
+        for m in (
+            "pins",
+            "render",
+            "operate",
+            "model",
+            "locking",
+            "standin_image",
+            "sweep",
+            "k8s",
+            "multihost",
+            "cli",
+        )
+    ),
+]
 
 
 def tracked_files() -> list[Path]:
-    out = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard",
-                          "--", *MACHINERY], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard", "--", *MACHINERY],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return [ROOT / p for p in out if (ROOT / p).is_file()]
 
 
@@ -89,10 +113,14 @@ def test_dockerfile_takes_every_build_arg_and_pins_nothing() -> None:
     for name in VARIANTS:
         for arg in pins.load_variant(ROOT / "images", name).build_args():
             assert arg in declared, f"Dockerfile lacks ARG {arg}"
-            assert declared[arg] in ("", '""'), f"ARG {arg} has a default ({declared[arg]}): pins live in images/"
+            assert declared[arg] in ("", '""'), (
+                f"ARG {arg} has a default ({declared[arg]}): pins live in images/"
+            )
     for path in (render.HC_DIR, render.SERVER_LOG, render.HF_HOME, render.JIT_CACHE):
         assert path in dockerfile
-    assert re.search(r"^HEALTHCHECK .*\n\s+CMD \[\"python3\", \"/opt/bwstack/healthchecks/warmup.py\"", dockerfile, re.M)
+    assert re.search(
+        r"^HEALTHCHECK .*\n\s+CMD \[\"python3\", \"/opt/bwstack/healthchecks/warmup.py\"", dockerfile, re.M
+    )
     assert 'ENTRYPOINT ["python3", "/opt/bwstack/healthchecks/serve.py"]' in dockerfile
 
 
@@ -121,17 +149,26 @@ def test_set_digest_keeps_comments(tmp_path: Path) -> None:
 
 
 def test_split_image() -> None:
-    assert locking.split_image("lmsysorg/sglang:v0.5.23-cu130") == ("registry-1.docker.io", "lmsysorg/sglang", "v0.5.23-cu130")
+    assert locking.split_image("lmsysorg/sglang:v0.5.23-cu130") == (
+        "registry-1.docker.io",
+        "lmsysorg/sglang",
+        "v0.5.23-cu130",
+    )
     assert locking.split_image("debian") == ("registry-1.docker.io", "library/debian", "latest")
-    assert locking.split_image("nvcr.io/nvidia/cuda:13.0.0-devel") == ("nvcr.io", "nvidia/cuda", "13.0.0-devel")
+    assert locking.split_image("nvcr.io/nvidia/cuda:13.0.0-devel") == (
+        "nvcr.io",
+        "nvidia/cuda",
+        "13.0.0-devel",
+    )
 
 
 def test_hadolint_passes() -> None:
     import shutil
 
     hadolint = shutil.which("hadolint") or str(Path(__import__("sys").executable).parent / "hadolint")
-    result = subprocess.run([hadolint, "--no-color", str(ROOT / "Dockerfile")], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [hadolint, "--no-color", str(ROOT / "Dockerfile")], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     # every ignored rule is justified on the line above it
     lines = (ROOT / "Dockerfile").read_text().splitlines()

@@ -82,7 +82,9 @@ def test_nsa_flags_rendered_for_old_parser(stack_copy: Path) -> None:
 
 
 def test_bind_address_and_opt_in_features(stack_copy: Path) -> None:
-    text = stack_copy.read_text().replace("  bind_address: 127.0.0.1", "  bind_address: 0.0.0.0\n  compose_features: [start_interval]")
+    text = stack_copy.read_text().replace(
+        "  bind_address: 127.0.0.1", "  bind_address: 0.0.0.0\n  compose_features: [start_interval]"
+    )
     stack_copy.write_text(text)
     services = _services(render.render_compose(model.load_stack(stack_copy)))
     svc = services["dense-fi-bf16"]
@@ -108,7 +110,9 @@ def test_strict_undefined(stack: model.Stack) -> None:
 def test_committed_compose_is_a_fresh_render(repo_root: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bwstack.cli", "render", "--check", "-f", str(repo_root / "profiles.yaml")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -118,7 +122,9 @@ def test_render_check_reports_drift(stack_copy: Path) -> None:
     compose.write_text(compose.read_text().replace("ipc: host", "ipc: private", 1))
     result = subprocess.run(
         [sys.executable, "-m", "bwstack.cli", "render", "--check", "-f", str(stack_copy)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 1
     assert "-    ipc: private" in result.stdout and "+    ipc: host" in result.stdout
@@ -142,7 +148,8 @@ def test_docker_compose_config_accepts_every_profile(repo_root: Path, docker_eng
     assert result.returncode == 0, result.stderr
     stack = model.load_stack(repo_root / "profiles.yaml")
     for name in stack.profiles:
-        out = subprocess.run([*base, "--profile", name, "config", "--services"], capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run(
+            [*base, "--profile", name, "config", "--services"], capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == [name]
