@@ -41,32 +41,11 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-SEMANTIC_OPTIONS = {
-    "attention_backend": ("--attention-backend",),
-    "dsa_prefill_backend": ("--dsa-prefill-backend", "--nsa-prefill-backend"),
-    "dsa_decode_backend": ("--dsa-decode-backend", "--nsa-decode-backend"),
-    "kv_cache_dtype": ("--kv-cache-dtype",),
-    "moe_runner_backend": ("--moe-runner-backend",),
-    "fp4_gemm_backend": ("--fp4-gemm-backend",),
-}
-#: attention-backend values spelt differently across versions
-VALUE_ALIASES = {"dsa": ("dsa", "nsa"), "nsa": ("nsa", "dsa")}
-#: semantic field -> ServerArgs fields that hold it, newest name first
-RESULT_FIELDS = {
-    "attention_backend": ("attention_backend",),
-    "prefill_attention_backend": ("prefill_attention_backend",),
-    "decode_attention_backend": ("decode_attention_backend",),
-    "dsa_prefill_backend": ("dsa_prefill_backend", "nsa_prefill_backend"),
-    "dsa_decode_backend": ("dsa_decode_backend", "nsa_decode_backend"),
-    "kv_cache_dtype": ("kv_cache_dtype",),
-    "page_size": ("page_size",),
-    "moe_runner_backend": ("moe_runner_backend",),
-    "fp4_gemm_backend": ("fp4_gemm_runner_backend", "fp4_gemm_backend"),
-    "quantization": ("quantization",),
-}
+# The flag spellings per semantic field and the ServerArgs field names per result key arrive with each request
+# (from bwstack.sglang_cli and healthchecks.warmup on the host): this script keeps no copy of them.
 PREDICTED = (ValueError, AssertionError, NotImplementedError)
 
 
@@ -126,14 +105,14 @@ def build_argv(parser: argparse.ArgumentParser, request: dict[str, Any]) -> list
     for semantic, value in sorted((request.get("requested") or {}).items()):
         if value is None:
             continue
-        options = [opt for opt in SEMANTIC_OPTIONS[semantic] if opt in known]
+        candidates = request["semantic_options"][semantic]
+        options = [opt for opt in candidates if opt in known]
         if not options:
-            raise ArgvRefused(
-                f"this SGLang has no flag for {semantic} (none of {', '.join(SEMANTIC_OPTIONS[semantic])})"
-            )
+            raise ArgvRefused(f"this SGLang has no flag for {semantic} (none of {', '.join(candidates)})")
         option = options[0]
         choices = known[option].choices
-        spellings = [v for v in VALUE_ALIASES.get(value, (value,)) if choices is None or v in choices]
+        aliases = request["value_aliases"].get(semantic, {}).get(value, [value])
+        spellings = [v for v in aliases if choices is None or v in choices]
         argv += [option, spellings[0] if spellings else str(value)]
     return argv + [str(a) for a in request.get("extra_argv") or []]
 
@@ -251,7 +230,7 @@ def run_steps(steps: list[tuple[str, Callable[[], Any]]]) -> tuple[list[str], di
     return done, None
 
 
-def field_value(mods: dict[str, Any], server_args: Any, names: tuple[str, ...]) -> Any:
+def field_value(mods: dict[str, Any], server_args: Any, names: Sequence[str]) -> Any:
     """A resolved field: the last declaration of a resolution pass, else the field itself."""
     for name in names:
         for _source, declared in reversed(getattr(server_args, "_resolved_overrides", None) or []):
@@ -262,8 +241,8 @@ def field_value(mods: dict[str, Any], server_args: Any, names: tuple[str, ...]) 
     return None
 
 
-def resolved_fields(mods: dict[str, Any], server_args: Any) -> dict[str, Any]:
-    return {key: field_value(mods, server_args, names) for key, names in RESULT_FIELDS.items()}
+def resolved_fields(mods: dict[str, Any], server_args: Any, fields: dict[str, list[str]]) -> dict[str, Any]:
+    return {key: field_value(mods, server_args, names) for key, names in fields.items()}
 
 
 # --- 5. the DSA backend's start-up check
@@ -321,7 +300,7 @@ def resolve(mods: dict[str, Any], request: dict[str, Any], capture: LogCapture) 
     with platform_scope(mods):
         server_args = make_server_args(mods, namespace)
         result["steps"], result["error"] = run_steps(steps_for(mods, server_args))
-        result["resolved"] = resolved_fields(mods, server_args)
+        result["resolved"] = resolved_fields(mods, server_args, request["result_fields"])
         if result["error"] is None:
             result["startup_error"] = startup_check(
                 mods, result["model_arch"], capability[0], result["resolved"]

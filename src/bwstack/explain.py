@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bwstack import sglang_env
+from bwstack import sglang_cli, sglang_env
 from bwstack.errors import ExternalError, UserError
 
 if TYPE_CHECKING:
@@ -422,6 +422,34 @@ def _request(arch: str, requested: Mapping[str, str | None]) -> dict[str, str | 
     return {name: requested.get(name) for name in SEMANTIC_FIELDS}
 
 
+#: what the resolver reports, by ServerArgs field (= /server_info key; aliases: the healthcheck table)
+RESULT_KEYS = (
+    "attention_backend",
+    "prefill_attention_backend",
+    "decode_attention_backend",
+    "dsa_prefill_backend",
+    "dsa_decode_backend",
+    "kv_cache_dtype",
+    "page_size",
+    "moe_runner_backend",
+    "fp4_gemm_backend",
+    "quantization",
+)
+
+
+def _flag_tables() -> dict[str, Any]:
+    """The flag/field name tables ``_resolve.py`` needs, from their one home on the host side."""
+    from healthchecks.warmup import KEY_ALIASES
+
+    return {
+        "semantic_options": {k: list(v) for k, v in sglang_cli.SEMANTIC_FLAGS.items()},
+        "value_aliases": {
+            k: {v: list(s) for v, s in m.items()} for k, m in sglang_cli.VALUE_SPELLINGS.items()
+        },
+        "result_fields": {k: list(KEY_ALIASES.get(k, (k,))) for k in RESULT_KEYS},
+    }
+
+
 def _run_resolver(venv: sglang_env.SglangEnv, queries: Sequence[Query]) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="bwstack-explain-") as tmp:
         payload = []
@@ -437,6 +465,7 @@ def _run_resolver(venv: sglang_env.SglangEnv, queries: Sequence[Query]) -> list[
                 "model_dir": str(model_dir), "requested": query.request(),
                 "extra_argv": list(query.extra_argv),
                 "env": dict(query.env),
+                **_flag_tables(),
             })  # fmt: skip
         request_path = Path(tmp) / "requests.json"
         request_path.write_text(json.dumps(payload), encoding="utf-8")

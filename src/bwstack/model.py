@@ -20,28 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from bwstack import pins, sglang_cli
 from bwstack.errors import UserError
 from bwstack.yamlload import Lines, load_yaml
+from healthchecks import signatures
 
 FORMAT_VERSION = 1
 
 #: failure classes a profile may expect (the healthcheck's classes; ``healthy`` for a working profile)
-EXPECT_CLASSES = (
-    "healthy",
-    "nan",
-    "device_assert",
-    "assertion",
-    "unsupported_arch",
-    "no_kernel_image",
-    "shared_memory",
-    "oom",
-    "illegal_memory",
-    "warmup_failed",
-    "model_load",
-    "nccl",
-    "health_timeout",
-    "backend_override",
-    "timeout",
-    "crash",
-)
+EXPECT_CLASSES = ("healthy", *(c for c in signatures.CLASSES if c not in {"healthy", "starting"}))
 GPU_ARCHES = ("sm120", "sm121", "sm100", "sm103", "sm90")
 BACKEND_FIELDS = tuple(sglang_cli.SEMANTIC_FLAGS)
 COMPOSE_FEATURES = ("start_interval",)

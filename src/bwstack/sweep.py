@@ -43,7 +43,7 @@ from bwstack import operate, render, report, sglang_cli
 from bwstack.compose import Project
 from bwstack.errors import ExternalError, UserError
 from bwstack.model import Stack
-from healthchecks import signatures
+from healthchecks import signatures, warmup
 
 #: a fatal log signature waits this long for the root-cause line (the traceback follows the first crash line)
 SETTLE_S = 5.0
@@ -82,13 +82,7 @@ STANDIN_FAULTS = {
 GLM5_FIRST_K_DENSE = 3
 #: /server_info keys per semantic field (docs/design.md), first present wins
 EFFECTIVE_KEYS: dict[str, tuple[str, ...]] = {
-    "attention_backend": ("attention_backend",),
-    "dsa_prefill_backend": ("dsa_prefill_backend", "nsa_prefill_backend"),
-    "dsa_decode_backend": ("dsa_decode_backend", "nsa_decode_backend"),
-    "kv_cache_dtype": ("kv_cache_dtype",),
-    "moe_runner_backend": ("moe_runner_backend",),
-    "fp4_gemm_backend": ("fp4_gemm_runner_backend", "fp4_gemm_backend"),
-    "tp_size": ("tp_size",),
+    key: warmup.KEY_ALIASES.get(key, (key,)) for key in (*sglang_cli.SEMANTIC_FLAGS, "tp_size")
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bwstack import _dump_args, _resolve, lockargs
+from bwstack import _dump_args, _resolve, explain, lockargs
 
 
 class DeprecatedAliasStoreAction(argparse.Action):
@@ -169,6 +169,7 @@ def test_resolver_spells_flags_like_the_parser_in_front_of_it() -> None:
         "model_dir": "/m",
         "requested": {"attention_backend": "dsa", "dsa_decode_backend": "trtllm", "kv_cache_dtype": None},
         "extra_argv": ["--tp-size", "8"],
+        **explain._flag_tables(),  # the tables the host sends with every request
     }
     argv = _resolve.build_argv(_old_parser(), request)
     assert argv == ["--model-path", "/m", "--attention-backend", "nsa", "--nsa-decode-backend", "trtllm",
