@@ -53,3 +53,11 @@ def docker_engine() -> None:
     if os.environ.get("CI"):
         pytest.fail(f"Docker is required in CI: {problem}")
     pytest.skip(problem)
+
+
+@pytest.fixture(scope="session")
+def python_image(docker_engine: None) -> str:
+    """A local image with python3 (the stand-in's Debian rootfs, built without a registry when missing)."""
+    from bwstack import standin_image
+
+    return standin_image.ensure_rootfs(echo=lambda _message: None)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import struct
 import subprocess
@@ -506,12 +505,10 @@ def test_missing_image_is_user_error(docker_engine: None) -> None:
 
 
 @pytest.mark.docker
-def test_image_with_python_runs_the_reader_inside(docker_engine: None, tmp_path: Path) -> None:
+def test_image_with_python_runs_the_reader_inside(python_image: str, tmp_path: Path) -> None:
     """fatbin.py piped into the image's python3 scans its site-packages in place."""
     docker = _docker()
-    base = os.environ.get("BWSTACK_TEST_PYTHON_IMAGE", "bwstack-base:test")
-    if subprocess.run([docker, "image", "inspect", base], capture_output=True, check=False).returncode != 0:
-        pytest.skip(f"no local image {base} with python3 (set BWSTACK_TEST_PYTHON_IMAGE)")
+    base = python_image
     make_site(tmp_path / "ctx" / "site")
     (tmp_path / "ctx" / "Dockerfile").write_text(
         f"FROM {base}\nCOPY site/ /tmp/site/\n"

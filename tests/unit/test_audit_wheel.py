@@ -21,7 +21,14 @@ import pytest
 
 from bwstack import audit, fatbin
 
-pytestmark = pytest.mark.wheels
+# Opt-in (the issue asks for it as such): the wheel is 356 MiB. BWSTACK_BIG_WHEELS=1 ./dev test tests/unit/test_audit_wheel.py
+pytestmark = [
+    pytest.mark.wheels,
+    pytest.mark.skipif(
+        os.environ.get("BWSTACK_BIG_WHEELS") != "1",
+        reason="opt-in: set BWSTACK_BIG_WHEELS=1 (356 MiB download)",
+    ),
+]
 
 WHEEL = "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_x86_64.whl"
 SHA256 = "043cbe4a10e7887ea1b25599b729ff1ce115a0d5217b2c177aff9f9ae5327724"  # PyPI, sglang-kernel 0.4.10

@@ -8,7 +8,6 @@ across runs and shared with the explain tests) and fail on any drift from the co
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tomllib
@@ -127,11 +126,9 @@ class ServerArgs:
 
 @pytest.mark.docker
 @pytest.mark.skipif(not NOT_ON_PYPI, reason="no nightly variant")
-def test_nightly_snapshot_is_dumped_inside_the_image(tmp_path: Path, docker_engine: None) -> None:
+def test_nightly_snapshot_is_dumped_inside_the_image(tmp_path: Path, python_image: str) -> None:
     """lock_args pipes _dump_args.py into the image's own python3; no bwstack, no network inside."""
-    base = os.environ.get("BWSTACK_TEST_PYTHON_IMAGE", "bwstack-base:test")
-    if subprocess.run(["docker", "image", "inspect", base], capture_output=True, check=False).returncode != 0:
-        pytest.skip(f"no local image {base} with python3 (set BWSTACK_TEST_PYTHON_IMAGE)")
+    base = python_image
     ctx = tmp_path / "ctx"
     (ctx / "pkg" / "sglang" / "srt").mkdir(parents=True)
     (ctx / "pkg" / "sglang" / "__init__.py").write_text("")
