@@ -91,8 +91,9 @@ RUN if [ "${PINNED_INSTALL}" = "1" ]; then \
     fi
 
 # Unprivileged user and the writable paths.
-RUN if ! getent passwd bwstack >/dev/null; then \
-      useradd --system --uid 10001 --user-group --home-dir /var/lib/bwstack --shell /usr/sbin/nologin bwstack; \
+RUN if ! getent group bwstack >/dev/null; then groupadd --system --gid 10001 bwstack; fi; \
+    if ! getent passwd bwstack >/dev/null; then \
+      useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/bwstack --shell /usr/sbin/nologin bwstack; \
     fi; \
     mkdir -p /opt/bwstack /var/log/bwstack /var/cache/bwstack /var/lib/bwstack/hf; \
     chown -R bwstack:bwstack /var/log/bwstack /var/cache/bwstack /var/lib/bwstack

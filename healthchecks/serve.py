@@ -12,8 +12,9 @@
 - fail-fast (``BWSTACK_FAIL_FAST``, on unless ``0``): when the healthcheck records a verdict that does not
   heal (NaN, asserts, unsupported arch, backend override, ...: ``common.FAIL_FAST_CLASSES``) it stops the
   server and exits with status 3, so the container stops instead of serving garbage (Docker: unhealthy);
-- linger (``BWSTACK_LINGER``, e.g. ``30s``): after the server dies on its own, stays up that long (or until
-  SIGTERM) so one more health probe records the crash's class in ``docker inspect``;
+- linger (``BWSTACK_LINGER`` = the healthcheck interval, e.g. ``30s``): after the server dies on its own,
+  stays up until one more health probe has recorded the crash's class in ``docker inspect`` (at most two
+  intervals plus 5 s; SIGTERM ends it);
 - exports the variant's env switches from ``BWSTACK_ENV_FILE`` (``KEY=VALUE`` lines) to the child, where the
   environment does not set them already.
 
@@ -30,6 +31,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from types import FrameType
 from typing import BinaryIO
@@ -335,23 +337,40 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tee.say("server exited: exit status 0")
     if code != 0 and not forwarded:
-        linger(tee, forwarded)
+        linger(tee, forwarded, state_file)
     tee.log.close()
     return code
 
 
-def linger(tee: Tee, forwarded: list[int]) -> None:
-    """Stay up ``BWSTACK_LINGER`` after a crash so a health probe records its class (SIGTERM ends it)."""
-    seconds = common.parse_seconds(common.env_or(common.ENV_LINGER, "0"), 0.0)
-    if seconds <= 0:
+def linger(tee: Tee, forwarded: list[int], state_file: str) -> None:
+    """After a crash, stay up until a health probe has recorded a verdict (its class lands in docker inspect).
+
+    ``BWSTACK_LINGER`` is the healthcheck interval: the wait ends one second after the first verdict newer
+    than the crash, and at the latest after two intervals plus 5 s. SIGTERM ends it at once.
+    """
+    interval = common.parse_seconds(common.env_or(common.ENV_LINGER, "0"), 0.0)
+    if interval <= 0 or forwarded:
         return
-    tee.say(f"lingering {seconds:g}s so the healthcheck can record the failure")
+    cap = 2 * interval + 5.0
+    crashed_at = time.time()
+    tee.say(f"waiting up to {cap:g}s for the healthcheck to record the failure")
     stop = threading.Event()
     for sig in FORWARDED:
         signal.signal(sig, lambda signum, frame: stop.set())
-    if forwarded:
-        return
-    stop.wait(seconds)
+    deadline = time.monotonic() + cap
+    while not stop.wait(0.25) and time.monotonic() < deadline:
+        if _verdict_time(state_file) > crashed_at:
+            stop.wait(1.0)  # the probe prints after writing its state; let Docker record the output
+            return
+
+
+def _verdict_time(state_file: str) -> float:
+    try:
+        with open(state_file, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return float(data["verdict"]["time"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
 
 
 def _signal_note(code: int) -> str:

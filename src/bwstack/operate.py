@@ -26,9 +26,16 @@ from bwstack.model import Stack
 POLL_SECONDS = 2.0
 
 
+HOST_OVERRIDE_FILE = "compose.host.yaml"
+
+
 def project_for(stack: Stack, compose_file: Path | None = None, env: dict[str, str] | None = None) -> Project:
+    """The compose project of the stack; a host-local ``compose.host.yaml`` next to compose.yaml is applied too
+    (host adjustments such as dropping ``memlock: -1`` on engines that cannot grant it; never committed)."""
+    main_file = compose_file or stack.root / render.COMPOSE_FILE
+    host_file = main_file.parent / HOST_OVERRIDE_FILE
     return Project(
-        files=(compose_file or stack.root / render.COMPOSE_FILE,),
+        files=(main_file, host_file) if host_file.is_file() else (main_file,),
         name=stack.settings.project,
         workdir=stack.root,
         env=env,

@@ -206,10 +206,12 @@ def _build(version: str, root: Path, say: Progress) -> SglangEnv:
     wheel = _single_wheel(wheel_dir, version)
     say(f"  installing {CPU_TORCH} and {len(packages_for(version)) - 1} pinned packages")
     _pip(
-        python, ["install", "--no-deps", *packages_for(version)], "installing CPU torch and SGLang's imports"
+        python,
+        ["install", "--no-deps", "--no-compile", *packages_for(version)],
+        "installing CPU torch and SGLang's imports",
     )
     say(f"  installing {wheel.name}")
-    _pip(python, ["install", "--no-deps", str(wheel)], f"installing {wheel.name}")
+    _pip(python, ["install", "--no-deps", "--no-compile", str(wheel)], f"installing {wheel.name}")
     _install_shims(root)
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     marker = {**expected_marker(version), "wheel": wheel.name, "wheel_sha256": digest}

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -307,13 +308,24 @@ def test_linger_keeps_the_container_up_after_a_crash_until_sigterm(tmp_path: Pat
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=10)
     assert proc.returncode == 7
-    assert "lingering 60s so the healthcheck can record the failure" in out
+    assert "waiting up to 125s for the healthcheck to record the failure" in out
+
+
+def test_linger_ends_once_a_probe_recorded_the_crash(tmp_path: Path) -> None:
+    proc = _start_serve(tmp_path, "--exit", "7", BWSTACK_LINGER="60s")
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=1.5)
+    # a probe after the crash records its verdict (warmup.py writes the state file, then prints)
+    state = {"schema": 1, "verdict": {"class": "crash", "line": "unhealthy: crash: refused", "time": time.time()}}
+    (tmp_path / "hc-state.json").write_text(json.dumps(state))
+    proc.wait(timeout=10)  # well before the 125 s cap
+    assert proc.returncode == 7
 
 
 def test_no_linger_after_a_clean_exit(tmp_path: Path) -> None:
     proc = run_serve(tmp_path, "--exit", "0", BWSTACK_LINGER="60s")
     assert proc.returncode == 0
-    assert "lingering" not in proc.stdout
+    assert "waiting up to" not in proc.stdout
 
 
 def test_env_file_switches_reach_the_child_without_overriding(tmp_path: Path) -> None:

@@ -33,6 +33,17 @@ from bwstack.standin.models import ModelError, ModelInfo, load_model
 WARMUP_TEXT = "The capital city of France is"
 
 
+#: argparse dest -> ServerArgs field where the two differ (0.5.9 wheel, ServerArgs.from_cli_args)
+ARG_DEST_FIELDS = {
+    "tensor_parallel_size": "tp_size",
+    "pipeline_parallel_size": "pp_size",
+    "data_parallel_size": "dp_size",
+    "expert_parallel_size": "ep_size",
+    "attention_context_parallel_size": "attn_cp_size",
+    "moe_data_parallel_size": "moe_dp_size",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python3 -m bwstack.standin <launch_server argv>``; returns the exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -49,6 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     namespace = sglang_argv.parse_argv(snapshot, args_list, warn=log.deprecation)
     args = vars(namespace)
+    # ServerArgs.from_cli_args copies these argparse dests to their ServerArgs fields (0.5.9 wheel,
+    # srt/server_args.py L5070-5075; 0.5.23's flags already use the field names)
+    for dest, field_name in ARG_DEST_FIELDS.items():
+        if dest in args:
+            args[field_name] = args.pop(dest)
     try:
         model = load_model(str(args.get("model_path")), args.get("json_model_override_args"))
     except ModelError as exc:

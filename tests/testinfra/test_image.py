@@ -1,0 +1,157 @@
+"""The built serving image (stand-in build of the project Dockerfile), per variant, through testinfra.
+
+Expected values come from their sources, never typed in here: entrypoint, HEALTHCHECK, user and port from
+the Dockerfile's own instructions; labels and arch lists from ``images/<variant>/pins.toml``
+(``bwstack.pins.load_variant(...).build_args()``); paths from ``bwstack.render``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from infra_targets import Target
+
+from bwstack import __version__, operate, pins, render
+from bwstack.standin_image import BASE_REPO
+from integration import dockerstack
+from support.stack import ROOT
+
+pytestmark = [pytest.mark.docker]
+
+HEALTHCHECK_FILES = ("warmup.py", "serve.py", "signatures.py", "common.py")
+#: image label -> the pins.toml build arg it must equal
+LABEL_ARGS = {
+    "io.bwstack.variant": "BWSTACK_VARIANT",
+    "io.bwstack.sglang": "SGLANG_VERSION",
+    "io.bwstack.sglang-commit": "SGLANG_COMMIT",
+    "io.bwstack.transformers": "TRANSFORMERS_VERSION",
+    "io.bwstack.cuda": "CUDA_VERSION",
+    "io.bwstack.torch-cuda-arch-list": "TORCH_CUDA_ARCH_LIST",
+    "io.bwstack.flashinfer-cuda-arch-list": "FLASHINFER_CUDA_ARCH_LIST",
+    "io.bwstack.gpu-archs": "GPU_ARCHS",
+    "io.bwstack.python-pins": "PYTHON_PINS",
+    "io.bwstack.sources": "SOURCES",
+    "io.bwstack.env": "ENV_SWITCHES",
+    "org.opencontainers.image.version": "BWSTACK_VARIANT",
+}
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|CREDENTIAL", re.IGNORECASE)
+
+
+def image_config(image: str) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(
+        dockerstack.docker("image", "inspect", "--format", "{{json .Config}}", image).stdout
+    )
+    return config
+
+
+def dockerfile_instructions(name: str) -> list[str]:
+    """Arguments of every ``name`` instruction of the Dockerfile (continuation lines joined)."""
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text(encoding="utf-8"))
+    return [line.split(None, 1)[1].strip() for line in text.splitlines() if line.startswith(f"{name} ")]
+
+
+def documented_healthcheck() -> dict[str, Any]:
+    """The final stage's HEALTHCHECK, in ``docker inspect``'s shape (durations in nanoseconds)."""
+    options, _, command = dockerfile_instructions("HEALTHCHECK")[-1].partition(" CMD ")
+    flags = dict(re.findall(r"--([a-z-]+)=(\S+)", options))
+    seconds = {key: operate.parse_duration(flags[key]) for key in ("interval", "timeout", "start-period")}
+    return {
+        "Test": ["CMD", *json.loads(command)],
+        "Interval": int(seconds["interval"] * 1e9),
+        "Timeout": int(seconds["timeout"] * 1e9),
+        "StartPeriod": int(seconds["start-period"] * 1e9),
+        "Retries": int(flags["retries"]),
+    }
+
+
+def test_entrypoint_healthcheck_user_and_port_as_the_dockerfile_documents(image_target: Target) -> None:
+    config = image_config(image_target.image)
+    assert config["Entrypoint"] == json.loads(dockerfile_instructions("ENTRYPOINT")[-1])
+    assert config["Entrypoint"] == ["python3", f"{render.HC_DIR}/serve.py"]  # docs/design.md, image layout
+    assert config["Healthcheck"] == documented_healthcheck()
+    assert config["Healthcheck"]["Test"][1:3] == ["python3", f"{render.HC_DIR}/warmup.py"]
+    assert config["User"] == dockerfile_instructions("USER")[-1]
+    assert config["StopSignal"] == dockerfile_instructions("STOPSIGNAL")[-1]
+    assert set(config["ExposedPorts"]) == {
+        f"{port}/tcp" for port in dockerfile_instructions("EXPOSE")[-1].split()
+    }
+
+
+def test_healthcheck_and_wrapper_are_present_and_executable(image_target: Target) -> None:
+    host = image_target.host
+    for name in HEALTHCHECK_FILES:
+        script = host.file(f"{render.HC_DIR}/{name}")
+        assert script.is_file, name
+        assert script.mode & 0o111 == 0o111, f"{name}: mode {script.mode:o}"
+        assert script.user == "root" and script.mode & 0o022 == 0, f"{name} is writable by the server user"
+    assert host.run(f"test -w {render.HC_DIR}/warmup.py").rc != 0
+    assert host.run(f"python3 {render.HC_DIR}/warmup.py --help").rc == 0
+    variant_dir = ROOT / "images" / image_target.variant
+    assert (
+        host.file("/opt/bwstack/versions.json").content_string == (variant_dir / "versions.json").read_text()
+    )
+    snapshot = json.loads(host.file("/opt/bwstack/sglang-args.json").content_string)
+    assert snapshot == json.loads((variant_dir / "sglang-args.json").read_text())
+
+
+def test_labels_equal_the_pins(image_target: Target) -> None:
+    labels = image_config(image_target.image)["Labels"]
+    args = pins.load_variant(ROOT / "images", image_target.variant).build_args()
+    assert set(args) - {"BASE_IMAGE"} <= set(LABEL_ARGS.values()), "a pin has no label"
+    for label, arg in LABEL_ARGS.items():
+        assert labels[label] == args[arg], label
+    assert labels["io.bwstack.version"] == __version__
+    assert image_target.variant in labels["org.opencontainers.image.title"]
+    assert re.fullmatch(r"[0-9a-f]{40}|", labels["org.opencontainers.image.revision"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
+    # a stand-in build: built on the stand-in base instead of BASE_IMAGE, pinned installs skipped
+    assert labels["org.opencontainers.image.base.name"].startswith(f"{BASE_REPO}:")
+    assert labels["io.bwstack.pins-verified"] == "0"
+
+
+def test_arch_lists_are_the_variants(image_target: Target) -> None:
+    args = pins.load_variant(ROOT / "images", image_target.variant).build_args()
+    env = image_target.host.environment()
+    for name in ("TORCH_CUDA_ARCH_LIST", "FLASHINFER_CUDA_ARCH_LIST"):
+        assert env[name] == args[name] != "", name
+    assert env["BWSTACK_VARIANT"] == image_target.variant
+
+
+def test_no_secret_in_env_labels_or_history(image_target: Target) -> None:
+    config = image_config(image_target.image)
+    for entry in config["Env"]:
+        name, _, value = entry.partition("=")
+        assert not (SECRET_NAME.search(name) and value), f"image env carries a secret-like value: {name}"
+    for name, value in config["Labels"].items():
+        assert not (SECRET_NAME.search(name) and value), f"label {name} looks like a secret"
+    history = dockerstack.docker(
+        "history", "--no-trunc", "--format", "{{.CreatedBy}}", image_target.image
+    ).stdout
+    assert not re.search(r"(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|API_KEY)=\S", history), "a secret was baked in"
+    assert "/run/secrets" not in history
+
+
+def test_runs_as_bwstack_and_owns_the_writable_paths(image_target: Target) -> None:
+    host = image_target.host
+    user = host.user()
+    assert (user.name, user.uid) == ("bwstack", 10001)
+    assert host.check_output("id -u") == dockerfile_instructions("USER")[-1].split(":")[0]
+    for path in (render.SERVER_LOG.rsplit("/", 1)[0], render.JIT_CACHE, render.HF_HOME):
+        folder = host.file(path)
+        assert folder.is_directory and folder.user == "bwstack" and folder.group == "bwstack", path
+        probe = f"{path}/.bwstack-write-test"
+        assert host.run(f"touch {probe} && rm {probe}").rc == 0, f"{path} is not writable"
+    assert host.run("touch /opt/bwstack/x").rc != 0
+
+
+def test_user_group_is_the_one_the_image_runs_with(image_target: Target) -> None:
+    """``USER uid:gid`` runs the server with that gid: the ``bwstack`` group must have it, or the writable paths
+    (``chown bwstack:bwstack``) and every file the server writes end up in two different groups."""
+    uid, _, gid = dockerfile_instructions("USER")[-1].partition(":")
+    host = image_target.host
+    assert host.check_output("id -g") == gid
+    assert host.group("bwstack").gid == int(gid), "group bwstack does not have the gid of the USER line"
+    assert host.user("bwstack").gid == int(gid) and host.user("bwstack").uid == int(uid)
