@@ -323,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     if common.env_or(common.ENV_FAIL_FAST, "1") != "0":
         threading.Thread(target=watcher.run, daemon=True).start()
     code = wait_for(proc.pid)
+    exited_at = time.time()
     watcher.done.set()
     reader.join(READER_GRACE_S)
     if watcher.triggered:
@@ -337,12 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tee.say("server exited: exit status 0")
     if code != 0 and not forwarded:
-        linger(tee, forwarded, state_file)
+        linger(tee, forwarded, state_file, exited_at)
     tee.log.close()
     return code
 
 
-def linger(tee: Tee, forwarded: list[int], state_file: str) -> None:
+def linger(tee: Tee, forwarded: list[int], state_file: str, exited_at: float) -> None:
     """After a crash, stay up until a health probe has recorded a verdict (its class lands in docker inspect).
 
     ``BWSTACK_LINGER`` is the healthcheck interval: the wait ends one second after the first verdict newer
@@ -352,25 +353,28 @@ def linger(tee: Tee, forwarded: list[int], state_file: str) -> None:
     if interval <= 0 or forwarded:
         return
     cap = 2 * interval + 5.0
-    crashed_at = time.time()
     tee.say(f"waiting up to {cap:g}s for the healthcheck to record the failure")
     stop = threading.Event()
     for sig in FORWARDED:
         signal.signal(sig, lambda signum, frame: stop.set())
     deadline = time.monotonic() + cap
     while not stop.wait(0.25) and time.monotonic() < deadline:
-        if _verdict_time(state_file) > crashed_at:
+        # a failure verdict from the last interval: the probe that saw the crash (its decode may have caused
+        # it, finishing just before the process was gone) or one after it
+        cls, when = _last_verdict(state_file)
+        if cls not in ("", "healthy") and when > exited_at - interval:
             stop.wait(1.0)  # the probe prints after writing its state; let Docker record the output
             return
 
 
-def _verdict_time(state_file: str) -> float:
+def _last_verdict(state_file: str) -> tuple[str, float]:
+    """(class, time) of the healthcheck's last verdict; ("", 0.0) when there is none."""
     try:
         with open(state_file, encoding="utf-8") as fh:
             data = json.load(fh)
-        return float(data["verdict"]["time"])
+        return str(data["verdict"]["class"]), float(data["verdict"]["time"])
     except (OSError, ValueError, KeyError, TypeError):
-        return 0.0
+        return "", 0.0
 
 
 def _signal_note(code: int) -> str:
