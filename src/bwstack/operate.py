@@ -30,7 +30,7 @@ HOST_OVERRIDE_FILE = "compose.host.yaml"
 
 
 def project_for(stack: Stack, compose_file: Path | None = None, env: dict[str, str] | None = None) -> Project:
-    """The compose project of the stack; a host-local ``compose.host.yaml`` next to compose.yaml is applied too
+    """The compose project of the stack; a host-local ``compose.host.yaml`` next to compose.yaml applies too
     (host adjustments such as dropping ``memlock: -1`` on engines that cannot grant it; never committed)."""
     main_file = compose_file or stack.root / render.COMPOSE_FILE
     host_file = main_file.parent / HOST_OVERRIDE_FILE

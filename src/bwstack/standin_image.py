@@ -102,7 +102,22 @@ def ensure_base_image(snapshot: Path, version: str, *, echo: Echo = print) -> st
             target.write_bytes(data)
             target.chmod(0o644)
         _run_logged(["docker", "build", "--tag", tag, str(context)], echo, what=f"docker build of {tag}")
+    _remove_stale_bases(tag, version)
     return tag
+
+
+def _remove_stale_bases(keep: str, version: str) -> None:
+    """Older base images of the same SGLang version (stand-in code or snapshot changed since); best effort."""
+    listing = subprocess.run(
+        ["docker", "image", "ls", "--filter", f"label={LABEL}.sglang={version}",
+         "--format", "{{.Repository}}:{{.Tag}}", BASE_REPO],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    stale = [ref for ref in listing.stdout.split() if ref != keep and not ref.endswith(":<none>")]
+    if stale:
+        subprocess.run(
+            ["docker", "image", "rm", *stale], capture_output=True, text=True, timeout=120, check=False
+        )
 
 
 def base_context(snapshot: Path, version: str) -> dict[str, bytes]:
