@@ -362,7 +362,7 @@ def linger(tee: Tee, forwarded: list[int], state_file: str, exited_at: float) ->
         # a failure verdict from the last interval: the probe that saw the crash (its decode may have caused
         # it, finishing just before the process was gone) or one after it
         cls, when = _last_verdict(state_file)
-        if cls not in ("", "healthy") and when > exited_at - interval:
+        if cls not in ("", "healthy", "starting") and when > exited_at - interval:
             stop.wait(1.0)  # the probe prints after writing its state; let Docker record the output
             return
 

@@ -311,12 +311,31 @@ def test_linger_keeps_the_container_up_after_a_crash_until_sigterm(tmp_path: Pat
     assert "waiting up to 125s for the healthcheck to record the failure" in out
 
 
+def test_linger_is_not_ended_by_a_starting_verdict(tmp_path: Path) -> None:
+    proc = _start_serve(tmp_path, "--exit", "7", BWSTACK_LINGER="60s")
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=1.5)
+    # a probe from before the crash (the server was still loading) says nothing about the crash
+    state = {
+        "schema": 1,
+        "verdict": {"class": "starting", "line": "unhealthy: starting: refused", "time": time.time()},
+    }
+    (tmp_path / "hc-state.json").write_text(json.dumps(state))
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=2)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)
+
+
 def test_linger_ends_once_a_probe_recorded_the_crash(tmp_path: Path) -> None:
     proc = _start_serve(tmp_path, "--exit", "7", BWSTACK_LINGER="60s")
     with pytest.raises(subprocess.TimeoutExpired):
         proc.wait(timeout=1.5)
     # a probe after the crash records its verdict (warmup.py writes the state file, then prints)
-    state = {"schema": 1, "verdict": {"class": "crash", "line": "unhealthy: crash: refused", "time": time.time()}}
+    state = {
+        "schema": 1,
+        "verdict": {"class": "crash", "line": "unhealthy: crash: refused", "time": time.time()},
+    }
     (tmp_path / "hc-state.json").write_text(json.dumps(state))
     proc.wait(timeout=10)  # well before the 125 s cap
     assert proc.returncode == 7

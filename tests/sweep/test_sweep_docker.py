@@ -271,6 +271,8 @@ def test_killed_sweep_resumes_to_the_same_results(
     reference = report.load_document(full_run.out / "results.json")
     reference["plan"] = list(KILL_SUBSET)
     reference["results"] = {name: reference["results"][name] for name in KILL_SUBSET}
+    used = {reference["results"][name]["variant"] for name in KILL_SUBSET}
+    reference["variants"] = {name: pins for name, pins in reference["variants"].items() if name in used}
     assert report.decided_content(after) == report.decided_content(reference)
     assert leftovers(standin_stack.standin_project) == {}
 
