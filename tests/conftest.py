@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,13 @@ def python_image(docker_engine: None) -> str:
     from bwstack import standin_image
 
     return standin_image.ensure_rootfs(echo=lambda _message: None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _prune_build_leftovers() -> Iterator[None]:
+    """After the session: drop untagged bwstack images that rebuilds left behind (containers using them are gone)."""
+    yield
+    if shutil.which("docker") and _docker_problem() is None:
+        from bwstack import operate
+
+        operate.prune_build_leftovers()
