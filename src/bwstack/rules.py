@@ -494,27 +494,21 @@ class ProfileInputs:
 
 
 def profile_inputs(stack: Stack, profile_name: str) -> ProfileInputs:
-    """A profile's inputs, built like :func:`bwstack.explain.explain` builds them (so its cache is found)."""
-    profile = stack.profile(profile_name)
+    """A profile's inputs, from :func:`bwstack.explain.profile_query` itself (so explain's cache is found)."""
     variant_name = stack.variant_name_for(profile_name)
     pinned = stack.variant(variant_name)
     snapshot = stack.snapshot(variant_name)
-    model = stack.model
-    extra = [
-        "--tp-size",
-        str(model.tp_size),
-        *(["--quantization", model.quantization] if model.quantization else []),
-    ]
+    version, query, _notes = explain.profile_query(stack, profile_name, arch=stack.settings.gpu_arch)
     return ProfileInputs(
         profile=profile_name,
         variant=variant_name,
-        sglang_version=pinned.sglang_version or snapshot.sglang_version or None,
-        model_config=explain.load_model_config(model.config, base=stack.root),
-        requested=profile.backends(),
-        extra_argv=(*extra, *model.extra_args, *profile.extra_args),
-        env={**pinned.env, **model.env, **profile.env},
+        sglang_version=version or None,
+        model_config=query.model_config,
+        requested=dict(query.requested),
+        extra_argv=tuple(query.extra_argv),
+        env=dict(query.env),
         packages=package_versions(pinned, snapshot),
-        quantization=model.quantization,
+        quantization=stack.model.quantization,
     )
 
 
