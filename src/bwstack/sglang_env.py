@@ -34,6 +34,8 @@ from bwstack.errors import ExternalError, UserError
 Progress = Callable[[str], None]
 
 CPU_TORCH = "torch==2.13.0+cpu"
+#: where ``torch==X+cpu`` lives when no local wheel (pip find-links) provides it; override for a mirror
+TORCH_CPU_INDEX = os.environ.get("BWSTACK_TORCH_CPU_INDEX", "https://download.pytorch.org/whl/cpu")
 
 #: what every supported SGLang imports on the way to its parser and resolution code (exact closure, --no-deps)
 BASE_PACKAGES: tuple[str, ...] = (
@@ -205,11 +207,19 @@ def _build(version: str, root: Path, say: Progress) -> SglangEnv:
          f"downloading sglang=={version}")  # fmt: skip
     wheel = _single_wheel(wheel_dir, version)
     say(f"  installing {CPU_TORCH} and {len(packages_for(version)) - 1} pinned packages")
-    _pip(
-        python,
-        ["install", "--no-deps", "--no-compile", *packages_for(version)],
-        "installing CPU torch and SGLang's imports",
-    )
+    install = ["install", "--no-deps", "--no-compile", *packages_for(version)]
+    try:
+        _pip(python, install, "installing CPU torch and SGLang's imports")
+    except ExternalError as exc:
+        # the CPU torch build is not on PyPI itself: use PyTorch's CPU index where no local wheel served it
+        if "torch" not in str(exc):
+            raise
+        say(f"  {CPU_TORCH} not found locally; retrying with PyTorch's CPU index {TORCH_CPU_INDEX}")
+        _pip(
+            python,
+            [*install, "--extra-index-url", TORCH_CPU_INDEX],
+            "installing CPU torch and SGLang's imports",
+        )
     say(f"  installing {wheel.name}")
     _pip(python, ["install", "--no-deps", "--no-compile", str(wheel)], f"installing {wheel.name}")
     _install_shims(root)
