@@ -234,79 +234,55 @@ class ArgProblem:
 
 
 def check_argv(snapshot: Snapshot, argv: Sequence[str]) -> list[ArgProblem]:
-    """Check an argv list against the snapshot the way SGLang's argparse would (flags, values, choices).
+    """Check extra argv items the way the pinned SGLang's own argparse parses them.
 
-    Returns problems; deprecated spellings are reported with a message starting with ``deprecated:``.
-    Abbreviations are refused (SGLang would accept an unambiguous prefix, but bwstack wants the exact flag).
+    Every ``--flag`` must be spelt out exactly (SGLang's parser would also take an unambiguous prefix; bwstack
+    wants the real name, with a suggestion when close). Values, choices and counts are then checked by an
+    argparse parser built from the snapshot (:mod:`bwstack.sglang_argv`), the same one the stand-in runs.
+    Deprecated spellings come back as problems whose message starts with ``deprecated:``.
     """
+    from bwstack import sglang_argv
+
     problems: list[ArgProblem] = []
-    index = 0
-    while index < len(argv):
-        item = argv[index]
-        if not item.startswith("-") or item == "-":
-            problems.append(ArgProblem(index, item, "expected a flag (argv items are --flag [value])"))
-            index += 1
-            continue
-        option, has_inline, inline = item.partition("=")
-        flag = snapshot.flag(option)
-        if flag is None:
+    for index, item in enumerate(argv):
+        option = item.partition("=")[0]
+        if item.startswith("--") and option not in snapshot.by_option:
             problems.append(ArgProblem(index, item, _unknown_flag_message(snapshot, option)))
-            index += 1
-            continue
-        if flag.deprecated:
-            use = flag.deprecated.get("use") if isinstance(flag.deprecated, Mapping) else None
-            problems.append(
-                ArgProblem(
-                    index,
-                    item,
-                    f"deprecated: {option} is deprecated in {snapshot.label}"
-                    + (f"; use {use}" if use else ""),
-                )
-            )
-        values: list[str] = []
-        if flag.takes_value:
-            if has_inline:
-                values = [inline]
-            else:
-                count = _value_count(flag)
-                taken = 0
-                while index + 1 < len(argv) and (count is None or taken < count):
-                    nxt = argv[index + 1]
-                    if nxt.startswith("--") or (
-                        nxt.startswith("-") and len(nxt) == 2 and not nxt[1].isdigit()
-                    ):
-                        break
-                    values.append(nxt)
-                    index += 1
-                    taken += 1
-                if count is not None and taken < count and flag.nargs not in ("?",):
-                    problems.append(ArgProblem(index, item, f"{option} expects a value"))
-        elif has_inline:
-            problems.append(ArgProblem(index, item, f"{option} takes no value"))
-        if flag.choices is not None:
-            for value in values:
-                if value not in flag.choices:
-                    problems.append(
-                        ArgProblem(
-                            index,
-                            value,
-                            f"invalid value {value!r} for {option} in {snapshot.label} "
-                            f"(valid: {', '.join(flag.choices)})",
-                        )
-                    )
-        index += 1
+    if problems:
+        return problems
+    _namespace, error, warnings = sglang_argv.check_argv(snapshot.raw, ["--model-path", "model", *argv])
+    if error:
+        index = _blamed_index(argv, error)
+        item = argv[index] if argv else ""
+        problems.append(ArgProblem(index, item, _parser_message(snapshot, " ".join(error.split()))))
+    for warning in dict.fromkeys(warnings):
+        index = _blamed_index(argv, warning)
+        problems.append(ArgProblem(index, argv[index] if argv else "", f"deprecated: {warning}"))
     return problems
 
 
-def _value_count(flag: Flag) -> int | None:
-    nargs = flag.nargs
-    if nargs is None:
-        return 1
-    if isinstance(nargs, int):
-        return nargs
-    if nargs == "?":
-        return 1
-    return None  # "*" / "+": everything up to the next flag
+def _parser_message(snapshot: Snapshot, error: str) -> str:
+    """argparse's error in bwstack's words: ``invalid value 'x' for --flag in sglang V (valid: a, b)``."""
+    import re
+
+    choice = re.match(r"argument ([^:]+): invalid choice: '([^']*)' \(choose from (.*)\)$", error)
+    if choice:
+        option = choice.group(1).split("/")[-1].strip()
+        valid = ", ".join(re.findall(r"'([^']*)'", choice.group(3)))
+        return f"invalid value {choice.group(2)!r} for {option} in {snapshot.label} (valid: {valid})"
+    return f"{snapshot.label} refuses it: {error}"
+
+
+def _blamed_index(argv: Sequence[str], message: str) -> int:
+    """The argv item a parser message is about: the last flag before the first item the message quotes."""
+    for position, item in enumerate(argv):
+        quoted = (f"'{item}'", f"{item}:", f"{item} ", f"{item},")
+        if any(q in message for q in quoted) or message.endswith(item):
+            flag = position
+            while flag > 0 and not argv[flag].startswith("-"):
+                flag -= 1
+            return flag
+    return 0
 
 
 def _unknown_flag_message(snapshot: Snapshot, option: str) -> str:
