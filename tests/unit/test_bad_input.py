@@ -134,6 +134,19 @@ CASES = [
         r"unknown flag --enable-nan-detection for sglang 0\.5\.23",
     ),
     Case(
+        "bad-extra-arg-value",
+        replace(
+            '      - --cuda-graph-max-bs-decode\n      - "256"\n',
+            '      - --cuda-graph-max-bs-decode\n      - "lots"\n',
+        ),
+        r"extra_args\[0\]: sglang 0\.5\.23 refuses it: argument --cuda-graph-max-bs-decode: invalid int value: 'lots'",
+    ),
+    Case(
+        "abbreviated-flag",
+        replace("    - --disable-custom-all-reduce\n", "    - --disable-custom-all\n"),
+        r"unknown flag --disable-custom-all for sglang 0\.5\.23 \(did you mean --disable-custom-all-reduce",
+    ),
+    Case(
         "owned-flag-api-key",
         replace(
             '      - --cuda-graph-max-bs-decode\n      - "256"\n', "      - --api-key\n      - hunter2\n"
