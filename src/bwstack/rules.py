@@ -8,11 +8,12 @@ reason, the fix, and public evidence. :func:`predict` answers "what will this pr
 1. **Effective configuration.** SGLang's own answer when ``bwstack explain`` has a cached resolution for the
    profile's SGLang, arch, model config and request (``config_source: explain``); otherwise a static fallback
    (``config_source: static``) that only applies facts that hold for every SGLang bwstack pins: the requested
-   values; for a DSA model (``index_topk`` set, architecture in :data:`DSA_MODEL_ARCHS`) an unset attention
-   backend becomes ``dsa`` and KV ``auto`` becomes ``fp8_e4m3`` on compute major >= 10 (``bfloat16`` below, or
-   with learnable sinks); unset DSA prefill/decode backends come from the ``dsa_defaults`` table of the rules
-   file (per SGLang range, read in the wheels); anything else stays unknown, and unknown values never match a
-   rule. ``explain_mode="compute"`` runs (and caches) SGLang's resolution first; ``"off"`` never reads it.
+   values; for a DSA model (``index_topk`` set, architecture in ``standin.resolve.DSA_ARCHS``) an unset
+   attention backend becomes ``dsa`` and KV ``auto`` becomes ``fp8_e4m3`` on compute major >= 10
+   (``bfloat16`` below, or with learnable sinks); unset DSA prefill/decode backends come from the
+   ``dsa_defaults`` table of the rules file (per SGLang range, read in the wheels); anything else stays
+   unknown, and unknown values never match a rule. ``explain_mode="compute"`` runs (and caches) SGLang's
+   resolution first; ``"off"`` never reads it.
 2. **Kernel availability.** Each backend the effective configuration runs is mapped to its kernel libraries
    (:mod:`bwstack.backends`); whether a library carries code for the arch comes from the variant's committed
    kernel facts ``images/<variant>/kernel-archs.json``, made by :func:`generate_kernel_facts` with the audit
@@ -54,6 +55,7 @@ from packaging.version import InvalidVersion, Version
 from bwstack import audit, backends, explain, pins, sglang_cli
 from bwstack.errors import ExternalError, UserError
 from bwstack.model import EXPECT_CLASSES, Stack
+from bwstack.standin.resolve import DSA_ARCHS
 from bwstack.yamlload import Lines, load_yaml
 
 DATA = Path(__file__).parent / "data"
@@ -80,27 +82,6 @@ MATCH_FIELDS = (
     "moe_runner_backend",
     "fp4_gemm_backend",
     "quantization",
-)
-#: is_deepseek_dsa's architectures (read in sglang 0.5.23 wheel sglang/srt/configs/model_config.py:191-212;
-#: a superset of 0.5.9's); DSA also needs config.index_topk
-DSA_MODEL_ARCHS = frozenset(
-    {
-        "DeepseekV3ForCausalLM",
-        "DeepseekV32ForCausalLM",
-        "DeepseekV3ForCausalLMNextN",
-        "MistralLarge3ForCausalLM",
-        "PixtralForConditionalGeneration",
-        "GlmMoeDsaForCausalLM",
-        "GlmMoeDsaForCausalLMNextN",
-        "Glm5NextForConditionalGeneration",
-        "Glm5NextForConditionalGenerationNextN",
-        "LongcatFlashForCausalLM",
-        "LongcatFlashForCausalLMNextN",
-        "Dots3NoteForCausalLM",
-        "Dots3NoteForCausalLMNextN",
-        "HYV4ForCausalLM",
-        "HYV4ForCausalLMNextN",
-    }
 )
 #: packages whose wheels carry the kernels of bwstack.backends (torch, triton, tilelang are not audited here)
 KERNEL_PACKAGES = (
@@ -533,7 +514,7 @@ def package_versions(variant: pins.Variant, snapshot: sglang_cli.Snapshot | None
 def is_dsa_model(config: Mapping[str, Any]) -> bool:
     """SGLang's is_deepseek_dsa: a DSA architecture with ``index_topk`` set."""
     archs = config.get("architectures") or ["?"]
-    return str(archs[0]) in DSA_MODEL_ARCHS and config.get("index_topk") is not None
+    return str(archs[0]) in DSA_ARCHS and config.get("index_topk") is not None
 
 
 def canonical(name: str, value: Any) -> str | None:

@@ -74,20 +74,53 @@ DSA_DEFAULTS: tuple[DsaDefault, ...] = (
     DsaDefault((0, 5, 9), None, "bfloat16", _HOPPER, False, "flashmla_sparse", "fa3"),
 )
 
-#: architectures whose config (with ``index_topk``) SGLang treats as DSA (``is_deepseek_nsa`` /
-#: ``is_deepseek_dsa`` in srt/configs/model_config.py, 0.5.9 and 0.5.23 wheels; 0.5.9 loads a
-#: ``deepseek_v32`` config as DeepseekV3ForCausalLM, srt/utils/hf_transformers_utils.py L178-205)
-DSA_ARCHS = frozenset(
-    {
-        "DeepseekV3ForCausalLM",
-        "DeepseekV32ForCausalLM",
-        "DeepseekV3ForCausalLMNextN",
-        "MistralLarge3ForCausalLM",
-        "PixtralForConditionalGeneration",
-        "GlmMoeDsaForCausalLM",
-        "GlmMoeDsaForCausalLMNextN",
-    }
+#: architectures whose config (with ``index_topk``) SGLang treats as DSA, by the release that added them
+#: (``is_deepseek_nsa`` / ``is_deepseek_dsa`` in srt/configs/model_config.py: 0.5.9, 0.5.17 and 0.5.23 wheels,
+#: 0.5.23 L191-212; 0.5.9 loads a ``deepseek_v32`` config as DeepseekV3ForCausalLM, hf_transformers_utils.py
+#: L178-205).
+#: The one table of DSA architectures: bwstack.rules imports it too.
+DSA_ARCHS_SINCE: tuple[tuple[Version, frozenset[str]], ...] = (
+    (
+        (0, 5, 9),
+        frozenset(
+            {
+                "DeepseekV3ForCausalLM",
+                "DeepseekV32ForCausalLM",
+                "DeepseekV3ForCausalLMNextN",
+                "MistralLarge3ForCausalLM",
+                "PixtralForConditionalGeneration",
+                "GlmMoeDsaForCausalLM",
+            }
+        ),
+    ),
+    (
+        (0, 5, 17),
+        frozenset({"GlmMoeDsaForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN"}),
+    ),
+    (
+        (0, 5, 23),
+        frozenset(
+            {
+                "Glm5NextForConditionalGeneration",
+                "Glm5NextForConditionalGenerationNextN",
+                "Dots3NoteForCausalLM",
+                "Dots3NoteForCausalLMNextN",
+                "HYV4ForCausalLM",
+                "HYV4ForCausalLMNextN",
+            }
+        ),
+    ),
 )
+#: every architecture some supported release treats as DSA
+DSA_ARCHS: frozenset[str] = frozenset().union(*(archs for _since, archs in DSA_ARCHS_SINCE))
+
+
+def dsa_archs(version: Version | None) -> frozenset[str]:
+    """The DSA architectures of one SGLang release (all of them when the version is unknown)."""
+    if version is None:
+        return DSA_ARCHS
+    return frozenset().union(*(archs for since, archs in DSA_ARCHS_SINCE if version >= since))
+
 
 #: the DSA prefill/decode pairs the GLM SM12x FP8 path accepts (kernels/ops/attention/flash_mla_sm120.py
 #: ``_validate_flashinfer_sparse_mla_backend``: 0.5.17 flashinfer_sparse_mla only; 0.5.23 + triton_sparse_mla)
@@ -172,16 +205,16 @@ def dsa_default(version: Version, kv: str, major: int, arch: str) -> DsaDefault:
     return dsa_default(version, kv, 9, arch) if major != 9 else DSA_DEFAULTS[-1]
 
 
-def is_dsa_model(model: ModelInfo) -> bool:
-    """True when SGLang would run this model with the DSA (sparse attention) machinery."""
-    return model.architecture in DSA_ARCHS and model.index_topk is not None
+def is_dsa_model(model: ModelInfo, version: Version | None = None) -> bool:
+    """True when SGLang (``version``, or any supported one) would run this model with the DSA machinery."""
+    return model.architecture in dsa_archs(version) and model.index_topk is not None
 
 
 def resolve(args: Mapping[str, Any], target: Target) -> Resolution:
     """The ``ServerArgs`` SGLang would end up with for a DSA model (MoE rule included)."""
     result = Resolution()
     version = clamp(target.version)
-    if is_dsa_model(target.model):
+    if is_dsa_model(target.model, version):
         result.is_dsa = True
         _resolve_dsa(args, target, version, result)
     _resolve_moe(args, target, version, result)
@@ -375,7 +408,7 @@ def glm_sm12_rejection(version: Version, args: Mapping[str, Any], target: Target
 def _resolve_moe(args: Mapping[str, Any], target: Target, version: Version, result: Resolution) -> None:
     """MoE runner: only SM100 (major == 10) switches ``auto`` to flashinfer_trtllm; SM120 stays ``auto``."""
     family = (
-        target.model.architecture in DSA_ARCHS
+        target.model.architecture in dsa_archs(version)
         or target.model.architecture == "KimiK25ForConditionalGeneration"
     )
     if not family or target.capability[0] != 10:
