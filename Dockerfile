@@ -34,6 +34,24 @@ LABEL io.bwstack.stage="sources"
 COPY images/build-sources.sh /usr/local/bin/bwstack-build-sources
 RUN if [ "${PINNED_INSTALL}" = "1" ]; then SOURCES="${SOURCES}" bwstack-build-sources /wheelhouse; \
     else mkdir -p /wheelhouse && : >/wheelhouse/REPLACES; fi
+# CPU variants (pins.toml [variant] device = "cpu") install their whole Python closure here, from the host-side
+# wheelhouse that `bwstack build` links into images/<variant>/wheelhouse/: --no-index --no-deps --require-hashes
+# against wheelhouse.lock, pip itself run from its wheel in that wheelhouse. Only /site reaches the final image.
+ARG BWSTACK_VARIANT=""
+COPY images/${BWSTACK_VARIANT}/ /tmp/bwstack-variant/
+RUN mkdir -p /site; \
+    if [ "${PINNED_INSTALL}" = "1" ] && [ -f /tmp/bwstack-variant/wheelhouse.lock ]; then \
+      wh=/tmp/bwstack-variant/wheelhouse; \
+      pipwhl=$(compgen -G "$wh/pip-*.whl" | head -1) || true; \
+      if [ -z "${pipwhl}" ]; then \
+        echo "bwstack: no wheelhouse in the build context; build with 'bwstack build --variant ${BWSTACK_VARIANT}'" >&2; \
+        exit 1; \
+      fi; \
+      python3 "${pipwhl}/pip" install --no-index --find-links "$wh" --no-deps --require-hashes --no-cache-dir \
+        --disable-pip-version-check --no-warn-script-location --target /site -r /tmp/bwstack-variant/wheelhouse.lock; \
+      rm -rf /site/bin; \
+    fi; \
+    rm -rf /tmp/bwstack-variant
 
 # --- stage 2: the serving image -------------------------------------------------------------------------------
 # DL3006: as above, the tag and digest arrive in BASE_IMAGE.
@@ -51,6 +69,9 @@ ARG TRANSFORMERS_VERSION=""
 ARG PYTHON_PINS=""
 ARG SOURCES=""
 ARG ENV_SWITCHES=""
+# cuda (the GPU variants) or cpu (real SGLang on the CPU; no CUDA args); PYTHON_SITE: where /site lands
+ARG DEVICE="cuda"
+ARG PYTHON_SITE="/opt/bwstack/site"
 # 1: install and verify the pinned overrides and source builds. 0 only for the CPU stand-in build (tests, demo),
 # whose Debian base carries none of the pinned packages and which must not reach PyPI from a build container.
 ARG PINNED_INSTALL=1
@@ -59,7 +80,9 @@ USER 0
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
 
 # Refuse a build without the pins (a plain `docker build .`): the values live in images/<variant>/pins.toml.
-RUN for arg in BWSTACK_VARIANT CUDA_VERSION TORCH_CUDA_ARCH_LIST FLASHINFER_CUDA_ARCH_LIST GPU_ARCHS; do \
+RUN required="BWSTACK_VARIANT CUDA_VERSION TORCH_CUDA_ARCH_LIST FLASHINFER_CUDA_ARCH_LIST GPU_ARCHS"; \
+    if [ "${DEVICE}" = "cpu" ]; then required="BWSTACK_VARIANT"; fi; \
+    for arg in ${required}; do \
       if [ -z "${!arg}" ]; then \
         echo "bwstack: build arg $arg is empty; build with 'bwstack build --variant V' or 'docker compose build'" >&2; \
         exit 1; \
@@ -67,7 +90,9 @@ RUN for arg in BWSTACK_VARIANT CUDA_VERSION TORCH_CUDA_ARCH_LIST FLASHINFER_CUDA
     done; \
     if [ -z "${SGLANG_VERSION}${SGLANG_COMMIT}" ]; then echo "bwstack: SGLANG_VERSION or SGLANG_COMMIT required" >&2; exit 1; fi
 
-# Python overrides (hash-locked) and source-built wheels replace what the base image ships.
+# A CPU variant's wheelhouse install (empty for the GPU variants), then Python overrides (hash-locked) and
+# source-built wheels replace what the base image ships.
+COPY --from=sources /site/ ${PYTHON_SITE}/
 COPY --from=sources /wheelhouse /tmp/bwstack-wheelhouse
 COPY images/${BWSTACK_VARIANT}/overrides.lock /tmp/bwstack-overrides.lock
 RUN if [ "${PINNED_INSTALL}" = "1" ] && grep -q '^[A-Za-z0-9]' /tmp/bwstack-overrides.lock; then \
@@ -145,6 +170,7 @@ LABEL io.bwstack.stage="serve" \
       io.bwstack.python-pins="${PYTHON_PINS}" \
       io.bwstack.sources="${SOURCES}" \
       io.bwstack.env="${ENV_SWITCHES}" \
+      io.bwstack.device="${DEVICE}" \
       io.bwstack.pins-verified="${PINNED_INSTALL}"
 
 # numeric, so Kubernetes runAsNonRoot can verify it (the name is bwstack)

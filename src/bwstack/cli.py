@@ -330,6 +330,24 @@ def classify_log(logfile: Path, as_json: bool) -> None:
     click.echo(json.dumps(result, indent=2) if as_json else result["class"])
 
 
+@main.command("tiny-model")
+@click.argument("target", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--arch", default="llama", show_default=True, help="llama or qwen2.")
+@click.option(
+    "--fault",
+    default="none",
+    show_default=True,
+    help="Weights, not code: none, nan-lm-head, nan-norm, noise (finite garbage).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights.")
+def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
+    """Write a tiny random model (config, safetensors, a local tokenizer) for real SGLang on the CPU."""
+    from bwstack import tinymodel
+
+    path = tinymodel.write(target, tinymodel.TinySpec(arch=arch, fault=fault, seed=seed))
+    click.echo(f"wrote {path} ({arch}, fault {fault})")
+
+
 # --- sweep / demo / doctor ------------------------------------------------------------------------------
 
 

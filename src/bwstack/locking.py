@@ -51,7 +51,12 @@ def lock(root: Path, *, variants: Sequence[str], digest: bool, python: bool, arg
         if python:
             path = write_overrides_lock(variant, fetch_hashes)
             echo(f"  overrides.lock: {len(variant.overrides)} package(s) -> {path.name}")
-        if digest:
+        if python and variant.is_cpu:
+            path = write_wheelhouse_lock(variant, echo)
+            echo(f"  wheelhouse.lock: {len(variant.wheelhouse) + 1} package(s) + placeholders -> {path.name}")
+        if digest and variant.is_cpu:
+            echo("  digest: none (the base is built locally by mmdebstrap, not pulled from a registry)")
+        elif digest:
             try:
                 resolved = resolve_digest(variant.base_image)
             except ExternalError as exc:
@@ -130,6 +135,16 @@ def lock_text(variant: pins.Variant, hashes: Callable[[str, str], list[tuple[str
 def write_overrides_lock(variant: pins.Variant, hashes: Callable[[str, str], list[tuple[str, str]]]) -> Path:
     atomic_write(variant.lock_path, lock_text(variant, hashes))
     return variant.lock_path
+
+
+def write_wheelhouse_lock(variant: pins.Variant, echo: Echo) -> Path:
+    """Download a CPU variant's wheelhouse with the host's pip and lock every file by its sha256."""
+    from bwstack import wheelhouse
+
+    folder = wheelhouse.cache_dir(variant)
+    wheelhouse.download(variant, folder, echo)
+    atomic_write(variant.wheelhouse_lock_path, wheelhouse.lock_text(variant, folder))
+    return variant.wheelhouse_lock_path
 
 
 def lock_problems(variant: pins.Variant) -> list[str]:

@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from bwstack import render
 from bwstack.compose import Project
 from bwstack.errors import ExternalError, UserError
 from bwstack.model import Stack
+from bwstack.pins import Variant
 
 POLL_SECONDS = 2.0
 
@@ -246,6 +248,9 @@ def build(
     quiet: bool = False,
 ) -> int:
     """``docker build`` of one variant with every pin as a build arg; returns docker's exit status."""
+    variant = stack.variant(variant_name)
+    if variant.is_cpu and not dry_run and base_image is None:
+        prepare_cpu_build(variant, echo=(lambda _m: None) if quiet else print)
     argv = build_argv(stack, variant_name, tag=tag, base_image=base_image)
     if dry_run:
         print(" ".join(_shell_quote(a) for a in argv))
@@ -255,6 +260,15 @@ def build(
         sys.stderr.write((result.stdout or "")[-4000:] + (result.stderr or "")[-4000:])
     prune_build_leftovers()
     return result.returncode
+
+
+def prepare_cpu_build(variant: Variant, *, echo: Callable[[str], object]) -> None:
+    """A CPU variant's build inputs: its Debian base (mmdebstrap, no registry) and its verified wheelhouse."""
+    from bwstack import standin_image, wheelhouse
+
+    if variant.base_image == standin_image.ROOTFS_IMAGE:
+        standin_image.ensure_rootfs(echo=echo)
+    wheelhouse.ensure(variant, echo=echo)
 
 
 def prune_build_leftovers() -> None:

@@ -18,6 +18,9 @@ from bwstack.errors import UserError
 
 PINS_FILE = "pins.toml"
 LOCK_FILE = "overrides.lock"
+WHEELHOUSE_LOCK_FILE = "wheelhouse.lock"
+#: where a CPU variant's wheelhouse is linked into the build context (gitignored; see bwstack.wheelhouse)
+WHEELHOUSE_DIR = "wheelhouse"
 SNAPSHOT_FILE = "sglang-args.json"
 MANIFEST_FILE = "versions.json"
 MANIFEST_SCHEMA = "bwstack.versions/1"
@@ -33,14 +36,19 @@ ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 ARCH_LIST = re.compile(r"^\d+\.\d+[af]?(?:[ ;]\d+\.\d+[af]?)*(?:\+PTX)?$")
 GPU_ARCH = re.compile(r"^sm\d{2,3}[af]?$")
 KINDS = ("release", "nightly")
+#: what a variant runs on: "cuda" (the GPU images) or "cpu" (real SGLang on the CPU with a tiny model)
+DEVICES = ("cuda", "cpu")
+#: the Debian bookworm python3.11 site directory the CPU variants install their wheelhouse into
+CPU_PYTHON_SITE = "/usr/local/lib/python3.11/dist-packages"
 
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "variant": ("kind", "description", "evidence"),
+    "variant": ("kind", "description", "evidence", "device"),
     "base": ("image", "digest"),
     "sglang": ("version", "commit"),
     "cuda": ("toolkit", "torch_cuda_arch_list", "flashinfer_cuda_arch_list", "gpu_archs"),
     "python": (),  # package -> version, plus "reasons"
     "overrides": ("packages",),
+    "wheelhouse": ("packages", "local"),
     "sources": (),  # name -> Source table
     "env": (),  # NAME -> value
 }
@@ -88,6 +96,19 @@ class Variant:
     overrides: tuple[str, ...]
     sources: Mapping[str, Source]
     env: Mapping[str, str]
+    device: str = "cuda"
+    #: the whole Python closure of a CPU variant (name==version), installed --no-index from its wheelhouse
+    wheelhouse: tuple[str, ...] = ()
+    #: distributions bwstack builds itself into the wheelhouse (images/cpu-placeholders), by name
+    local_wheels: tuple[str, ...] = ()
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device == "cpu"
+
+    @property
+    def wheelhouse_lock_path(self) -> Path:
+        return self.dir / WHEELHOUSE_LOCK_FILE
 
     @property
     def pins_path(self) -> Path:
@@ -136,6 +157,8 @@ class Variant:
             "PYTHON_PINS": " ".join(f"{k}=={v}" for k, v in sorted(self.python.items())),
             "SOURCES": ";".join(s.encode() for _, s in sorted(self.sources.items())),
             "ENV_SWITCHES": " ".join(f"{k}={v}" for k, v in sorted(self.env.items())),
+            "DEVICE": self.device,
+            "PYTHON_SITE": CPU_PYTHON_SITE if self.is_cpu else "/opt/bwstack/site",
         }
 
     def manifest(self) -> dict[str, Any]:
@@ -145,6 +168,7 @@ class Variant:
             "generated_from": f"images/{self.name}/{PINS_FILE}",
             "variant": self.name,
             "kind": self.kind,
+            "device": self.device,
             "locked": self.locked,
             "base": {"image": self.base_image, "digest": self.base_digest or None, "ref": self.base_ref},
             "sglang": {"version": self.sglang_version or None, "commit": self.sglang_commit or None},
@@ -168,6 +192,7 @@ class Variant:
                 for name, s in sorted(self.sources.items())
             },
             "env": dict(sorted(self.env.items())),
+            "wheelhouse": {"packages": list(self.wheelhouse), "local": list(self.local_wheels)},
             "build_args": self.build_args(),
         }
 
@@ -279,6 +304,10 @@ class _Parser:
         if not sglang_version and not sglang_commit:
             raise self.fail("sglang", None, "needs version (a release) or commit (a nightly)")
         python, reasons = self.python()
+        device = self.str_value("variant", "device", None, required=False) or "cuda"
+        if device not in DEVICES:
+            raise self.fail("variant", "device", f"invalid device {device!r} (valid: {', '.join(DEVICES)})")
+        cuda_required = device == "cuda"
         variant = Variant(
             name=self.name,
             dir=self.path.parent,
@@ -289,10 +318,14 @@ class _Parser:
             base_digest=self.str_value("base", "digest", DIGEST, required=False),
             sglang_version=sglang_version,
             sglang_commit=sglang_commit,
-            cuda_toolkit=self.str_value("cuda", "toolkit", re.compile(r"^\d+\.\d+(\.\d+)?$"), required=True),
-            torch_cuda_arch_list=self.str_value("cuda", "torch_cuda_arch_list", ARCH_LIST, required=True),
+            cuda_toolkit=self.str_value(
+                "cuda", "toolkit", re.compile(r"^\d+\.\d+(\.\d+)?$"), required=cuda_required
+            ),
+            torch_cuda_arch_list=self.str_value(
+                "cuda", "torch_cuda_arch_list", ARCH_LIST, required=cuda_required
+            ),
             flashinfer_cuda_arch_list=self.str_value(
-                "cuda", "flashinfer_cuda_arch_list", ARCH_LIST, required=True
+                "cuda", "flashinfer_cuda_arch_list", ARCH_LIST, required=cuda_required
             ),
             gpu_archs=self.str_list("cuda", "gpu_archs", GPU_ARCH),
             python=python,
@@ -300,7 +333,14 @@ class _Parser:
             overrides=self.overrides(python),
             sources=self.sources(),
             env=self.env(),
+            device=device,
+            wheelhouse=self.wheelhouse(device, python),
+            local_wheels=self.str_list("wheelhouse", "local", PACKAGE_NAME),
         )
+        if variant.is_cpu:
+            if variant.gpu_archs:
+                raise self.fail("cuda", "gpu_archs", 'a device = "cpu" variant has no GPU archs')
+            return variant
         if not variant.gpu_archs:
             raise self.fail("cuda", "gpu_archs", 'list at least one GPU arch, e.g. ["sm120"]')
         return variant
@@ -344,6 +384,29 @@ class _Parser:
                     "packages",
                     f"{req!r} must match the [python] pin ({name} = {pins_norm.get(_normalize(name))!r}); "
                     "pin the version once in [python] and list the override here",
+                )
+        return packages
+
+    def wheelhouse(self, device: str, python: Mapping[str, str]) -> tuple[str, ...]:
+        packages = self.str_list("wheelhouse", "packages")
+        if packages and device != "cpu":
+            raise self.fail(
+                "wheelhouse", "packages", 'only device = "cpu" variants install from a wheelhouse'
+            )
+        if device == "cpu" and not packages:
+            raise self.fail("wheelhouse", "packages", "a CPU variant lists its whole Python closure here")
+        seen: dict[str, str] = {}
+        for req in packages:
+            match = REQUIREMENT.match(req)
+            if not match:
+                raise self.fail(
+                    "wheelhouse", "packages", f"invalid requirement {req!r} (write name==version)"
+                )
+            seen[_normalize(match.group("name"))] = match.group("version")
+        for pkg, version in python.items():
+            if seen and seen.get(_normalize(pkg)) != version:
+                raise self.fail(
+                    "python", pkg, f"pinned {version!r}; the wheelhouse holds {seen.get(_normalize(pkg))!r}"
                 )
         return packages
 

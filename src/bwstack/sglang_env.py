@@ -199,7 +199,7 @@ def _build(version: str, root: Path, say: Progress) -> SglangEnv:
         say(f"removing the half-built venv {root}")
         shutil.rmtree(root)
     say(f"building a CPU venv for sglang {version} in {root} (once; a minute or two)")
-    _run([_base_python(), "-m", "venv", str(root)], f"creating the venv {root}")
+    _run([base_python(), "-m", "venv", str(root)], f"creating the venv {root}")
     python = str(root / "bin" / "python")
     wheel_dir = root / "wheel"
     say(f"  downloading sglang=={version} from PyPI")
@@ -230,7 +230,7 @@ def _build(version: str, root: Path, say: Progress) -> SglangEnv:
     return SglangEnv(version, root, wheel.name, digest)
 
 
-def _base_python() -> str:
+def base_python() -> str:
     configured = os.environ.get("BWSTACK_VENV_PYTHON")
     if configured:
         return configured

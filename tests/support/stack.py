@@ -14,5 +14,5 @@ def copy_stack(dest: Path) -> Path:
         if (ROOT / name).exists():
             shutil.copy2(ROOT / name, dest / name)
     for name in ("images", "templates", "healthchecks"):
-        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "wheelhouse"))
     return dest / "profiles.yaml"
