@@ -65,6 +65,8 @@ def build_argv(stack: Stack, profile_name: str) -> list[str]:
     snapshot = stack.snapshot_for(profile_name)
     model = stack.model
     argv: list[str] = ["--model-path", model.path]
+    if model.revision:
+        argv += [sglang_cli.MODEL_FLAGS["revision"], model.revision]
     if model.served_name:
         argv += ["--served-model-name", model.served_name]
     argv += ["--tp-size", str(model.tp_size)]

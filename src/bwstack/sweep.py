@@ -1009,6 +1009,7 @@ def document_for(plan: Plan, options: Options, variant: str | None) -> report.Do
             "file": stack.path.name,
             "project": settings.project,
             "model": stack.model.path,
+            "revision": stack.model.revision,
             "served_name": stack.model.served_name,
             "gpu_arch": settings.gpu_arch,
             "tp_size": stack.model.tp_size,
