@@ -78,11 +78,25 @@ class StackSettings(_Strict):
     shm_size: SizeStr = "32gb"
     restart: RestartPolicy = "on-failure:3"
     model_cache: Name = "hf-cache"
+    model_cache_path: SafePath | None = Field(
+        default=None,
+        description="host folder bind-mounted as the model cache instead of the model_cache volume",
+    )
     secrets_dir: SafePath = "./secrets"
     hf_token: bool = True
     api_key: bool = False
     compose_features: list[Literal["start_interval"]] = []
     healthcheck: HealthcheckSettings = HealthcheckSettings()
+
+    @field_validator("model_cache_path")
+    @classmethod
+    def _host_path(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("/", "./", "../")):
+            raise ValueError(
+                f"invalid value {_short(value)}: a host folder starting with /, ./ or ../ "
+                "(a bare name would be a volume: use model_cache for that)"
+            )
+        return value
 
 
 class ModelSettings(_Strict):

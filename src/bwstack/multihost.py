@@ -155,7 +155,7 @@ def relative_root(stack: Stack, target: Path) -> str:
 def multihost_context(stack: Stack, nodes: int, profiles: Sequence[str], target: Path) -> dict[str, Any]:
     rel = relative_root(stack, target)
     services = [node_service(stack, p, nodes, r, rel) for p in profiles for r in range(nodes)]
-    volumes = sorted({stack.settings.model_cache} | {render.jit_volume(s["variant"]) for s in services})
+    volumes = render.named_volumes(stack, [s["variant"] for s in services])
     secrets = {}
     for name in render.SECRETS:
         if getattr(stack.settings, name):
