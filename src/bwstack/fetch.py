@@ -14,6 +14,7 @@ never printed: messages name the file, not its content.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import shutil
@@ -207,7 +208,7 @@ class Progress:
         self.live = live
         self.start_bytes, _ = self.measure()
         self.started = time.monotonic()
-        self.last_plain = 0.0
+        self.last_plain = self.started
 
     def measure(self) -> tuple[int, int]:
         """(bytes on disk for the chosen files, files complete)."""
@@ -219,10 +220,7 @@ class Progress:
                 size = blob.stat().st_size
                 done_files += 1
             except OSError:
-                try:
-                    size = (self.blobs / (f.blob_name + ".incomplete")).stat().st_size
-                except OSError:
-                    size = 0
+                size = max((_size(p) for p in partials(self.blobs, f)), default=0)
             done_bytes += min(size, f.size)
         return done_bytes, done_files
 
@@ -248,6 +246,23 @@ class Progress:
         elif final or now - self.last_plain >= PLAIN_EVERY_SECONDS:
             self.last_plain = now
             self.echo(self.line())
+
+
+def partials(blobs: Path, f: HubFile) -> list[Path]:
+    """The partial downloads of one file: ``<etag>.incomplete`` and the client's per-process
+    ``<etag>.<id>.incomplete`` (huggingface_hub >= 1.x), largest first."""
+    try:
+        found = [p for p in blobs.glob(glob.escape(f.blob_name) + "*.incomplete") if p.is_file()]
+    except OSError:
+        return []
+    return sorted(found, key=_size, reverse=True)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _duration(seconds: float) -> str:
@@ -412,6 +427,7 @@ def _download(  # noqa: PLR0917 - one call site
 
     def run() -> None:
         try:
+            resume_partials(stack, commit, files, location, token)
             snapshot_download(
                 stack.model.path,
                 revision=commit,
@@ -441,6 +457,53 @@ def _download(  # noqa: PLR0917 - one call site
             raise hub_error(exc, stack, commit) from None
         text = " ".join(f"{exc.__class__.__name__}: {exc}".split())[:240]
         raise ExternalError(_left_words(progress, f"download failed ({text})")) from None
+
+
+def resume_partials(
+    stack: Stack, commit: str, files: Sequence[HubFile], location: Location, token: str | None
+) -> None:
+    """Finish the files an interrupted fetch left half-written, from where they stopped (ranged GETs).
+
+    huggingface_hub writes each file to a per-process ``<etag>.<id>.incomplete`` and, after a crash, starts
+    that file again from zero; for 5 GB shards that is worth avoiding. The largest partial of each missing
+    blob is continued with the client's own ``http_get(resume_size=…)`` from the URL the Hub resolves the
+    file to (the token is sent only to the Hub itself, never to a CDN), then moved into place, where
+    ``snapshot_download`` finds it and only links it. The verification after the download catches a bad
+    splice."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.file_download import http_get
+
+    blobs = location.hub / modelcache.repo_folder(stack.model.path) / "blobs"
+    for f in files:
+        if (blobs / f.blob_name).exists():
+            continue
+        found = partials(blobs, f)
+        for extra in found[1:]:
+            extra.unlink(missing_ok=True)
+        if not found:
+            continue
+        part = blobs / (f.blob_name + ".incomplete")
+        os.replace(found[0], part)
+        size = _size(part)
+        if size == 0 or size > f.size:
+            part.unlink(missing_ok=True)
+            continue
+        url = hf_hub_url(stack.model.path, f.path, revision=commit, endpoint=endpoint())
+        meta = get_hf_file_metadata(url, token=token if token else False, endpoint=endpoint())
+        headers = {"user-agent": "bwstack"}
+        if token and _origin(meta.location) == _origin(endpoint()):
+            headers["authorization"] = f"Bearer {token}"
+        with part.open("r+b") as handle:
+            handle.seek(0, os.SEEK_END)
+            http_get(meta.location, handle, resume_size=size, headers=headers, expected_size=f.size)
+        os.replace(part, blobs / f.blob_name)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
 def _left_words(progress: Progress, what: str) -> str:
