@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -25,6 +26,7 @@ from ruamel.yaml import YAML
 
 from bwstack import cli, doctor, fetch, model, modelcache, render
 from bwstack.doctor_checks import check_model_cache
+from bwstack.doctor_probe import CommandResult
 from bwstack.errors import ExternalError
 from support.hub import Hub, Repo, serve, tiny_model
 
@@ -346,3 +348,64 @@ def test_selection_keeps_one_weight_format() -> None:
         "pytorch_model.bin",
         "pytorch_model.bin.index.json",
     ]
+
+
+def test_full_sweep_refuses_until_fetched_fast_sweep_does_not(hub: Hub, profiles: Path) -> None:
+    from bwstack import sweep
+
+    stack = model.load_stack(profiles)
+    with pytest.raises(ExternalError, match=r"not fetched.*run 'bwstack fetch' first"):
+        sweep.run_sweep(
+            stack,
+            [],
+            variant=None,
+            fast=False,
+            standin=False,
+            out=profiles.parent / "r",
+            resume=False,
+            timeout=None,
+        )
+    assert not (profiles.parent / "r").exists()  # refused before any report
+    fast = sweep.Options(fast=True, standin=False, timeout_s=60.0, keep=False, load_seconds=None)
+    assert sweep.model_env(stack, fast) == {}
+    assert run_fetch(hub, profiles).returncode == 0
+    full = sweep.Options(fast=False, standin=False, timeout_s=60.0, keep=False, load_seconds=None)
+    assert sweep.model_env(stack, full) == sweep.model_env(stack, fast) == {modelcache.OFFLINE_VAR: "1"}
+
+
+class VolumeProbe:
+    """A host whose Docker answers ``docker volume inspect`` with a recorded result (doctor's probe seam)."""
+
+    def __init__(self, result: CommandResult) -> None:
+        self.result = result
+        self.asked: list[tuple[str, ...]] = []
+
+    def run(self, key: str, argv: Any, timeout: float = 30) -> CommandResult:
+        self.asked.append(tuple(argv))
+        return self.result
+
+
+def test_doctor_reads_the_named_volume_through_its_probe(hub: Hub, repo: Repo, stack_copy: Path) -> None:
+    profiles = _profiles(stack_copy, repo.commit)
+    text = profiles.read_text().replace("  model_cache_path: ./hf-cache\n", "", 1)
+    profiles.write_text(text)
+    argv = ("docker", "volume", "inspect", "--format", "{{.Mountpoint}}", "bwstack_hf-cache")
+    absent = VolumeProbe(
+        CommandResult(
+            argv, returncode=1, stderr="Error response from daemon: get bwstack_hf-cache: no such volume"
+        )
+    )
+    check = check_model_cache(doctor.model_cache_status(profiles, absent))  # type: ignore[arg-type]
+    assert absent.asked == [argv]
+    assert (check.status, check.detail) == ("warn", f"{REPO}@{repo.commit[:12]}: not fetched")
+    assert "bwstack fetch" in check.fix
+    no_docker = VolumeProbe(CommandResult(argv, problem="not found"))
+    skipped = check_model_cache(doctor.model_cache_status(profiles, no_docker))  # type: ignore[arg-type]
+    assert skipped.status == "skip" and "docker volume inspect bwstack_hf-cache: not found" in skipped.detail
+    # a volume whose data folder holds a fetched model (here: a folder this test fills with bwstack fetch)
+    assert run_fetch(hub, profiles, "--cache-dir", str(stack_copy.parent / "volume-data")).returncode == 0
+    mounted = VolumeProbe(
+        CommandResult(argv, returncode=0, stdout=str(stack_copy.parent / "volume-data") + "\n")
+    )
+    present = check_model_cache(doctor.model_cache_status(profiles, mounted))  # type: ignore[arg-type]
+    assert present.status == "pass" and "volume bwstack_hf-cache" in present.detail
