@@ -134,6 +134,9 @@ def node_service(stack: Stack, profile_name: str, nodes: int, rank: int, rel: st
         test = liveness_test(settings.port, rank)
     base["healthcheck"]["test"] = test
     base["build"]["context"] = rel
+    cache = settings.model_cache_path
+    if cache is not None and not cache.startswith("/") and rel != ".":  # a host folder next to profiles.yaml
+        base["volumes"][0] = f"{(PurePosixPath(rel) / cache).as_posix()}:{render.HF_HOME}"
     return {
         **base,
         "name": service_name(profile_name, rank),

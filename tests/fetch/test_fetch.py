@@ -158,7 +158,9 @@ def test_after_fetch_up_runs_offline_and_doctor_says_present(hub: Hub, repo: Rep
     check = check_model_cache(found)
     assert check.status == "pass" and f"{REPO}@{repo.commit[:12]}: 10 files" in check.detail
     # the rendered services read that variable into HF_HUB_OFFLINE and mount the same folder
-    services = YAML(typ="safe").load(render.render_compose(stack))["services"]
+    rendered = YAML(typ="safe").load(render.render_compose(stack))
+    assert "hf-cache" not in rendered["volumes"]  # the host folder replaces the named volume
+    services = rendered["services"]
     for service in services.values():
         assert service["environment"]["HF_HUB_OFFLINE"] == "${BWSTACK_HF_HUB_OFFLINE:-0}"
         assert f"./hf-cache:{render.HF_HOME}" in service["volumes"]

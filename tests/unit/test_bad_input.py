@@ -203,6 +203,11 @@ CASES = [
         r"model\.revision: expected a string, got an integer",
     ),
     Case(
+        "model-cache-path-bare-name",
+        replace("  model_cache: hf-cache ", "  model_cache_path: models\n  model_cache: hf-cache "),
+        r"stack\.model_cache_path: invalid value 'models': a host folder starting with /, \./ or \.\./",
+    ),
+    Case(
         "pins-malformed-toml",
         in_pins("v0.5.23-cu130", 'toolkit = "13.0"', "toolkit = 13.0.0"),
         r"pins\.toml.*malformed TOML",
