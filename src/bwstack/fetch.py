@@ -72,6 +72,10 @@ class HubFile:
         return self.sha256 or self.blob_id or ""
 
 
+def is_weights(f: HubFile) -> bool:
+    return f.path.endswith((".safetensors", ".bin"))
+
+
 def select_files(files: Iterable[HubFile]) -> list[HubFile]:
     """What SGLang needs from a repo: one weight format (safetensors when present) plus configs/tokenizer."""
     candidates = [f for f in files if not (set(f.path.split("/")[:-1]) & SKIPPED_DIRS)]
@@ -212,20 +216,26 @@ class Progress:
 
     def measure(self) -> tuple[int, int]:
         """(bytes on disk for the chosen files, files complete)."""
+        done_bytes, done = self._measure()
+        return done_bytes, len(done)
+
+    def _measure(self) -> tuple[int, list[HubFile]]:
         done_bytes = 0
-        done_files = 0
+        done: list[HubFile] = []
         for f in self.files:
             blob = self.blobs / f.blob_name
             try:
                 size = blob.stat().st_size
-                done_files += 1
+                done.append(f)
             except OSError:
                 size = max((_size(p) for p in partials(self.blobs, f)), default=0)
             done_bytes += min(size, f.size)
-        return done_bytes, done_files
+        return done_bytes, done
 
     def line(self) -> str:
-        done, shards = self.measure()
+        done, finished = self._measure()
+        shards = sum(1 for f in finished if is_weights(f))
+        total_shards = sum(1 for f in self.files if is_weights(f))
         elapsed = max(time.monotonic() - self.started, 1e-6)
         rate = max(done - self.start_bytes, 0) / elapsed
         left = self.total - done
@@ -233,7 +243,8 @@ class Progress:
         pct = 100.0 * done / self.total if self.total else 100.0
         return (
             f"fetch: {human_bytes(done)} / {human_bytes(self.total)} ({pct:.1f}%), "
-            f"{human_bytes(rate)}/s, ETA {eta}, files {shards}/{len(self.files)}"
+            f"{human_bytes(rate)}/s, ETA {eta}, shards {shards}/{total_shards}, "
+            f"files {len(finished)}/{len(self.files)}"
         )
 
     def tick(self, final: bool = False) -> None:
@@ -361,7 +372,7 @@ def fetch(
     token = read_token(stack)
     commit, listed = list_files(stack, revision or "main", token)
     files = select_files(listed)
-    if not any(f.path.endswith((".safetensors", ".bin")) for f in files):
+    if not any(is_weights(f) for f in files):
         raise UserError(
             f"{repo}@{commit[:12]} has no safetensors (or .bin) weights SGLang can load",
             file=stack.path,

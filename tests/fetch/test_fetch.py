@@ -45,7 +45,7 @@ NEEDED = {
     "chat_template.jinja",
 }
 PROGRESS = re.compile(
-    r"^fetch: [\d.]+ \w?B / [\d.]+ MB \(100\.0%\), [\d.]+ \w?B/s, ETA \S+, files 10/10$", re.M
+    r"^fetch: [\d.]+ \w?B / [\d.]+ MB \(100\.0%\), [\d.]+ \w?B/s, ETA \S+, shards 3/3, files 10/10$", re.M
 )
 
 
