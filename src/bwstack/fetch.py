@@ -464,7 +464,13 @@ def _download(  # noqa: PLR0917 - one call site
     progress.tick(final=True)
     if failure:
         exc = failure[0]
-        if isinstance(exc, HfHubHTTPError) and getattr(exc.response, "status_code", None) in {401, 403}:
+        response = exc.response if isinstance(exc, HfHubHTTPError) else None
+        if (
+            isinstance(exc, HfHubHTTPError)
+            and response is not None
+            and response.status_code in {401, 403}
+            and _origin(str(response.url)) == _origin(endpoint())
+        ):  # the Hub itself refused (token, gate); a CDN's 403 (expired URL) is a failed download
             raise hub_error(exc, stack, commit) from None
         text = " ".join(f"{exc.__class__.__name__}: {exc}".split())[:240]
         raise ExternalError(_left_words(progress, f"download failed ({text})")) from None

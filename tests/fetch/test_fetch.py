@@ -411,3 +411,21 @@ def test_doctor_reads_the_named_volume_through_its_probe(hub: Hub, repo: Repo, s
     )
     present = check_model_cache(doctor.model_cache_status(profiles, mounted))  # type: ignore[arg-type]
     assert present.status == "pass" and "volume bwstack_hf-cache" in present.detail
+
+
+def test_failed_download_says_what_is_left_and_how_to_resume(hub: Hub, repo: Repo, profiles: Path) -> None:
+    hub.broken.add("model-00003-of-00003.safetensors")
+    failed = run_fetch(hub, profiles)
+    assert failed.returncode == 1, failed.stderr
+    lines = errors_of(failed.stderr)
+    assert len(lines) == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert re.search(
+        r"download failed \(.*403.*\): [\d.]+ \w?B of 3\.1 MB on disk, [\d.]+ \w?B in [1-9]\d* file\(s\) left; run "
+        r"'bwstack fetch' again to resume",
+        lines[0],
+    ), lines[0]
+    assert modelcache.status(location(profiles), REPO, repo.commit).state == "partial"
+    hub.broken.clear()
+    resumed = run_fetch(hub, profiles)
+    assert resumed.returncode == 0, resumed.stderr
+    assert modelcache.status(location(profiles), REPO, repo.commit).state == "present"

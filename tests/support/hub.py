@@ -91,6 +91,7 @@ class Hub:
     granted: set[str] = field(default_factory=set)  # tokens allowed into gated repos
     throttle_bps: int | None = None  # CDN bytes per second per connection
     corrupt: set[str] = field(default_factory=set)  # paths served with one byte flipped
+    broken: set[str] = field(default_factory=set)  # paths the CDN answers with 403 (an expired signed URL)
     log: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
     cdn_url: str = ""
@@ -341,6 +342,9 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if f is None:
             self._send(404, {"Content-Type": "text/plain"}, b"no such object")
+            return
+        if f.path in self.hub.broken:
+            self._send(403, {"Content-Type": "text/plain"}, b"Request has expired")
             return
         data = f.data
         if f.path in self.hub.corrupt:
