@@ -185,13 +185,60 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, as_json: bool) -> N
 @click.option("--force", is_flag=True, help="Start a profile that is known to fail.")
 @click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds to wait for healthy.")
 @click.option("--no-wait", is_flag=True, help="Return once the container is started.")
-def up(file: Path, profile: str, force: bool, timeout: int | None, no_wait: bool) -> None:
-    """Start one profile's service and wait until it is healthy (or print why it is not)."""
+@click.option(
+    "--skip-model-check",
+    is_flag=True,
+    help="Start even when 'bwstack fetch' has not verified the model (SGLang then downloads it).",
+)
+def up(
+    file: Path, profile: str, force: bool, timeout: int | None, no_wait: bool, skip_model_check: bool
+) -> None:
+    """Start one profile's service and wait until it is healthy (or print why it is not).
+
+    Refuses (exit 1) while the model is not fetched: run 'bwstack fetch' first.
+    """
     from bwstack import model, operate
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
-    sys.exit(operate.up(stack, profile, force=force, timeout=timeout, wait=not no_wait))
+    sys.exit(
+        operate.up(
+            stack,
+            profile,
+            force=force,
+            timeout=timeout,
+            wait=not no_wait,
+            skip_model_check=skip_model_check,
+        )
+    )
+
+
+@main.command()
+@_file_option
+@click.argument("profile", required=False)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Host folder of the cache (the services' HF_HOME); default stack.model_cache_path or the volume.",
+)
+@click.option(
+    "--max-workers", type=click.IntRange(1, 64), default=8, show_default=True, help="Files in parallel."
+)
+def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: int) -> None:
+    """Download the model at its pinned revision into the services' cache, verify it, record a manifest.
+
+    Resumable: run it again after an interruption. Exit 0 when the cache holds the model complete, 1 when
+    the download or the verification failed (what is left is printed), 2 on bad input.
+    """
+    from bwstack import fetch as fetch_mod
+    from bwstack import model
+
+    stack = model.load_stack(file)
+    model.emit_warnings(stack)
+    if profile is not None:
+        stack.profile(profile)  # every profile serves model.path; the name is checked, not needed
+    sys.exit(fetch_mod.fetch(stack, cache_dir=cache_dir, max_workers=max_workers, echo=click.echo))
 
 
 @main.command()

@@ -23,10 +23,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from bwstack import model, pins
-from bwstack.doctor_checks import Check, Expectations, RawHost, docker_root_dir, judge, no_gpu_headline
+from bwstack import model, modelcache, pins
+from bwstack.doctor_checks import (
+    Check,
+    Expectations,
+    RawHost,
+    check_model_cache,
+    docker_root_dir,
+    judge,
+    no_gpu_headline,
+)
 from bwstack.doctor_probe import CommandResult, HostProbe, default_probe
 from bwstack.errors import UserError
+from bwstack.modelcache import CacheStatus
 from bwstack.yamlload import load_yaml
 
 Echo = Callable[..., Any]
@@ -147,6 +156,34 @@ def collect(probe: HostProbe) -> RawHost:
     )
 
 
+def model_cache_status(profiles_file: Path, probe: HostProbe) -> CacheStatus | None:
+    """What the services' model cache holds for the stack's model (None: nothing to fetch)."""
+    if not profiles_file.is_file():
+        return None
+    stack = load_stack_file(profiles_file)
+    repo, revision, settings = stack.model.path, stack.model.revision, stack.stack
+    if repo.startswith("/"):
+        return None
+    if settings.model_cache_path is not None:
+        root = (profiles_file.resolve().parent / settings.model_cache_path).resolve()
+        return modelcache.status(modelcache.Location(root, "stack.model_cache_path"), repo, revision)
+    name = f"{settings.project}_{settings.model_cache}"
+    volume = probe.run("model_volume", ("docker", "volume", "inspect", "--format", "{{.Mountpoint}}", name))
+    if volume.ok and volume.stdout.strip():
+        location = modelcache.Location(Path(volume.stdout.strip()), f"volume {name}")
+        return modelcache.status(location, repo, revision)
+    if volume.problem is None and "no such volume" in volume.stderr.lower():
+        return CacheStatus(state="missing", repo=repo, revision=revision, location=None)
+    why = volume.problem or volume.stderr.strip()[:120] or "no answer"
+    return CacheStatus(
+        state="unknown",
+        repo=repo,
+        revision=revision,
+        location=None,
+        detail=f"docker volume inspect {name}: {why}",
+    )
+
+
 # --- output ----------------------------------------------------------------------------------------------
 
 
@@ -209,8 +246,11 @@ def run_doctor(
 ) -> int:
     """Check this host (or the one in BWSTACK_DOCTOR_FIXTURE), print the report, return the exit status."""
     exp = expectations(profiles_file, variant)
-    raw = collect(probe or default_probe())
+    probe = probe or default_probe()
+    raw = collect(probe)
     checks = judge(raw, exp)
+    after_disk = next((i + 1 for i, c in enumerate(checks) if c.id == "disk"), len(checks))
+    checks.insert(after_disk, check_model_cache(model_cache_status(profiles_file, probe)))
     headline = no_gpu_headline(raw)
     status = 1 if headline is not None or any(c.status == "fail" for c in checks) else 0
     if as_json:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bwstack.doctor_probe import CommandResult, FsStats
+from bwstack.modelcache import CacheStatus
 
 Status = Literal["pass", "warn", "fail", "skip"]
 
@@ -762,6 +763,21 @@ def check_disk(raw: RawHost, exp: Expectations) -> Check:
     if free < need:
         return Check("disk", G_HOST, title, "warn", f"{detail} (fine if the model is already cached)", fix)
     return Check("disk", G_HOST, title, "pass", detail)
+
+
+def check_model_cache(found: CacheStatus | None) -> Check:
+    """The model in the services' cache: present (verified by `bwstack fetch`), partial or missing."""
+    title = "model cache"
+    if found is None:
+        return _skip(
+            "model_cache", G_HOST, title, "no Hub model to fetch (no profiles file, or a local path)"
+        )
+    if found.state == "present":
+        return Check("model_cache", G_HOST, title, "pass", found.words())
+    if found.state == "unknown":
+        return _skip("model_cache", G_HOST, title, found.detail)
+    fix = "bwstack fetch (resumable); `bwstack up` refuses to start until the model is fetched"
+    return Check("model_cache", G_HOST, title, "warn", found.words(), fix)
 
 
 def _multi_gpu(raw: RawHost, exp: Expectations, check_id: str, title: str) -> Check | None:

@@ -28,7 +28,12 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
         if arch is not None:
             row["prediction"] = _predict(stack, name, arch)
         rows.append(row)
-    return {"file": str(stack.path), "arch": arch, "profiles": rows}
+    return {"file": str(stack.path), "arch": arch, "model": model_ref(stack), "profiles": rows}
+
+
+def model_ref(stack: Stack) -> dict[str, Any]:
+    """The model every profile serves and the commit it is pinned to (None: unpinned)."""
+    return {"path": stack.model.path, "revision": stack.model.revision}
 
 
 def _predict(stack: Stack, profile_name: str, arch: str) -> dict[str, Any]:
@@ -74,6 +79,9 @@ def print_list(stack: Stack, *, arch: str | None) -> None:
                 why = f"{why}\n[dim]{escape('; '.join(row['evidence']))}[/]"
             table.add_row(*cells, why)
         console.print(table)
+    model = data["model"]
+    pinned = model["revision"] or "[yellow]not pinned[/] (set model.revision)"
+    console.print(f"model: {escape(model['path'])} @ {pinned}")
     console.print(
         "[dim]start one with: bwstack up PROFILE   (or: docker compose --profile PROFILE up -d --wait)[/]"
     )

@@ -23,6 +23,7 @@ from bwstack.yamlload import Lines, load_yaml
 from healthchecks import signatures
 
 FORMAT_VERSION = 1
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 #: failure classes a profile may expect (the healthcheck's classes; ``healthy`` for a working profile)
 EXPECT_CLASSES = ("healthy", *(c for c in signatures.CLASSES if c not in {"healthy", "starting"}))
@@ -77,17 +78,34 @@ class StackSettings(_Strict):
     shm_size: SizeStr = "32gb"
     restart: RestartPolicy = "on-failure:3"
     model_cache: Name = "hf-cache"
+    model_cache_path: SafePath | None = Field(
+        default=None,
+        description="host folder bind-mounted as the model cache instead of the model_cache volume",
+    )
     secrets_dir: SafePath = "./secrets"
     hf_token: bool = True
     api_key: bool = False
     compose_features: list[Literal["start_interval"]] = []
     healthcheck: HealthcheckSettings = HealthcheckSettings()
 
+    @field_validator("model_cache_path")
+    @classmethod
+    def _host_path(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("/", "./", "../")):
+            raise ValueError(
+                f"invalid value {_short(value)}: a host folder starting with /, ./ or ../ "
+                "(a bare name would be a volume: use model_cache for that)"
+            )
+        return value
+
 
 class ModelSettings(_Strict):
     """The model every profile serves."""
 
     path: ModelRef
+    revision: str | None = Field(
+        default=None, description="commit of the model repo (40 hex), passed as SGLang's --revision"
+    )
     served_name: SafeToken | None = None
     config: SafePath = Field(
         description="model-config fixture name for explain (glm-5, deepseek-v3.2) or a path"
@@ -102,6 +120,16 @@ class ModelSettings(_Strict):
     size_gb: int | None = Field(default=None, ge=1, description="checkpoint size, for the disk check")
     extra_args: list[str] = []
     env: dict[EnvName, str] = {}
+
+    @field_validator("revision")
+    @classmethod
+    def _commit(cls, value: str | None) -> str | None:
+        if value is not None and not COMMIT_RE.fullmatch(value):
+            raise ValueError(
+                f"invalid value {_short(value)}: a commit of the model repo, 40 lowercase hex digits "
+                "(a branch or tag name can move; copy the commit id from the repo's history)"
+            )
+        return value
 
     @field_validator("mem_fraction_static", mode="before")
     @classmethod
@@ -315,8 +343,21 @@ def _variant_ref_line(stack: Stack, name: str) -> int | None:
 
 def _check_model(stack: Stack) -> None:
     model = stack.model
+    if model.revision is None and not model.path.startswith("/"):
+        stack.warnings.append(
+            f"{stack.path}:{stack.line_of('model', 'path')}: model.revision is not set: {model.path} is not "
+            "pinned to a commit, so two hosts can serve different weights under one profile; set "
+            "model.revision to a commit of the model repo"
+        )
     for vname in sorted(stack.variants_used()):
         snapshot = stack.snapshots[vname]
+        if model.revision is not None and snapshot.flag(sglang_cli.MODEL_FLAGS["revision"]) is None:
+            raise UserError(
+                f"{snapshot.label} has no {sglang_cli.MODEL_FLAGS['revision']} flag",
+                file=stack.path,
+                line=stack.line_of("model", "revision"),
+                field="model.revision",
+            )
         values = {
             "quantization": model.quantization,
             "reasoning_parser": model.reasoning_parser,

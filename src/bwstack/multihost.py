@@ -134,6 +134,9 @@ def node_service(stack: Stack, profile_name: str, nodes: int, rank: int, rel: st
         test = liveness_test(settings.port, rank)
     base["healthcheck"]["test"] = test
     base["build"]["context"] = rel
+    cache = settings.model_cache_path
+    if cache is not None and not cache.startswith("/") and rel != ".":  # a host folder next to profiles.yaml
+        base["volumes"][0] = f"{(PurePosixPath(rel) / cache).as_posix()}:{render.HF_HOME}"
     return {
         **base,
         "name": service_name(profile_name, rank),
@@ -155,7 +158,7 @@ def relative_root(stack: Stack, target: Path) -> str:
 def multihost_context(stack: Stack, nodes: int, profiles: Sequence[str], target: Path) -> dict[str, Any]:
     rel = relative_root(stack, target)
     services = [node_service(stack, p, nodes, r, rel) for p in profiles for r in range(nodes)]
-    volumes = sorted({stack.settings.model_cache} | {render.jit_volume(s["variant"]) for s in services})
+    volumes = render.named_volumes(stack, [s["variant"] for s in services])
     secrets = {}
     for name in render.SECRETS:
         if getattr(stack.settings, name):

@@ -122,8 +122,12 @@ def up(
     wait: bool,
     project: Project | None = None,
     out: Any = None,
+    skip_model_check: bool = False,
 ) -> int:
-    """Start one profile and wait for health; 0 healthy (or started with wait=False), 1 otherwise."""
+    """Start one profile and wait for health; 0 healthy (or started with wait=False), 1 otherwise.
+
+    Without ``project`` (the real stack) the model must be fetched first (:func:`modelcache.service_env`
+    refuses with ExternalError otherwise), so the start period never covers a download."""
     echo = out or sys.stdout
     stack.profile(profile_name)
     if force:
@@ -132,8 +136,11 @@ def up(
     else:
         refuse_known_bad(stack, profile_name)
     if project is None:
+        from bwstack import modelcache
+
         check_fresh(stack)
-        project = project_for(stack)
+        warn = lambda text: print(f"bwstack: warning: {text}", file=sys.stderr)  # noqa: E731
+        project = project_for(stack, env=modelcache.service_env(stack, skip=skip_model_check, warn=warn))
     for path in ensure_secrets(stack):
         print(
             f"bwstack: created empty secret file {path} (mode 0600); put your token there if needed",

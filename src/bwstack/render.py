@@ -65,6 +65,8 @@ def build_argv(stack: Stack, profile_name: str) -> list[str]:
     snapshot = stack.snapshot_for(profile_name)
     model = stack.model
     argv: list[str] = ["--model-path", model.path]
+    if model.revision:
+        argv += [sglang_cli.MODEL_FLAGS["revision"], model.revision]
     if model.served_name:
         argv += ["--served-model-name", model.served_name]
     argv += ["--tp-size", str(model.tp_size)]
@@ -107,7 +109,9 @@ def expectations(stack: Stack, profile_name: str) -> list[str]:
 def environment(stack: Stack, profile_name: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Container environment: variant switches < model env < profile env < bwstack's own settings."""
     variant = stack.variant_for(profile_name)
-    env: dict[str, str] = {}
+    # `bwstack up` and the sweep set BWSTACK_HF_HUB_OFFLINE=1 once `bwstack fetch` verified the model (a
+    # default: model or profile env may set HF_HUB_OFFLINE themselves)
+    env: dict[str, str] = {"HF_HUB_OFFLINE": "${BWSTACK_HF_HUB_OFFLINE:-0}"}
     env.update(variant.env)
     env.update(stack.model.env)
     env.update(stack.profile(profile_name).env)
@@ -184,7 +188,7 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
         "gpu_count": stack.model.tp_size,
         "shm_size": settings.shm_size,
         "restart": "no" if profile.known_bad else settings.restart,
-        "volumes": [f"{settings.model_cache}:{HF_HOME}", f"{jit_volume(variant.name)}:{JIT_CACHE}"],
+        "volumes": [f"{model_cache_source(stack)}:{HF_HOME}", f"{jit_volume(variant.name)}:{JIT_CACHE}"],
         "secrets": secrets,
         "healthcheck": healthcheck,
         "labels": {
@@ -195,6 +199,19 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
     }
 
 
+def model_cache_source(stack: Stack) -> str:
+    """What the services mount at HF_HOME: the host folder ``model_cache_path``, else the volume."""
+    return stack.settings.model_cache_path or stack.settings.model_cache
+
+
+def named_volumes(stack: Stack, variants: Sequence[str]) -> list[str]:
+    """The top-level named volumes: the model cache (unless a host folder) and one JIT cache per variant."""
+    names = {jit_volume(v) for v in variants}
+    if stack.settings.model_cache_path is None:
+        names.add(stack.settings.model_cache)
+    return sorted(names)
+
+
 def jit_volume(variant_name: str) -> str:
     """One JIT-cache volume per variant: an upgrade never reuses kernels compiled by another version."""
     return "jit-" + variant_name.replace(".", "-")
@@ -202,7 +219,7 @@ def jit_volume(variant_name: str) -> str:
 
 def compose_context(stack: Stack, overrides: Overrides | None = None) -> dict[str, Any]:
     services = [service_context(stack, name, overrides) for name in stack.profiles]
-    volumes = sorted({stack.settings.model_cache} | {jit_volume(s["variant"]) for s in services})
+    volumes = named_volumes(stack, [s["variant"] for s in services])
     secrets = {}
     if stack.settings.hf_token:
         secrets["hf_token"] = f"{stack.settings.secrets_dir}/hf_token"

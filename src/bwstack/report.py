@@ -9,7 +9,7 @@ any), evidence per profile in a ``<details>`` element, and the pins of every ima
 Document shape (``schema_version`` 1)::
 
     {"schema_version": 1, "generated_by": "bwstack X", "started_at": ISO, "updated_at": ISO,
-     "stack": {"file", "project", "model", "served_name", "gpu_arch", "tp_size"},
+     "stack": {"file", "project", "model", "revision", "served_name", "gpu_arch", "tp_size"},
      "mode": {"standin": bool, "fast": bool, "variant": str|null, "timeout_s": float},
      "variants": {name: <versions.json manifest>},
      "plan": [profile, ...],
@@ -211,6 +211,7 @@ def render_markdown(doc: Document) -> str:
     out = [
         f"# bwstack compatibility matrix: {stack.get('model')} on {stack.get('gpu_arch')}",
         "",
+        f"- model: {stack.get('model')} @ {stack.get('revision') or 'unpinned (no model.revision)'}",
         f"- mode: {_mode_words(doc)}",
         f"- started {doc['started_at']}, updated {doc['updated_at']} ({doc['generated_by']})",
         f"- {summary['decided']}/{summary['planned']} decided, {summary['matching']} matching the "

@@ -31,6 +31,7 @@ SEMANTIC_FLAGS: dict[str, tuple[str, ...]] = {
 #: model settings -> flag (same in every supported version; checked against the snapshot all the same)
 MODEL_FLAGS: dict[str, str] = {
     "path": "--model-path",
+    "revision": "--revision",
     "served_name": "--served-model-name",
     "tp_size": "--tp-size",
     "quantization": "--quantization",
@@ -53,6 +54,7 @@ OWNED_FLAGS: dict[str, str] = {
     "--api-key": "never put the API key on a command line: set stack.api_key: true, key in secrets/api_key",
     "--model-path": "set model.path",
     "--model": "set model.path",
+    "--revision": "set model.revision (a commit of the model repo)",
     "--served-model-name": "set model.served_name",
     "--tp-size": "set model.tp_size",
     "--tensor-parallel-size": "set model.tp_size",

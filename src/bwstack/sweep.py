@@ -1009,6 +1009,7 @@ def document_for(plan: Plan, options: Options, variant: str | None) -> report.Do
             "file": stack.path.name,
             "project": settings.project,
             "model": stack.model.path,
+            "revision": stack.model.revision,
             "served_name": stack.model.served_name,
             "gpu_arch": settings.gpu_arch,
             "tp_size": stack.model.tp_size,
@@ -1104,11 +1105,27 @@ def compose_project(
             files.append(out / "compose.host.yaml")
             render.atomic_write(files[-1], memlock_reset(plan.names))
             adjustments.append(MEMLOCK_NOTE)
+    else:
+        env = model_env(stack, options)
     render.atomic_write(files[0], render.render_compose(stack, overrides))
     if options.fast:
         files.append(out / "compose.fast.yaml")
         render.atomic_write(files[-1], fast_override(stack, plan.names))
     return Project(files=tuple(files), name=name, workdir=stack.root, env=env), adjustments
+
+
+def model_env(stack: Stack, options: Options) -> dict[str, str]:
+    """Compose variables from the model cache for a GPU sweep: a full sweep refuses (ExternalError) until
+    `bwstack fetch` verified the model, so no profile's start period covers a download; a --fast sweep (dummy
+    weights, only config and tokenizer read) runs either way, offline when the model is fetched."""
+    from bwstack import modelcache
+
+    if not options.fast:
+        return modelcache.service_env(stack)
+    try:
+        return modelcache.service_env(stack)
+    except ExternalError:
+        return {}
 
 
 MEMLOCK_NOTE = (
@@ -1192,6 +1209,8 @@ def run_sweep(
     )
     out_dir = out if out is not None else default_out(stack)
     plan, doc = open_document(stack, profiles, options, out_dir, resume=resume, variant=variant)
+    if not standin:
+        model_env(stack, options)  # refuse before any report or container when the model is not fetched
     for skipped in plan.skipped:
         console.print(f"bwstack: warning: skipped {skipped}", markup=False)
     todo = [name for name in plan.names if name not in doc["results"]]

@@ -130,7 +130,8 @@ def test_up_down_cycle(cli_stack: CliStack) -> None:
     assert "--force" in lines[0] and f"profiles.{bad}.expect" in lines[0]
     assert services(cli_stack) == []
 
-    started = bwstack("up", "-f", file, healthy, "--timeout", "120")
+    # the stand-in loads no weights: skip the model-cache check (tests/fetch covers the refusal)
+    started = bwstack("up", "-f", file, healthy, "--timeout", "120", "--skip-model-check")
     assert started.exit_code == 0, started.output
     assert "created empty secret file" in started.stdout
     # progress ends with the healthcheck's own verdict line
@@ -139,7 +140,7 @@ def test_up_down_cycle(cli_stack: CliStack) -> None:
     )
     assert services(cli_stack) == [healthy]
 
-    forced = bwstack("up", "-f", file, bad, "--force", "--timeout", "120")
+    forced = bwstack("up", "-f", file, bad, "--force", "--timeout", "120", "--skip-model-check")
     assert forced.exit_code == 1, forced.output
     assert f"warning: starting known-bad profile {bad}" in forced.stderr
     assert f"stopped {healthy} (one profile at a time)" in forced.stdout

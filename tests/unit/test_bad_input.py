@@ -188,6 +188,26 @@ CASES = [
         r"model\.quantization: unknown quantization 'nvfp5' \(valid for sglang",
     ),
     Case(
+        "revision-branch-name",
+        replace("path: nvidia/GLM-5-NVFP4", "path: nvidia/GLM-5-NVFP4\n  revision: main"),
+        r"profiles\.yaml:\d+: model\.revision: invalid value 'main': a commit of the model repo, 40 ",
+    ),
+    Case(
+        "revision-short-sha",
+        replace("path: nvidia/GLM-5-NVFP4", "path: nvidia/GLM-5-NVFP4\n  revision: 5398cfa"),
+        r"model\.revision: invalid value '5398cfa': a commit of the model repo",
+    ),
+    Case(
+        "revision-not-a-string",
+        replace("path: nvidia/GLM-5-NVFP4", "path: nvidia/GLM-5-NVFP4\n  revision: 12345"),
+        r"model\.revision: expected a string, got an integer",
+    ),
+    Case(
+        "model-cache-path-bare-name",
+        replace("  model_cache: hf-cache ", "  model_cache_path: models\n  model_cache: hf-cache "),
+        r"stack\.model_cache_path: invalid value 'models': a host folder starting with /, \./ or \.\./",
+    ),
+    Case(
         "pins-malformed-toml",
         in_pins("v0.5.23-cu130", 'toolkit = "13.0"', "toolkit = 13.0.0"),
         r"pins\.toml.*malformed TOML",

@@ -29,6 +29,7 @@ CHECK_IDS = [
     "shm",
     "memlock",
     "disk",
+    "model_cache",
     "p2p",
     "iommu",
 ]

@@ -240,3 +240,17 @@ def test_docker_compose_accepts_the_file(stack_copy: Path, docker_engine: None) 
     svc = resolved["services"][profile]
     assert svc["network_mode"] == "host"
     assert svc["command"][-6:] == ["--dist-init-addr", "10.0.0.1:20000", "--nnodes", "2", "--node-rank", "1"]
+
+
+def test_model_cache_path_is_bind_mounted_from_where_the_file_is(stack_copy: Path) -> None:
+    text = stack_copy.read_text().replace(
+        "  model_cache: hf-cache ", "  model_cache_path: ./models\n  model_cache: hf-cache ", 1
+    )
+    stack_copy.write_text(text)
+    stack = model.load_stack(stack_copy)
+    for out, mount in ((stack_copy.parent / "mh", "../models"), (stack_copy.parent, "./models")):
+        (output,) = render.render_outputs(stack, nodes=2, profiles=["dsa-fi-sparse-fp8"], out=out)
+        data = YAML(typ="safe").load(output.text)
+        assert "hf-cache" not in (data.get("volumes") or {})
+        for service in data["services"].values():
+            assert service["volumes"][0] == f"{mount}:{render.HF_HOME}"
