@@ -19,6 +19,7 @@ from bwstack.errors import EXIT_USAGE, ExternalError, UserError
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_PROFILES = "profiles.yaml"
+CPU_PROFILES = "profiles.cpu.yaml"
 
 
 def _err(message: str) -> None:
@@ -30,11 +31,19 @@ def _file_option(func: F) -> F:
         "-f",
         "--file",
         "file",
-        default=DEFAULT_PROFILES,
-        show_default=True,
-        help="The profiles file.",
+        default=None,
+        callback=_stack_file,
+        help=f"The profiles file (default: the one given before the command, else {DEFAULT_PROFILES}).",
         type=click.Path(path_type=Path),
     )(func)
+
+
+def _stack_file(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path:
+    """A command's -f, else the group's (``bwstack -f profiles.cpu.yaml sweep``), else profiles.yaml."""
+    if value is not None:
+        return value
+    given = ctx.find_root().params.get("stack_file")
+    return given if isinstance(given, Path) else Path(DEFAULT_PROFILES)
 
 
 class _Group(click.Group):
@@ -77,7 +86,15 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bwstack")
-def main() -> None:
+@click.option(
+    "-f",
+    "--file",
+    "stack_file",
+    default=None,
+    type=click.Path(path_type=Path),
+    help=f"The profiles file for every command (default {DEFAULT_PROFILES}; e.g. profiles.cpu.yaml).",
+)
+def main(stack_file: Path | None) -> None:
     """Reproducible SGLang serving on NVIDIA Blackwell (SM120 / SM100).
 
     Profiles (backend combinations) live in profiles.yaml; image pins in images/<variant>/.
@@ -131,13 +148,21 @@ def validate(file: Path, arch: str | None) -> None:
 def render(
     file: Path, check: bool, target: str, nodes: int, profiles: Sequence[str], out: Path | None
 ) -> None:
-    """Render compose.yaml (or Kubernetes manifests) from profiles.yaml and templates/."""
+    """Render compose.yaml (or Kubernetes manifests) from profiles.yaml and templates/.
+
+    With the default stack file, the CPU stack beside it (profiles.cpu.yaml -> compose.cpu.yaml) is rendered
+    and checked too.
+    """
     from bwstack import model
     from bwstack import render as render_mod
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
     outputs = render_mod.render_outputs(stack, target=target, nodes=nodes, profiles=list(profiles), out=out)
+    cpu_file = file.parent / CPU_PROFILES
+    if file.name == DEFAULT_PROFILES and cpu_file.is_file() and target == "compose" and nodes == 1 and not out:
+        cpu_stack = model.load_stack(cpu_file)
+        outputs += [o for o in render_mod.render_outputs(cpu_stack) if o.path.name.startswith("compose")]
     if check:
         drift = render_mod.check_outputs(outputs)
         if drift:

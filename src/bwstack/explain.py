@@ -292,12 +292,28 @@ def profile_query(
     ]
     query = Query(
         arch=arch,
-        model_config=load_model_config(model.config, base=stack.root),
+        model_config=stack_model_config(stack),
         requested=profile.backends(),
         extra_argv=(*argv, *model.extra_args, *profile.extra_args),
         env={**pinned.env, **model.env, **profile.env},
     )
     return version, query, tuple(notes)
+
+
+def stack_model_config(stack: Stack) -> dict[str, Any]:
+    """The config.json explain feeds SGLang: model.config, else the tiny model's own (``tiny_models``)."""
+    if stack.model.config:
+        return load_model_config(stack.model.config, base=stack.root)
+    tiny = stack.tiny_models.get(stack.model.path)
+    if tiny is not None:
+        from bwstack import tinymodel
+
+        return tinymodel.config_json(tinymodel.TinySpec(arch=tiny.arch))
+    raise UserError(
+        "model.config is not set: name a model-config fixture or a config.json path for explain",
+        file=stack.path,
+        field="model.config",
+    )
 
 
 def load_model_config(name: str, *, base: Path | None = None) -> dict[str, Any]:

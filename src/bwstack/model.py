@@ -87,6 +87,10 @@ class StackSettings(_Strict):
     api_key: bool = False
     compose_features: list[Literal["start_interval"]] = []
     healthcheck: HealthcheckSettings = HealthcheckSettings()
+    device: Literal["cuda", "cpu"] = Field(
+        default="cuda",
+        description="cpu: real SGLang on the CPU (no GPU reservation, CPU flags; a CPU image variant)",
+    )
 
     @field_validator("model_cache_path")
     @classmethod
@@ -107,8 +111,10 @@ class ModelSettings(_Strict):
         default=None, description="commit of the model repo (40 hex), passed as SGLang's --revision"
     )
     served_name: SafeToken | None = None
-    config: SafePath = Field(
-        description="model-config fixture name for explain (glm-5, deepseek-v3.2) or a path"
+    config: SafePath | None = Field(
+        default=None,
+        description="model-config fixture name for explain (glm-5, deepseek-v3.2) or a path; "
+        "a tiny_models entry needs none",
     )
     tp_size: int = Field(ge=1, le=1024)
     quantization: SafeToken | None = None
@@ -150,6 +156,9 @@ class Profile(_Strict):
     fp4_gemm_backend: SafeToken | None = None
     extra_args: list[str] = []
     env: dict[EnvName, str] = {}
+    model_path: ModelRef | None = Field(
+        default=None, description="this profile's checkpoint, instead of model.path (e.g. a faulty tiny model)"
+    )
     expect: str = Field(default="healthy", json_schema_extra={"enum": list(EXPECT_CLASSES)})
     arch: Literal["sm120", "sm121", "sm100", "sm103", "sm90"] | None = None
     why: str = ""
@@ -171,12 +180,23 @@ class Profile(_Strict):
         return self.expect != "healthy"
 
 
+class TinyModel(_Strict):
+    """A tiny model bwstack makes itself (``bwstack tiny-model``) in the model cache before up or a sweep."""
+
+    arch: Literal["llama", "qwen2"] = "llama"
+    fault: Literal["none", "nan-lm-head", "nan-norm", "noise"] = "none"
+    seed: int = Field(default=0, ge=0)
+
+
 class StackFile(_Strict):
     """The whole profiles.yaml."""
 
     version: Literal[1]
     stack: StackSettings
     model: ModelSettings
+    tiny_models: dict[Name, TinyModel] = Field(
+        default={}, description="tiny models made in stack.model_cache_path (a CPU stack's checkpoints)"
+    )
     profiles: dict[Name, Profile] = Field(min_length=1)
 
 
@@ -193,6 +213,24 @@ class Stack:
     snapshots: dict[str, sglang_cli.Snapshot]
     lines: Lines
     warnings: list[str] = field(default_factory=list)
+    tiny_models: dict[str, TinyModel] = field(default_factory=dict)
+
+    @property
+    def is_cpu(self) -> bool:
+        """A CPU stack: real SGLang on the CPU, no GPU reservations (``stack.device: cpu``)."""
+        return self.settings.device == "cpu"
+
+    def model_path_for(self, profile_name: str) -> str:
+        """The checkpoint a profile serves: its own ``model_path``, else ``model.path``."""
+        return self.profile(profile_name).model_path or self.model.path
+
+    @property
+    def compose_file(self) -> Path:
+        """The rendered compose file of this stack: profiles.yaml -> compose.yaml, profiles.X.yaml ->
+        compose.X.yaml (so profiles.cpu.yaml renders compose.cpu.yaml)."""
+        stem = self.path.name.removesuffix(".yaml").removesuffix(".yml")
+        middle = stem.removeprefix("profiles")
+        return self.root / f"compose{middle}.yaml"
 
     @property
     def images_dir(self) -> Path:
@@ -267,6 +305,7 @@ def load_stack(path: Path) -> Stack:
         settings=parsed.stack,
         model=parsed.model,
         profiles=dict(parsed.profiles),
+        tiny_models=dict(parsed.tiny_models),
         variants={},
         snapshots={},
         lines=lines,
@@ -300,7 +339,14 @@ def _check_variants(stack: Stack) -> None:
         stack.variants[name] = variant
         stack.snapshots[name] = sglang_cli.load_snapshot(variant.cli_snapshot_path)
         snapshot = stack.snapshots[name]
-        if not variant.locked:
+        if variant.is_cpu != (stack.settings.device == "cpu"):
+            raise UserError(
+                f"variant {name} runs on {variant.device} but stack.device is {stack.settings.device}",
+                file=stack.path,
+                line=_variant_ref_line(stack, name),
+                field="stack.device",
+            )
+        if not variant.locked and not variant.is_cpu:
             stack.warnings.append(
                 f"variant {name} is not locked: its base image {variant.base_image} has no digest, so builds "
                 "are not reproducible; run 'bwstack lock' on a machine with registry access"

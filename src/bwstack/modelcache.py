@@ -104,7 +104,7 @@ def snapshot_dir(location: Location, repo: str, commit: str) -> Path:
 
 def is_local_model(stack: Stack) -> bool:
     """model.path names a folder inside the container, not a Hub repo: nothing to fetch."""
-    return stack.model.path.startswith("/")
+    return stack.model.path.startswith("/") or stack.model.path in stack.tiny_models
 
 
 # --- where the cache is ---------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ HOST_OVERRIDE_FILE = "compose.host.yaml"
 def project_for(stack: Stack, compose_file: Path | None = None, env: dict[str, str] | None = None) -> Project:
     """The compose project of the stack; a host-local ``compose.host.yaml`` next to compose.yaml applies too
     (host adjustments such as dropping ``memlock: -1`` on engines that cannot grant it; never committed)."""
-    main_file = compose_file or stack.root / render.COMPOSE_FILE
+    main_file = compose_file or stack.compose_file
     host_file = main_file.parent / HOST_OVERRIDE_FILE
     return Project(
         files=(main_file, host_file) if host_file.is_file() else (main_file,),
@@ -91,7 +91,7 @@ def refuse_known_bad(stack: Stack, profile_name: str) -> None:
 
 def check_fresh(stack: Stack) -> None:
     """Refuse to start from a compose.yaml that is not a fresh render of profiles.yaml."""
-    compose_file = stack.root / render.COMPOSE_FILE
+    compose_file = stack.compose_file
     if not compose_file.exists():
         raise UserError("compose.yaml missing; run 'bwstack render'", file=compose_file)
     if compose_file.read_text(encoding="utf-8") != render.render_compose(stack):

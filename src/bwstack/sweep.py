@@ -433,6 +433,8 @@ def model_config(stack: Stack) -> dict[str, Any] | None:
     """The model's HF config: the fixture ``data/model-configs/<name>/config.json`` when ``model.config`` is a
     name, else the file (or folder with a config.json) it names next to profiles.yaml; None when absent."""
     ref = stack.model.config
+    if ref is None:
+        return None
     if "/" in ref or ref.endswith(".json"):
         path = stack.root / ref
         path = path / "config.json" if path.is_dir() else path
@@ -769,7 +771,9 @@ class Runner:
             self.current = None
         if self.options.keep:
             return
-        args = ["down", "--remove-orphans"] + (["--volumes"] if self.options.standin else [])
+        # stand-in and CPU sweeps leave nothing; on a GPU host the model cache volume is precious
+        scratch = self.options.standin or self.stack.is_cpu
+        args = ["down", "--remove-orphans"] + (["--volumes"] if scratch else [])
         with contextlib.suppress(Exception):
             self.project.run(args, profiles=["*"], capture=True, timeout=300)
 
@@ -801,7 +805,8 @@ class Runner:
         self.remove_service(name)
         self.current = name
         watch.streams.follow_events(time.time() - 1, self.labels(name))
-        args = ["up", "--detach", "--no-deps"] + (["--no-build"] if self.options.standin else []) + [name]
+        prebuilt = self.options.standin or self.stack.is_cpu  # built by compose_project, never by compose
+        args = ["up", "--detach", "--no-deps"] + (["--no-build"] if prebuilt else []) + [name]
         result = self.project.run(args, profiles=[name], capture=True, timeout=3600)
         if result.returncode != 0:
             detail = " ".join((result.stderr or result.stdout or "").split())[-400:]
@@ -913,6 +918,7 @@ class Runner:
             "match": verdict.cls == profile.expect,
             "fast": self.options.fast,
             "standin": self.options.standin,
+            "source": source_label(self.stack, self.options),
             "fault": standin_fault(self.stack, name) if self.options.standin else None,
             "decided_by": verdict.decided_by,
             "reason": verdict.reason,
@@ -1015,6 +1021,8 @@ def document_for(plan: Plan, options: Options, variant: str | None) -> report.Do
             "tp_size": stack.model.tp_size,
         },
         mode={
+            "kind": "stand-in" if options.standin else "real",
+            "source": source_label(stack, options),
             "standin": options.standin,
             "fast": options.fast,
             "variant": variant,
@@ -1024,6 +1032,15 @@ def document_for(plan: Plan, options: Options, variant: str | None) -> report.Do
         plan=plan.names,
         generated_by=f"bwstack {__version__}",
     )
+
+
+def source_label(stack: Stack, options: Options) -> str:
+    """Where a row's verdict came from, in words the report prints next to it."""
+    if options.standin:
+        return "stand-in (CPU imitation of SGLang; not a GPU result)"
+    if stack.is_cpu:
+        return "real SGLang on the CPU (tiny model; no GPU kernels)"
+    return "real SGLang on this host's GPUs"
 
 
 def variant_manifests(stack: Stack, names: Sequence[str]) -> dict[str, Any]:
@@ -1107,11 +1124,29 @@ def compose_project(
             adjustments.append(MEMLOCK_NOTE)
     else:
         env = model_env(stack, options)
+        if stack.is_cpu:
+            prepare_real_cpu(plan, console)
     render.atomic_write(files[0], render.render_compose(stack, overrides))
     if options.fast:
         files.append(out / "compose.fast.yaml")
         render.atomic_write(files[-1], fast_override(stack, plan.names))
     return Project(files=tuple(files), name=name, workdir=stack.root, env=env), adjustments
+
+
+def prepare_real_cpu(plan: Plan, console: Any) -> None:
+    """A CPU stack's real sweep: its tiny models in the model cache and its image (built once)."""
+    from bwstack import standin_image, tinymodel
+
+    stack = plan.stack
+    tinymodel.ensure_for_stack(stack, echo=lambda m: console.print(m, markup=False))
+    for variant in sorted({stack.variant_name_for(n) for n in plan.names}):
+        ref = render.image_ref(stack, variant)
+        if standin_image.image_exists(ref):
+            continue
+        console.print(f"sweep: building {ref} (real SGLang on the CPU; once)", markup=False)
+        status = operate.build(stack, variant, tag=ref, base_image=None, dry_run=False, quiet=True)
+        if status != 0:
+            raise ExternalError(f"docker build of {ref} failed (exit status {status})")
 
 
 def model_env(stack: Stack, options: Options) -> dict[str, str]:
@@ -1215,7 +1250,9 @@ def run_sweep(
         console.print(f"bwstack: warning: skipped {skipped}", markup=False)
     todo = [name for name in plan.names if name not in doc["results"]]
     report.write_report(out_dir, doc)
-    where = "the CPU stand-in" if standin else "this host's GPUs"
+    where = (
+        "the CPU stand-in" if standin else ("real SGLang on the CPU" if stack.is_cpu else "this host's GPUs")
+    )
     console.print(
         f"sweep: {len(todo)} profile(s) to run on {where}, {len(report.decided(doc))} already decided; "
         f"report in {out_dir}",

@@ -19,12 +19,15 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bwstack.errors import UserError
+
+if TYPE_CHECKING:
+    from bwstack.model import Stack
 
 ARCHS: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 FAULTS: tuple[str, ...] = ("none", "nan-lm-head", "nan-norm", "noise")
@@ -249,3 +252,35 @@ def write(
 
 def _dump(path: Path, data: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def ensure_for_stack(stack: Stack, echo: Callable[[str], object] = print) -> list[Path]:
+    """Make every ``tiny_models`` entry of the stack in ``stack.model_cache_path`` (kept when already right)."""
+    if not stack.tiny_models:
+        return []
+    if stack.settings.model_cache_path is None:
+        raise UserError(
+            "tiny_models need stack.model_cache_path (the host folder the services mount)",
+            file=stack.path,
+            field="stack.model_cache_path",
+        )
+    root = (stack.root / stack.settings.model_cache_path).resolve()
+    made = []
+    for name, entry in sorted(stack.tiny_models.items()):
+        spec = TinySpec(arch=entry.arch, fault=entry.fault, seed=entry.seed)
+        target = root / name
+        if _recorded_spec(target) != spec.__dict__:
+            echo(f"tiny-model: writing {name} ({entry.arch}, fault {entry.fault}) into {root}")
+            write(target, spec)
+        made.append(target)
+    root.chmod(0o755)
+    return made
+
+
+def _recorded_spec(target: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((target / "bwstack-tiny-model.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    spec = data.get("spec") if isinstance(data, dict) else None
+    return spec if isinstance(spec, dict) and all((target / f).is_file() for f in FILES) else None
