@@ -46,6 +46,7 @@ LOCK_HEADER = (
     "# Installed in the image with: pip install --no-index --no-deps --require-hashes -r wheelhouse.lock\n"
 )
 _EPOCH = (1980, 1, 1, 0, 0, 0)
+MARKER = ".bwstack-complete"
 
 
 def requirements(variant: pins.Variant) -> list[str]:
@@ -291,23 +292,29 @@ def host_venv(variant: pins.Variant, echo: Echo = print) -> Path:
     """
     if not variant.is_cpu:
         raise UserError(f"variant {variant.name} is not a CPU variant: it has no wheelhouse")
-    stamp_text = hashlib.sha256(variant.wheelhouse_lock_path.read_bytes()).hexdigest()
-    root = sglang_env.cache_root() / "venvs" / f"serve-{variant.name}"
-    stamp = root / ".bwstack-lock-sha256"
-    if stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == stamp_text:
+    lock_sha = hashlib.sha256(variant.wheelhouse_lock_path.read_bytes()).hexdigest()
+    # one folder per lock: venvs of different checkouts never replace each other's
+    root = sglang_env.cache_root() / "venvs" / f"serve-{variant.name}-{lock_sha[:12]}"
+    if (root / MARKER).is_file():
         return root
     folder = cache_dir(variant)
     download(variant, folder, echo)
     verify(variant, folder)
     echo(f"wheelhouse: building the host venv {root} (once per lock)")
-    shutil.rmtree(root, ignore_errors=True)
-    _pip([sglang_env.base_python(), "-m", "venv", "--without-pip", str(root)], "creating the venv")
+    staging = root.with_name(f".{root.name}.{os.getpid()}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    _pip([sglang_env.base_python(), "-m", "venv", "--without-pip", str(staging)], "creating the venv")
     pip_wheel = next(folder.glob("pip-*.whl"))
     _pip(
-        [str(root / "bin" / "python"), str(pip_wheel / "pip"), "install", "--no-index", "--find-links",
+        [str(staging / "bin" / "python"), str(pip_wheel / "pip"), "install", "--no-index", "--find-links",
          str(folder), "--no-deps", "--require-hashes", "--disable-pip-version-check",
          "--no-warn-script-location", "-r", str(variant.wheelhouse_lock_path)],
         "installing the wheelhouse into the host venv",
     )  # fmt: skip
-    stamp.write_text(stamp_text + "\n", encoding="utf-8")
+    (staging / MARKER).write_text(lock_sha + "\n", encoding="utf-8")
+    if (root / MARKER).is_file():  # another process finished first: keep its venv
+        shutil.rmtree(staging, ignore_errors=True)
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    staging.rename(root)
     return root
