@@ -52,6 +52,10 @@ RUN mkdir -p /site; \
       rm -rf /site/bin; \
     fi; \
     rm -rf /tmp/bwstack-variant
+# Names this build's build-only stage, so that `bwstack build` removes its own leftover and never another
+# build's stage image while that build is still running (the classic builder keeps it untagged).
+ARG BWSTACK_BUILD_ID=""
+LABEL io.bwstack.build-id="${BWSTACK_BUILD_ID}"
 
 # --- stage 2: the serving image -------------------------------------------------------------------------------
 # DL3006: as above, the tag and digest arrive in BASE_IMAGE.

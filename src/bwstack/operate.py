@@ -14,7 +14,8 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -265,7 +266,7 @@ def build(
     result = subprocess.run(argv, cwd=stack.root, check=False, capture_output=quiet, text=True)
     if result.returncode != 0 and quiet:
         sys.stderr.write((result.stdout or "")[-4000:] + (result.stderr or "")[-4000:])
-    prune_build_leftovers()
+    prune_build_leftovers(argv)
     return result.returncode
 
 
@@ -278,8 +279,22 @@ def prepare_cpu_build(variant: Variant, *, echo: Callable[[str], object]) -> Non
     wheelhouse.ensure(variant, echo=echo)
 
 
-def prune_build_leftovers() -> None:
-    """Remove the untagged image of the Dockerfile's build-only stage (the legacy builder keeps it)."""
+BUILD_ID_ARG = "BWSTACK_BUILD_ID"
+#: the build ids of this process's builds (tests prune what a crashed build left)
+BUILD_IDS: list[str] = []
+
+
+def prune_build_leftovers(argv: Sequence[str] | None = None) -> None:
+    """Remove the untagged image of the Dockerfile's build-only stage (the legacy builder keeps it): the one
+    of the build ``argv`` ran, else those of every build this process ran. Never another build's, which
+    may still be running."""
+    prefix = f"{BUILD_ID_ARG}="
+    ids = [a.removeprefix(prefix) for a in (argv or []) if a.startswith(prefix)] if argv else list(BUILD_IDS)
+    for build_id in ids:
+        _prune_build(build_id)
+
+
+def _prune_build(build_id: str) -> None:
     subprocess.run(
         [
             "docker",
@@ -290,6 +305,8 @@ def prune_build_leftovers() -> None:
             "dangling=true",
             "--filter",
             "label=io.bwstack.stage=sources",
+            "--filter",
+            f"label=io.bwstack.build-id={build_id}",
         ],
         capture_output=True,
         text=True,
@@ -315,6 +332,8 @@ def build_argv(stack: Stack, variant_name: str, *, tag: str | None, base_image: 
     args["BWSTACK_VERSION"] = __version__
     args["BWSTACK_REVISION"] = _git_revision(stack.root)
     args["BUILD_DATE"] = _build_date(stack.root)
+    args[BUILD_ID_ARG] = uuid.uuid4().hex[:16]
+    BUILD_IDS.append(args[BUILD_ID_ARG])
     argv = [
         "docker",
         "build",

@@ -174,9 +174,20 @@ def _cell(text: Any, limit: int = 160) -> str:
     return value.replace("|", "\\|")
 
 
+def origin(row: Mapping[str, Any]) -> str:
+    """Where a row's verdict came from, short: ``real SGLang 0.5.23`` or ``stand-in (fault nan)``."""
+    mode = "fast, " if row.get("fast") else ""
+    if row.get("standin"):
+        return f"{mode}stand-in (fault {row.get('fault')})"
+    version = (row.get("evidence") or {}).get("server_version")
+    return f"{mode}real SGLang" + (f" {version}" if version else "")
+
+
 def _mode_words(doc: Document) -> str:
     mode = doc["mode"]
-    words = ["CPU stand-in" if mode.get("standin") else "real hardware"]
+    if mode.get("kind") == "mixed":
+        return "; ".join(str(part["source"]) for part in doc.get("parts", []))
+    words = [str(mode.get("source") or ("CPU stand-in" if mode.get("standin") else "real hardware"))]
     if mode.get("fast"):
         words.append("fast (dummy weights, fewer layers)")
     if mode.get("variant"):
@@ -231,9 +242,7 @@ def render_markdown(doc: Document) -> str:
         if row is None:
             out.append(f"| {_cell(name)} | | | not decided yet | | | | |")
             continue
-        mode = "fast" if row.get("fast") else "full"
-        if row.get("standin"):
-            mode += f", stand-in ({row.get('fault')})"
+        mode = origin(row)
         out.append(
             f"| {_cell(name)} | {_cell(row.get('variant'))} | {_cell(row.get('expect'))} | "
             f"**{_cell(row.get('verdict'))}** | {'yes' if row.get('match') else '**NO**'} | {mode} | "
@@ -314,6 +323,7 @@ def html_context(doc: Document) -> dict[str, Any]:
             {
                 **row,
                 "pending": False,
+                "origin": origin(row),
                 "tone": verdict_tone(str(row.get("verdict"))),
                 "elapsed": f"{float(row.get('elapsed_s') or 0):.1f} s",
                 "evidence": evidence,
@@ -342,6 +352,34 @@ def html_context(doc: Document) -> dict[str, Any]:
             for name, manifest in doc["variants"].items()
         ],
     }
+
+
+def combine(parts: Sequence[Document], *, labels: Sequence[str]) -> Document:
+    """One report from several sweeps (the demo: real CPU rows, stand-in rows), each row keeping its origin.
+
+    Profile names must not repeat across the parts. ``labels`` name each part's sub-report folder.
+    """
+    first = parts[0]
+    doc = new_document(
+        stack={
+            "file": " + ".join(str(p["stack"].get("file")) for p in parts),
+            "model": " + ".join(str(p["stack"].get("model")) for p in parts),
+            "gpu_arch": " + ".join(str(p["stack"].get("gpu_arch")) for p in parts),
+        },
+        mode={"kind": "mixed", "standin": None, "fast": False, "variant": None},
+        variants={name: m for p in parts for name, m in p["variants"].items()},
+        plan=[name for p in parts for name in p["plan"]],
+        generated_by=str(first["generated_by"]),
+    )
+    doc["parts"] = [
+        {"report": label, "source": p["mode"].get("source"), "stack": p["stack"], "mode": p["mode"]}
+        for label, p in zip(labels, parts, strict=True)
+    ]
+    for part in parts:
+        for row in part["results"].values():
+            record(doc, row)
+    doc["started_at"] = min(str(p["started_at"]) for p in parts)
+    return doc
 
 
 def render_html(doc: Document) -> str:
