@@ -263,6 +263,12 @@ def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: 
     model.emit_warnings(stack)
     if profile is not None:
         stack.profile(profile)  # every profile serves model.path; the name is checked, not needed
+    if stack.tiny_models:  # a CPU stack: its checkpoints are made here, not downloaded
+        from bwstack import tinymodel
+
+        made = tinymodel.ensure_for_stack(stack, echo=click.echo)
+        click.echo(f"ok: {len(made)} tiny model(s) in {made[0].parent}")
+        return
     sys.exit(fetch_mod.fetch(stack, cache_dir=cache_dir, max_workers=max_workers, echo=click.echo))
 
 

@@ -142,6 +142,10 @@ def up(
         check_fresh(stack)
         warn = lambda text: print(f"bwstack: warning: {text}", file=sys.stderr)  # noqa: E731
         project = project_for(stack, env=modelcache.service_env(stack, skip=skip_model_check, warn=warn))
+    if stack.tiny_models:
+        from bwstack import tinymodel
+
+        tinymodel.ensure_for_stack(stack, echo=lambda m: print(f"bwstack: {m}", file=echo))
     for path in ensure_secrets(stack):
         print(
             f"bwstack: created empty secret file {path} (mode 0600); put your token there if needed",
@@ -285,34 +289,40 @@ BUILD_IDS: list[str] = []
 
 
 def prune_build_leftovers(argv: Sequence[str] | None = None) -> None:
-    """Remove the untagged image of the Dockerfile's build-only stage (the legacy builder keeps it): the one
-    of the build ``argv`` ran, else those of every build this process ran. Never another build's, which
-    may still be running."""
+    """Keep the build-only stage of the build ``argv`` ran as the build cache of its target, tagged
+    ``bwstack/build-stage:<target>`` (the legacy builder leaves it untagged; pruning it would throw away the
+    cached wheelhouse install of a CPU variant), and remove the stage image that tag held before. Without
+    ``argv``: prune what the builds of this process left untagged. Never touches another build's images,
+    which may still be running."""
     prefix = f"{BUILD_ID_ARG}="
-    ids = [a.removeprefix(prefix) for a in (argv or []) if a.startswith(prefix)] if argv else list(BUILD_IDS)
-    for build_id in ids:
-        _prune_build(build_id)
+    if argv is None:
+        for own in BUILD_IDS:
+            _docker("image", "prune", "--force", *_stage_filters(own))
+        return
+    build_id = next((a.removeprefix(prefix) for a in argv if a.startswith(prefix)), None)
+    target = argv[argv.index("--tag") + 1] if "--tag" in argv else None
+    if build_id is None or target is None:
+        return
+    found = _docker("images", "--quiet", "--no-trunc", *_stage_filters(build_id)).stdout.split()
+    if not found:
+        return
+    stage_tag = f"{STAGE_REPO}:{re.sub(r'[^A-Za-z0-9_.-]', '_', target)[:120]}"
+    old = _docker("image", "inspect", "--format", "{{.Id}}", stage_tag).stdout.strip()
+    _docker("tag", found[0], stage_tag)
+    if old and old != found[0]:
+        _docker("rmi", old)
 
 
-def _prune_build(build_id: str) -> None:
-    subprocess.run(
-        [
-            "docker",
-            "image",
-            "prune",
-            "--force",
-            "--filter",
-            "dangling=true",
-            "--filter",
-            "label=io.bwstack.stage=sources",
-            "--filter",
-            f"label=io.bwstack.build-id={build_id}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+STAGE_REPO = "bwstack/build-stage"
+
+
+def _stage_filters(build_id: str) -> list[str]:
+    return ["--filter", "dangling=true", "--filter", "label=io.bwstack.stage=sources",
+            "--filter", f"label=io.bwstack.build-id={build_id}"]  # fmt: skip
+
+
+def _docker(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120, check=False)
 
 
 def build_argv(stack: Stack, variant_name: str, *, tag: str | None, base_image: str | None) -> list[str]:

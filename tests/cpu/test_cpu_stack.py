@@ -1,0 +1,148 @@
+"""The real path without a GPU, end to end: the v0.5.23-cpu image (real pinned install, verify_pins.py),
+compose.cpu.yaml in real Docker + Compose v2, real SGLang's verdicts, and the sweep in mode ``real``.
+
+One scratch copy of the stack per module (its own compose project name, an ephemeral host port): the image is
+built by ``bwstack build`` there (the wheelhouse is linked from the host cache; the Docker layer cache makes
+the second build of the session cheap). Everything the module made is removed at the end, also on failure.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from integration import dockerstack
+from integration.dockerstack import TrackedContainer
+from support.stack import copy_stack
+
+pytestmark = [pytest.mark.docker, pytest.mark.real, pytest.mark.slow]
+
+HEALTHY = "cpu-torch-native"
+NAN = "cpu-nan-default"
+IMAGE = "bwstack/sglang:v0.5.23-cpu"
+
+
+def bwstack(cwd: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bwstack.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def compose(stack: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", "compose", "-f", "compose.cpu.yaml", *args],
+        cwd=stack,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def cpu_stack(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A scratch CPU stack (unique project, free port), its tiny models made and its image built."""
+    root = tmp_path_factory.mktemp("cpu-stack")
+    copy_stack(root)
+    project = dockerstack.unique_name("bwstack-cpu-test")
+    path = root / "profiles.cpu.yaml"
+    yaml = YAML()
+    data = yaml.load(path.read_text(encoding="utf-8"))
+    data["stack"]["project"] = project
+    data["stack"]["port"] = dockerstack.free_port()
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    path.write_text(buffer.getvalue(), encoding="utf-8")
+    rendered = bwstack(root, "-f", "profiles.cpu.yaml", "render")
+    assert rendered.returncode == 0, rendered.stderr
+    try:
+        yield root
+    finally:
+        dockerstack.force_clean(project)
+
+
+@pytest.fixture(scope="module")
+def built(cpu_stack: Path) -> subprocess.CompletedProcess[str]:
+    result = bwstack(cpu_stack, "-f", "profiles.cpu.yaml", "build", "--variant", "v0.5.23-cpu")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    made = bwstack(cpu_stack, "-f", "profiles.cpu.yaml", "fetch")
+    assert made.returncode == 0, made.stderr
+    return result
+
+
+def project_of(stack: Path) -> str:
+    return str(YAML(typ="safe").load((stack / "profiles.cpu.yaml").read_text())["stack"]["project"])
+
+
+def test_build_runs_the_real_pinned_install_and_verify_pins(built: subprocess.CompletedProcess[str]) -> None:
+    out = built.stdout + built.stderr
+    assert "--require-hashes" in out and "--no-index" in out
+    assert "pins verified" in out
+    labels = json.loads(
+        dockerstack.docker("image", "inspect", "--format", "{{json .Config.Labels}}", IMAGE).stdout
+    )
+    assert labels["io.bwstack.device"] == "cpu"
+    assert labels["io.bwstack.sglang"] == "0.5.23"
+    assert labels["io.bwstack.pins-verified"] == "1"
+    assert "torch==2.13.0+cpu" in labels["io.bwstack.python-pins"]
+
+
+def test_healthy_profile_goes_healthy_by_a_real_sampled_decode(cpu_stack: Path, built: object) -> None:
+    project = project_of(cpu_stack)
+    up = compose(cpu_stack, "--profile", HEALTHY, "up", "-d", "--wait", "--wait-timeout", "420", "--no-build")
+    try:
+        assert up.returncode == 0, up.stderr[-2000:]
+        cid = dockerstack.docker(
+            "ps", "-q", "--filter", f"label=com.docker.compose.project={project}"
+        ).stdout.split()
+        container = TrackedContainer(cid[0])
+        assert container.health() == "healthy"
+        last = container.health_log()[-1]
+        assert last.startswith("healthy:"), last
+        assert "SGLang" in container.logs() or "sglang" in container.logs()
+    finally:
+        down = compose(cpu_stack, "--profile", "*", "down", "-v", "--remove-orphans")
+    assert down.returncode == 0, down.stderr
+    assert dockerstack.leftovers(project) == {}
+
+
+def test_nan_weights_end_unhealthy_nan_and_the_container_exits(cpu_stack: Path, built: object) -> None:
+    project = project_of(cpu_stack)
+    up = compose(cpu_stack, "--profile", NAN, "up", "-d", "--wait", "--wait-timeout", "420", "--no-build")
+    try:
+        assert up.returncode != 0
+        cid = dockerstack.docker(
+            "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"
+        ).stdout.split()
+        container = TrackedContainer(cid[0])
+        assert dockerstack.wait_until(lambda: container.state()["Status"] == "exited", timeout=120)
+        assert container.verdict() == "nan", container.health_log()
+        assert container.state()["ExitCode"] == 3  # the serve wrapper's fail-fast
+    finally:
+        compose(cpu_stack, "--profile", "*", "down", "-v", "--remove-orphans")
+    assert dockerstack.leftovers(project) == {}
+
+
+def test_sweep_matches_every_expect_from_the_real_server(
+    cpu_stack: Path, built: object, tmp_path: Path
+) -> None:
+    out = tmp_path / "report"
+    result = bwstack(cpu_stack, "-f", "profiles.cpu.yaml", "sweep", "--out", str(out))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["mode"]["kind"] == "real" and doc["mode"]["standin"] is False
+    assert set(doc["results"]) == set(doc["plan"])
+    for name, row in doc["results"].items():
+        assert row["match"], (name, row["verdict"], row["reason"])
+        assert row["standin"] is False and row["source"].startswith("real SGLang on the CPU")
+        if row["verdict"] == "healthy":
+            assert row["evidence"]["server_version"] == "0.5.23"
+    html = (out / "matrix.html").read_text()
+    assert "real SGLang 0.5.23" in html
+    assert dockerstack.leftovers(project_of(cpu_stack)) == {}
