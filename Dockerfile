@@ -30,7 +30,7 @@ ARG PINNED_INSTALL=1
 # hadolint ignore=DL3002
 USER 0
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
-LABEL io.bwstack.stage="sources"
+LABEL io.bwstack.stage="build-only"
 COPY images/build-sources.sh /usr/local/bin/bwstack-build-sources
 RUN if [ "${PINNED_INSTALL}" = "1" ]; then SOURCES="${SOURCES}" bwstack-build-sources /wheelhouse; \
     else mkdir -p /wheelhouse && : >/wheelhouse/REPLACES; fi

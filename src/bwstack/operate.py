@@ -317,7 +317,7 @@ STAGE_REPO = "bwstack/build-stage"
 
 
 def _stage_filters(build_id: str) -> list[str]:
-    return ["--filter", "dangling=true", "--filter", "label=io.bwstack.stage=sources",
+    return ["--filter", "dangling=true", "--filter", "label=io.bwstack.stage=build-only",
             "--filter", f"label=io.bwstack.build-id={build_id}"]  # fmt: skip
 
 
