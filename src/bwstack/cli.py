@@ -158,9 +158,13 @@ def render(
     "--arch", default=None, help="Predict a verdict per profile on this GPU arch (sm120, sm100, sm90)."
 )
 @click.option("--rules", "show_rules", is_flag=True, help="List the known-bad rules (with evidence) instead.")
+@click.option("--wide", is_flag=True, help="Details per profile: variant, backends, prediction, evidence.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def list_cmd(file: Path, arch: str | None, show_rules: bool, as_json: bool) -> None:
-    """List profiles grouped like NIM's list-model-profiles: expected to work / known to fail."""
+def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, as_json: bool) -> None:
+    """List profiles grouped like NIM's list-model-profiles: expected to work / known to fail.
+
+    One line per profile with its whole name, verdict and a short reason, at any terminal width.
+    """
     from bwstack import listing, model
 
     if show_rules:
@@ -173,7 +177,7 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, as_json: bool) -> N
     if as_json:
         click.echo(json.dumps(listing.list_data(stack, arch=arch), indent=2))
     else:
-        listing.print_list(stack, arch=arch)
+        listing.print_list(stack, arch=arch, wide=wide)
 
 
 # --- running: up / down / build / lock ------------------------------------------------------------------

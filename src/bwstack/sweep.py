@@ -1254,24 +1254,22 @@ def profile_detail(stack: Stack, name: str, options: Options) -> str:
 
 
 def print_summary(doc: report.Document, out: Path, console: Any) -> None:
-    """The matrix as a table, where the report is, and whether everything matched."""
-    from rich.table import Table
+    """The matrix as plain rows (names whole at any width), where the report is, whether all matched."""
+    from bwstack import textlayout
 
-    table = Table(title="bwstack sweep", show_lines=False)
-    for column in ("profile", "expect", "verdict", "matches", "time"):
-        table.add_column(column)
+    rows = []
     for name in doc["plan"]:
         row = doc["results"].get(name)
         if row is None:
-            table.add_row(name, "", "not decided", "", "")
+            rows.append([name, "", "not decided", "", ""])
             continue
-        ok = "yes" if row["match"] else "[red]NO[/]"
-        verdict = (
-            f"[green]{row['verdict']}[/]" if row["verdict"] == "healthy" else f"[yellow]{row['verdict']}[/]"
-        )
         mode = " (fast)" if row.get("fast") else ""
-        table.add_row(name, row["expect"], verdict + mode, ok, f"{row['elapsed_s']:.1f} s")
-    console.print(table)
+        match = "yes" if row["match"] else "NO"
+        rows.append([name, row["expect"], f"{row['verdict']}{mode}", match, f"{row['elapsed_s']:.1f} s"])
+    console.print("bwstack sweep", markup=False)
+    header = ["profile", "expect", "verdict", "matches", "time"]
+    for line in textlayout.table(rows, textlayout.terminal_width(), header=header):
+        console.print(line, markup=False)
     summary = report.summarize(doc)
     console.print(
         f"report: {out / report.HTML_FILE} (also {report.RESULTS_FILE}, {report.MARKDOWN_FILE})", markup=False

@@ -435,3 +435,17 @@ def test_demo_prints_the_report_place_and_the_meaning_of_each_verdict(
     text = buffer.getvalue()
     assert "CPU stand-in" in text and str(tmp_path / "matrix.html") in text
     assert "assertion: a Python AssertionError" in text
+
+
+def test_summary_keeps_profile_names_whole_at_80_columns(
+    stack: model.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = make_doc(["legacy-nsa-default-fp8", "dense-fi-bf16"])
+    report.record(doc, make_row("legacy-nsa-default-fp8", "unsupported_arch", "unsupported_arch"))
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    sweep.print_summary(doc, tmp_path, Console(file=out, width=80, soft_wrap=True))
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines if not line.startswith("report: ")) <= 80
+    assert any(ln.split()[:4] == ["legacy-nsa-default-fp8", *["unsupported_arch"] * 2, "yes"] for ln in lines)
+    assert any(ln.split() == ["dense-fi-bf16", "not", "decided"] for ln in lines)
