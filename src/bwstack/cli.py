@@ -434,6 +434,32 @@ def doctor(file: Path, variant: str | None, as_json: bool) -> None:
     sys.exit(doctor_mod.run_doctor(file, variant=variant, as_json=as_json, echo=click.echo))
 
 
+@main.group("report")
+def report_group() -> None:
+    """Work with sweep reports (results.json)."""
+
+
+@report_group.command("diff")
+@click.argument("old", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def report_diff(old: Path, new: Path, as_json: bool) -> None:
+    """List the profiles whose verdict changed between two sweeps (results.json or their folders).
+
+    Exit status 1 when a profile regressed (healthy -> failing, or a failure class of a worse tier), 0
+    otherwise, 2 for unreadable input. A CI gate on a new image is one command.
+    """
+    from bwstack import reportdiff, textlayout
+
+    result = reportdiff.diff(reportdiff.load(old), reportdiff.load(new))
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        for line in reportdiff.render_text(result, textlayout.terminal_width()):
+            click.echo(line)
+    sys.exit(1 if result["regressions"] else 0)
+
+
 @main.group()
 def standin() -> None:
     """The CPU stand-in for the SGLang server (tests and the demo)."""
