@@ -19,7 +19,8 @@ Document shape (``schema_version`` 1)::
 A row: ``profile, variant, expect, verdict, match, fast, standin, fault, decided_by, reason, started_at,
 finished_at, elapsed_s, evidence`` where evidence holds ``log_match`` (line, text, also, source, context),
 ``log_tail``, ``exit_code``, ``oom_killed``, ``health`` (status, probes, last), ``requested``, ``effective``,
-``server_version``, ``timeout_s``.
+``server_version``, ``timeout_s``; a failed row also has ``next_try`` ({profile, why}: the profile worth
+trying next, :mod:`bwstack.nextstep`; ``profile`` null when none is).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ MARKDOWN_FILE = "matrix.md"
 HTML_FILE = "matrix.html"
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
-VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason")
+VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try")
 #: evidence keys that are stable for the same outcome
 STABLE_EVIDENCE_KEYS = ("exit_code", "oom_killed", "requested", "effective", "server_version", "timeout_s")
 
@@ -307,12 +308,22 @@ def render_markdown(doc: Document) -> str:
         out.append(
             f"| {_cell(name)} | {_cell(row.get('variant'))} | {_cell(row.get('expect'))} | "
             f"**{_cell(row.get('verdict'))}** | {'yes' if row.get('match') else '**NO**'} | {mode} | "
-            f"{float(row.get('elapsed_s') or 0):.1f} s | {_cell(row.get('reason'))} |"
+            f"{float(row.get('elapsed_s') or 0):.1f} s | {_cell(row.get('reason'))}{_next_cell(row, doc)} |"
         )
     out += ["", "## Evidence", ""]
     for name in decided(doc):
         out += _markdown_evidence(name, doc["results"][name])
     return "\n".join(out).rstrip() + "\n"
+
+
+def _next_cell(row: Mapping[str, Any], doc: Document) -> str:
+    following = row.get("next_try")
+    if not following:
+        return ""
+    name = following.get("profile")
+    if name in doc["results"]:  # its evidence is in this report
+        return f"; next to try: [{_cell(name)}](#evidence-{name})"
+    return f"; next to try: {_cell(name or 'nothing')}"
 
 
 def _markdown_grids(doc: Document) -> list[str]:
@@ -354,6 +365,11 @@ def _markdown_evidence(name: str, row: Mapping[str, Any]) -> list[str]:
         lines.append(f"- server log line {log_match.get('line')}: `{_cell(log_match.get('text'), 300)}`")
         if log_match.get("source"):
             lines.append(f"- signature source: {_cell(log_match['source'], 300)}")
+    following = row.get("next_try")
+    if following:
+        lines.append(
+            f"- next to try: {following.get('profile') or 'nothing'}: {_cell(following.get('why'), 600)}"
+        )
     health = evidence.get("health") or {}
     for probe in (health.get("last") or [])[-2:]:
         lines.append(f"- healthcheck: `{_cell(probe.get('output'), 300)}`")
@@ -414,6 +430,7 @@ def html_context(doc: Document) -> dict[str, Any]:
         rows.append(
             {
                 **row,
+                "next_try": row.get("next_try"),
                 "pending": False,
                 "tone": verdict_tone(str(row.get("verdict"))),
                 "elapsed": f"{float(row.get('elapsed_s') or 0):.1f} s",

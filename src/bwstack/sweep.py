@@ -710,6 +710,9 @@ class Display:
             self.progress.stop_task(self.task)
         else:
             self.note(f"{text} in {row['elapsed_s']:.1f} s")
+        if row.get("next_try"):
+            following = row["next_try"]
+            self.note(f"  next to try: {following['profile'] or 'nothing'}: {following['why']}")
 
 
 def _escape(text: str) -> str:
@@ -1230,6 +1233,7 @@ def execute(
                 for index, name in enumerate(todo, 1):
                     display.begin(index, name, profile_detail(plan.stack, name, options))
                     row = runner.run_profile(name)
+                    add_next_try(plan.stack, doc, row)
                     report.record(doc, row)
                     report.write_report(out, doc)
                     display.end(row)
@@ -1244,6 +1248,18 @@ def execute(
                 if runner is not None:
                     runner.finish()
     return 0
+
+
+def add_next_try(stack: Stack, doc: report.Document, row: dict[str, Any]) -> None:
+    """A failed row gets ``next_try`` ({profile, why}): the nearest profile worth trying, never one that is
+    known, predicted or (in this sweep) seen to fail on the row's arch (:mod:`bwstack.nextstep`)."""
+    from bwstack import nextstep
+
+    if row["verdict"] == "healthy":
+        return
+    seen = {name: str(r["verdict"]) for name, r in doc["results"].items()}
+    seen[row["profile"]] = str(row["verdict"])
+    row["next_try"] = nextstep.suggest(stack, row["profile"], str(row["verdict"]), verdicts=seen).to_json()
 
 
 def profile_detail(stack: Stack, name: str, options: Options) -> str:

@@ -145,6 +145,8 @@ def test_up_down_cycle(cli_stack: CliStack) -> None:
     assert f"stopped {healthy} (one profile at a time)" in forced.stdout
     assert f"{bad}: unhealthy" in forced.stdout
     assert f"healthcheck: unhealthy: {expect}: " in forced.stdout, forced.stdout
+    # what to try next, from the class, the expectations and the predictions (modelcard-fi-auto: nan)
+    assert "next to try: dense-fi-bf16: nan on sm120 points at kv_cache_dtype" in forced.stdout, forced.stdout
     assert services(cli_stack) == [bad]  # switching left no stale container
 
     stopped = bwstack("down", "-f", file, "--volumes")

@@ -149,6 +149,8 @@ def sweep_without_docker(
     work.mkdir(parents=True, exist_ok=True)
     for name in plan.names:
         fault = (faults or {}).get(name) or sweep.standin_fault(plan.stack, name)
-        report.record(doc, run_profile(plan.stack, name, options, fault, work))
+        row = run_profile(plan.stack, name, options, fault, work)
+        sweep.add_next_try(plan.stack, doc, row)  # as sweep.execute does
+        report.record(doc, row)
         report.write_report(out, doc)
     return doc

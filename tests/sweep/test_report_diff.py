@@ -81,6 +81,14 @@ def test_the_reports_are_real_sweeps(reports: Reports) -> None:
         "dsa-trtllm-fp8": "healthy",
     }
     assert new["results"]["dense-fi-bf16"]["decided_by"] == "healthcheck"
+    # each failed row names the next profile worth trying; never one seen failing in the same sweep
+    assert "next_try" not in old["results"]["dense-fi-bf16"]
+    assert old["results"]["modelcard-fi-auto"]["next_try"]["profile"] == "dense-fi-bf16"
+    assert new["results"]["modelcard-fi-auto"]["next_try"]["profile"] not in ("dense-fi-bf16", None)
+    html = (reports.old / "matrix.html").read_text(encoding="utf-8")
+    assert 'next to try: <a href="#profile-dense-fi-bf16">dense-fi-bf16</a>' in html
+    markdown = (reports.old / "matrix.md").read_text(encoding="utf-8")
+    assert "- next to try: dense-fi-bf16: nan on sm120 points at kv_cache_dtype" in markdown
 
 
 def test_diff_lists_changes_with_both_reasons_and_exits_1_on_regression(reports: Reports) -> None:
