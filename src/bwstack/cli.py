@@ -185,16 +185,42 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, as_json
 
 @main.command()
 @_file_option
-@click.argument("profile")
+@click.argument("profile", required=False)
 @click.option("--force", is_flag=True, help="Start a profile that is known to fail.")
 @click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds to wait for healthy.")
 @click.option("--no-wait", is_flag=True, help="Return once the container is started.")
-def up(file: Path, profile: str, force: bool, timeout: int | None, no_wait: bool) -> None:
-    """Start one profile's service and wait until it is healthy (or print why it is not)."""
-    from bwstack import model, operate
+@click.option("--dry-run", is_flag=True, help="Print the profile that would start and why; start nothing.")
+def up(
+    file: Path, profile: str | None, force: bool, timeout: int | None, no_wait: bool, dry_run: bool
+) -> None:
+    """Start one profile's service and wait until it is healthy (or print why it is not).
+
+    Without PROFILE (and without BWSTACK_PROFILE), pick one for this host: its GPUs' arch and count, the
+    profiles expected and predicted healthy there, the fastest measured, else the first in profiles.yaml.
+    """
+    from bwstack import choose, model, operate
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
+    if profile is None:
+        from bwstack.doctor_probe import default_probe
+
+        choice = choose.choose(stack, default_probe(), pinned=choose.pinned_profile())
+        if dry_run or choice.profile is None:
+            from bwstack import textlayout
+
+            for line in choice.lines(textlayout.terminal_width()):
+                click.echo(line)
+        if choice.profile is None:
+            sys.exit(1)
+        if dry_run:
+            return
+        click.echo(f"bwstack: starting {choice.profile}: {choice.why}")
+        profile = choice.profile
+    elif dry_run:
+        stack.profile(profile)
+        click.echo(f"choice: {profile}: named on the command line")
+        return
     sys.exit(operate.up(stack, profile, force=force, timeout=timeout, wait=not no_wait))
 
 
