@@ -9,9 +9,9 @@ and the rules engine's predictions (:func:`bwstack.rules.predict`):
 2. A class points at the profile fields that cause it (:data:`FIELDS_FOR_CLASS`; e.g. ``nan`` and
    ``assertion`` at the KV cache dtype, then the attention backend; ``unsupported_arch`` at the attention and
    DSA backends, whose kernels are arch-specific). Candidates that change such a field come first; among
-   them the fewest changed backend fields (compared on the effective configuration on the arch, so KV
-   ``auto`` counts as what SGLang turns it into; another image variant counts as one more change), then the
-   most implicated field, then profiles.yaml order.
+   them the fewest changed backend fields (as the profiles write them, so the answer does not depend on a
+   local explain cache; another image variant counts as one more change), then the most implicated field,
+   then profiles.yaml order.
 3. The reason names the class, the fields that change (old -> new), the failed profile's matching rule and
    its fix when the rules know it, and the candidate's prediction.
 """
@@ -61,12 +61,11 @@ class Suggestion:
 
 
 def _config(stack: Stack, name: str, arch: str) -> tuple[dict[str, str | None], Any]:
+    """The profile's backend fields as written (stable: not what a local explain cache resolved) and its
+    prediction on ``arch``."""
     from bwstack import rules
 
-    prediction = rules.predict(stack, name, arch)
-    requested = stack.profile(name).backends()
-    effective = {k: prediction.effective.get(k) or requested.get(k) for k in BACKEND_FIELDS}
-    return effective, prediction
+    return stack.profile(name).backends(), rules.predict(stack, name, arch)
 
 
 def _changed(a: Mapping[str, str | None], b: Mapping[str, str | None]) -> list[str]:

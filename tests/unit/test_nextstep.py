@@ -21,8 +21,8 @@ def stack() -> model.Stack:
 
 # every known-bad shipped profile failing with its own class on sm120 -> the profile worth trying next
 SHIPPED = {
-    "modelcard-fi-auto": ("dense-fi-bf16", "kv_cache_dtype fp8_e4m3 -> bfloat16"),
-    "dense-triton-auto": ("dense-triton-bf16", "kv_cache_dtype fp8_e4m3 -> bfloat16"),
+    "modelcard-fi-auto": ("dense-fi-bf16", "kv_cache_dtype auto -> bf16"),
+    "dense-triton-auto": ("dense-triton-bf16", "kv_cache_dtype auto -> bf16"),
     "dsa-trtllm-fp8": ("dsa-fi-sparse-fp8", "dsa_prefill_backend trtllm -> flashinfer_sparse_mla"),
     "dsa-flashmla-fp8": ("dsa-fi-sparse-fp8", "dsa_decode_backend flashmla_kv -> flashinfer_sparse_mla"),
     "legacy-nsa-default-fp8": ("legacy-dense-fi-bf16", "attention_backend dsa -> flashinfer"),
