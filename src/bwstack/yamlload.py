@@ -100,8 +100,32 @@ def parse_yaml(text: str, filename: str) -> tuple[Any, Lines]:
     return data, lines
 
 
+def _check_flow_lines(text: str, filename: str) -> None:
+    """Refuse a line that opens more than MAX_DEPTH flow collections (``[[[[…``) before the parser sees it.
+
+    The YAML scanner looks ahead up to 1024 characters for a possible simple key at every open flow level,
+    so such a line costs it time quadratic in its depth; the event walk below would refuse it too, only later.
+    """
+    import re
+
+    depth = 0
+    line = 1
+    for char in re.sub(r"[^\[\]{}\n]", "", text):
+        if char == "\n":
+            line, depth = line + 1, 0
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise UserError(
+                    f"YAML nested deeper than {MAX_DEPTH} levels: refused", file=filename, line=line
+                )
+        else:
+            depth = max(0, depth - 1)
+
+
 def _check_bounds(yaml: Any, text: str, filename: str) -> None:
     """Walk the event stream once (nothing is constructed) and refuse what would expand past the limits."""
+    _check_flow_lines(text, filename)
     from ruamel.yaml.events import (
         AliasEvent,
         CollectionEndEvent,
