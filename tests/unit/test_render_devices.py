@@ -143,3 +143,27 @@ def test_docker_compose_config_merges_it_the_same_way(stack_copy: Path) -> None:
     merged = config("compose.standin.yaml")
     assert set(merged["services"]) == set(stack.profiles)
     assert all(_devices(s) is None for s in merged["services"].values())
+
+
+@pytest.mark.parametrize(
+    ("target", "nodes", "gpu_text"), [("compose", 2, "driver: nvidia"), ("k8s", 1, "nvidia.com/gpu")]
+)
+def test_multihost_and_k8s_follow_the_device_too(
+    stack_copy: Path, target: str, nodes: int, gpu_text: str
+) -> None:
+    def text() -> str:
+        outputs = render.render_outputs(
+            model.load_stack(stack_copy),
+            target=target,
+            nodes=nodes,
+            profiles=["dense-fi-bf16"],
+            out=stack_copy.parent / "out",
+        )
+        return "".join(o.text for o in outputs)
+
+    assert gpu_text in text()
+    original = stack_copy.read_text(encoding="utf-8")
+    stack_copy.write_text(
+        original.replace("  project: bwstack\n", "  project: bwstack\n  device: cpu\n"), "utf-8"
+    )
+    assert gpu_text not in text()
