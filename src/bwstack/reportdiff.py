@@ -32,8 +32,13 @@ def severity(verdict: str | None) -> int:
 
 
 def load(path: Path) -> report.Document:
-    """A results.json, or the report folder holding one."""
-    return report.load_document(path / report.RESULTS_FILE if path.is_dir() else path)
+    """A results.json, or the report folder holding one; UserError (exit 2) when there is none."""
+    from bwstack.errors import UserError
+
+    file = path / report.RESULTS_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise UserError(f"no sweep results here (expected a {report.RESULTS_FILE} or its folder)", file=file)
+    return report.load_document(file)
 
 
 def _kind(old: str | None, new: str | None) -> str | None:

@@ -182,6 +182,12 @@ def test_unreadable_input_is_exit_2(tmp_path: Path, reports: Reports) -> None:
     result = bwstack("report", "diff", str(tmp_path), str(reports.new))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith("bwstack: ") and len(result.stderr.strip().splitlines()) == 1
+    missing = bwstack("report", "diff", str(tmp_path / "nope"), str(reports.new))
+    assert missing.returncode == 2
+    assert (
+        missing.stderr
+        == f"bwstack: {tmp_path / 'nope'}: no sweep results here (expected a results.json or its folder)\n"
+    )
 
 
 # --- the grid ----------------------------------------------------------------------------------------------
