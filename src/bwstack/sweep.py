@@ -1286,7 +1286,11 @@ def add_next_try(stack: Stack, doc: report.Document, row: dict[str, Any]) -> Non
         return
     seen = {name: str(r["verdict"]) for name, r in doc["results"].items()}
     seen[row["profile"]] = str(row["verdict"])
-    row["next_try"] = nextstep.suggest(stack, row["profile"], str(row["verdict"]), verdicts=seen).to_json()
+    try:
+        hint = nextstep.suggest(stack, row["profile"], str(row["verdict"]), verdicts=seen).to_json()
+    except (UserError, ExternalError, OSError, ValueError) as exc:  # a hint never stops the sweep
+        hint = {"profile": None, "why": f"no hint: {' '.join(str(exc).split())}"}
+    row["next_try"] = hint
 
 
 def profile_detail(stack: Stack, name: str, options: Options) -> str:
