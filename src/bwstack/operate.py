@@ -234,7 +234,11 @@ def report_failure(
     if stack is not None and cls is not None:
         from bwstack import nextstep
 
-        console.print(f"  {nextstep.suggest(stack, service, cls).line()}", markup=False)
+        try:
+            line = nextstep.suggest(stack, service, cls).line()
+        except (UserError, ExternalError, OSError, ValueError) as exc:  # the failure report stands without it
+            line = f"next to try: no hint ({' '.join(str(exc).split())})"
+        console.print(f"  {line}", markup=False)
 
 
 def failure_class(health_reason: str, log_class: str | None) -> str | None:
