@@ -73,6 +73,8 @@ class StackSettings(_Strict):
     variant: Name
     image_repo: ImageRepo = "bwstack/sglang"
     gpu_arch: Literal["sm120", "sm121", "sm100", "sm103", "sm90"] = "sm120"
+    #: what the services run on: ``gpu`` reserves ``model.tp_size`` NVIDIA GPUs, ``cpu`` reserves none
+    device: Literal["gpu", "cpu"] = "gpu"
     bind_address: HostAddr = "127.0.0.1"
     port: int = Field(default=30000, ge=1, le=65535)
     shm_size: SizeStr = "32gb"
@@ -152,6 +154,7 @@ class Profile(_Strict):
     env: dict[EnvName, str] = {}
     expect: str = Field(default="healthy", json_schema_extra={"enum": list(EXPECT_CLASSES)})
     arch: Literal["sm120", "sm121", "sm100", "sm103", "sm90"] | None = None
+    device: Literal["gpu", "cpu"] | None = None  # default: stack.device
     why: str = ""
     evidence: list[str] = []
 
@@ -231,6 +234,10 @@ class Stack:
 
     def arch_for(self, profile_name: str) -> str:
         return self.profile(profile_name).arch or self.settings.gpu_arch
+
+    def device_for(self, profile_name: str) -> str:
+        """``gpu`` or ``cpu``: the profile's ``device``, else the stack's."""
+        return self.profile(profile_name).device or self.settings.device
 
     def line_of(self, *path: str | int) -> int | None:
         return self.lines.line(path)
