@@ -73,8 +73,8 @@ ARG TRANSFORMERS_VERSION=""
 ARG PYTHON_PINS=""
 ARG SOURCES=""
 ARG ENV_SWITCHES=""
-# cuda (the GPU variants) or cpu (real SGLang on the CPU; no CUDA args); PYTHON_SITE: where /site lands
-ARG DEVICE="cuda"
+# gpu (the CUDA variants) or cpu (real SGLang on the CPU; no CUDA args); PYTHON_SITE: where /site lands
+ARG DEVICE="gpu"
 ARG PYTHON_SITE="/opt/bwstack/site"
 # 1: install and verify the pinned overrides and source builds. 0 only for the CPU stand-in build (tests, demo),
 # whose Debian base carries none of the pinned packages and which must not reach PyPI from a build container.

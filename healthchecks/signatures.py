@@ -12,6 +12,7 @@ Public API::
 
     CLASSES                      all failure classes, in documentation order
     DESCRIPTIONS                 class -> one-line meaning and typical fix
+    SEVERITY                     class -> 0 (healthy) .. 3 (serves wrong output), for comparing sweeps
     SIGNATURES                   the catalog (tuple of Signature)
     classify_lines(lines)        -> Match | None   (Match: cls, line (1-based), text, also)
     classify_text(text)          -> Match | None
@@ -73,6 +74,30 @@ DESCRIPTIONS: dict[str, str] = {
     "crash": "the server process died or a worker raised, with no more specific signature",
     "starting": "the server is still loading (connection refused or /health 503 before the first pass)",
     "healthy": "all checks passed",
+}
+
+#: how bad each verdict is for someone serving the model, to compare two sweeps (``bwstack report diff``):
+#: 0 serves correctly; 1 refuses to start, with a clear cause, before serving anything; 2 started but
+#: crashed, hung, or runs other backends than asked; 3 serves wrong output (non-finite logprobs). A profile
+#: whose verdict moves to a higher tier has regressed.
+SEVERITY: dict[str, int] = {
+    "healthy": 0,
+    "unsupported_arch": 1,
+    "no_kernel_image": 1,
+    "shared_memory": 1,
+    "oom": 1,
+    "model_load": 1,
+    "device_assert": 2,
+    "assertion": 2,
+    "illegal_memory": 2,
+    "warmup_failed": 2,
+    "nccl": 2,
+    "health_timeout": 2,
+    "backend_override": 2,
+    "timeout": 2,
+    "crash": 2,
+    "starting": 2,
+    "nan": 3,
 }
 
 _CLASS_PRIORITY: dict[str, int] = {

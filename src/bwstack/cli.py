@@ -183,9 +183,13 @@ def render(
     "--arch", default=None, help="Predict a verdict per profile on this GPU arch (sm120, sm100, sm90)."
 )
 @click.option("--rules", "show_rules", is_flag=True, help="List the known-bad rules (with evidence) instead.")
+@click.option("--wide", is_flag=True, help="Details per profile: variant, backends, prediction, evidence.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def list_cmd(file: Path, arch: str | None, show_rules: bool, as_json: bool) -> None:
-    """List profiles grouped like NIM's list-model-profiles: expected to work / known to fail."""
+def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, as_json: bool) -> None:
+    """List profiles grouped like NIM's list-model-profiles: expected to work / known to fail.
+
+    One line per profile with its whole name, verdict and a short reason, at any terminal width.
+    """
     from bwstack import listing, model
 
     if show_rules:
@@ -198,7 +202,7 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, as_json: bool) -> N
     if as_json:
         click.echo(json.dumps(listing.list_data(stack, arch=arch), indent=2))
     else:
-        listing.print_list(stack, arch=arch)
+        listing.print_list(stack, arch=arch, wide=wide)
 
 
 # --- running: up / down / build / lock ------------------------------------------------------------------
@@ -206,26 +210,54 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, as_json: bool) -> N
 
 @main.command()
 @_file_option
-@click.argument("profile")
+@click.argument("profile", required=False)
 @click.option("--force", is_flag=True, help="Start a profile that is known to fail.")
 @click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds to wait for healthy.")
 @click.option("--no-wait", is_flag=True, help="Return once the container is started.")
+@click.option("--dry-run", is_flag=True, help="Print the profile that would start and why; start nothing.")
 @click.option(
     "--skip-model-check",
     is_flag=True,
     help="Start even when 'bwstack fetch' has not verified the model (SGLang then downloads it).",
 )
 def up(
-    file: Path, profile: str, force: bool, timeout: int | None, no_wait: bool, skip_model_check: bool
+    file: Path,
+    profile: str | None,
+    force: bool,
+    timeout: int | None,
+    no_wait: bool,
+    dry_run: bool,
+    skip_model_check: bool,
 ) -> None:
     """Start one profile's service and wait until it is healthy (or print why it is not).
 
+    Without PROFILE (and without BWSTACK_PROFILE), pick one for this host: its GPUs' arch and count, the
+    profiles expected and predicted healthy there, the fastest measured, else the first in profiles.yaml.
     Refuses (exit 1) while the model is not fetched: run 'bwstack fetch' first.
     """
-    from bwstack import model, operate
+    from bwstack import choose, model, operate
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
+    if profile is None:
+        from bwstack.doctor_probe import default_probe
+
+        choice = choose.choose(stack, default_probe(), pinned=choose.pinned_profile())
+        if dry_run or choice.profile is None:
+            from bwstack import textlayout
+
+            for line in choice.lines(textlayout.terminal_width()):
+                click.echo(line)
+        if choice.profile is None:
+            sys.exit(1)
+        if dry_run:
+            return
+        click.echo(f"bwstack: starting {choice.profile}: {choice.why}")
+        profile = choice.profile
+    elif dry_run:
+        stack.profile(profile)
+        click.echo(f"choice: {profile}: named on the command line")
+        return
     sys.exit(
         operate.up(
             stack,
@@ -524,6 +556,32 @@ def doctor(file: Path, variant: str | None, as_json: bool) -> None:
     from bwstack import doctor as doctor_mod
 
     sys.exit(doctor_mod.run_doctor(file, variant=variant, as_json=as_json, echo=click.echo))
+
+
+@main.group("report")
+def report_group() -> None:
+    """Work with sweep reports (results.json)."""
+
+
+@report_group.command("diff")
+@click.argument("old", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def report_diff(old: Path, new: Path, as_json: bool) -> None:
+    """List the profiles whose verdict changed between two sweeps (results.json or their folders).
+
+    Exit status 1 when a profile regressed (healthy -> failing, or a failure class of a worse tier), 0
+    otherwise, 2 for unreadable input. A CI gate on a new image is one command.
+    """
+    from bwstack import reportdiff, textlayout
+
+    result = reportdiff.diff(reportdiff.load(old), reportdiff.load(new))
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        for line in reportdiff.render_text(result, textlayout.terminal_width()):
+            click.echo(line)
+    sys.exit(1 if result["regressions"] else 0)
 
 
 @main.group()

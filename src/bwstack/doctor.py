@@ -8,9 +8,7 @@ judges with :mod:`bwstack.doctor_checks`, and prints one table (or JSON). Exit s
 
 from __future__ import annotations
 
-import io
 import json
-import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -19,11 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from bwstack import model, modelcache, pins
+from bwstack import model, modelcache, pins, textlayout
 from bwstack.doctor_checks import (
     Check,
     Expectations,
@@ -199,28 +194,31 @@ def summary_line(checks: list[Check], exp: Expectations, headline: str | None) -
 
 
 def render_table(checks: list[Check], width: int, color: bool) -> str:
-    """The rich table, one section per group, as text."""
-    table = Table(show_lines=False, expand=False, title="bwstack doctor")
-    for column in ("group", "check", "status", "detail", "fix"):
-        table.add_column(column, overflow="fold")
-    previous: str | None = None
+    """The checks as text no wider than ``width``: per group, one row per check (status, check, detail wrapped
+    under its column) and the fix on its own line below."""
+    import click
+
+    from bwstack import textlayout
+
+    lines = ["bwstack doctor"]
+    groups: dict[str, list[Check]] = {}
     for check in checks:
-        if previous is not None and check.group != previous:
-            table.add_section()
-        table.add_row(
-            Text(check.group if check.group != previous else ""),
-            Text(check.title),
-            Text(check.status.upper(), style=STATUS_STYLE[check.status]),
-            Text(check.detail),
-            Text(check.fix),
-        )
-        previous = check.group
-    buffer = io.StringIO()
-    console = Console(
-        file=buffer, width=width, force_terminal=color, color_system="standard" if color else None
-    )
-    console.print(table)
-    return buffer.getvalue()
+        groups.setdefault(check.group, []).append(check)
+    titles = max((len(c.title) for c in checks), default=0)
+    for group, members in groups.items():
+        lines.append(group)
+        for check in members:
+            rows = [["", check.status.upper().ljust(4), check.title.ljust(titles), check.detail]]
+            if check.fix:
+                rows.append(["", "", "".ljust(titles), f"fix: {check.fix}"])
+            body = textlayout.table(rows, width, wrap_last=True)
+            if color and body:
+                status = check.status.upper()
+                style = STATUS_STYLE[check.status]
+                styled = click.style(status, fg=style.split()[-1], bold="bold" in style, dim=style == "dim")
+                body[0] = body[0].replace(status, styled, 1)
+            lines.extend(body)
+    return "\n".join(lines) + "\n"
 
 
 def report_json(checks: list[Check], exp: Expectations, headline: str | None, status: int) -> dict[str, Any]:
@@ -258,7 +256,7 @@ def run_doctor(
         return status
     if headline is not None:
         echo(f"bwstack doctor: {headline}")
-    width = max(100, shutil.get_terminal_size((140, 24)).columns)
+    width = textlayout.terminal_width()
     echo(render_table(checks, width, color=sys.stdout.isatty()), nl=False)
     echo(summary_line(checks, exp, headline))
     return status

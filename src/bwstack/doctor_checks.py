@@ -314,7 +314,11 @@ def _dotted(version: tuple[int, int, int]) -> str:
 
 def gpus_of(raw: RawHost) -> tuple[list[Gpu], str | None]:
     """The GPUs nvidia-smi listed, or why there are none (the no-GPU headline)."""
-    result = raw.nvidia_smi
+    return gpus_from(raw.nvidia_smi)
+
+
+def gpus_from(result: CommandResult) -> tuple[list[Gpu], str | None]:
+    """The GPUs in one ``nvidia-smi --query-gpu`` answer, or why there are none."""
     if result.problem == "not found":
         return [], "nvidia-smi not found: no NVIDIA driver is installed"
     if not result.ok:

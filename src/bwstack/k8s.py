@@ -250,7 +250,7 @@ def pod_context(stack: Stack, profile_name: str, nodes: int, leader: bool) -> di
         "container": f"sglang-{role}",
         "args": argv,
         "env": container_env(stack, profile_name, leader),
-        "gpus": str(stack.model.tp_size // nodes),
+        "gpus": str(stack.model.tp_size // nodes) if stack.device_for(profile_name) == "gpu" else None,
         "port": stack.settings.port if leader else None,
         "probes": probes(stack, profile_name, leader),
         "mounts": mounts(stack, profile_name),

@@ -1,8 +1,10 @@
 """``bwstack list``: the profiles grouped like NVIDIA NIM's list-model-profiles.
 
-Without ``--arch``: expected to work / known to fail, each with its reason and evidence. With ``--arch``: each
-profile also gets a predicted verdict for that GPU arch from the rules engine (explain + audit + rules), and
-the listing says where the prediction disagrees with the profile's own ``expect``.
+One line per profile (the name whole, so it can be copied into ``bwstack up``; the verdict; a short reason
+clipped to the terminal width), details with ``--wide``, JSON with ``--json``. Without ``--arch``: expected to
+work / known to fail, each with its reason. With ``--arch``: each profile also gets a predicted verdict for
+that GPU arch from the rules engine (explain + audit + rules), marked ``!`` where it disagrees with the
+profile's own ``expect``.
 """
 
 from __future__ import annotations
@@ -43,45 +45,85 @@ def _predict(stack: Stack, profile_name: str, arch: str) -> dict[str, Any]:
     return prediction.to_json()
 
 
-def print_list(stack: Stack, *, arch: str | None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+def print_list(stack: Stack, *, arch: str | None, wide: bool = False, width: int | None = None) -> None:
+    """Print the listing: one line per profile (whole name, verdict, short reason); ``wide`` adds details."""
+    import click
 
-    data = list_data(stack, arch=arch)
-    console = Console(highlight=False)
+    for line in list_lines(list_data(stack, arch=arch), wide=wide, width=width):
+        click.echo(line)
+
+
+def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = None) -> list[str]:
+    """The listing as lines no longer than ``width`` (the terminal's; 80 on a pipe), profile names whole."""
+    from bwstack import textlayout
+
+    width = width or textlayout.terminal_width()
+    arch = data["arch"]
+    lines: list[str] = []
     groups = [
-        ("Expected to work", [r for r in data["profiles"] if r["expect"] == "healthy"], "green"),
-        ("Known to fail", [r for r in data["profiles"] if r["expect"] != "healthy"], "red"),
+        ("Expected to work", [r for r in data["profiles"] if r["expect"] == "healthy"]),
+        ("Known to fail", [r for r in data["profiles"] if r["expect"] != "healthy"]),
     ]
-    for title, rows, color in groups:
+    header = ["profile", f"on {arch}" if arch else "expect", "why"]
+    for title, rows in groups:
         if not rows:
             continue
-        table = Table(title=f"[bold {color}]{title}[/]", title_justify="left", show_lines=False, expand=False)
-        table.add_column("profile", no_wrap=True)
-        table.add_column("variant", no_wrap=True)
-        table.add_column("expect", no_wrap=True)
-        if arch is not None:
-            table.add_column(f"predicted on {arch}", no_wrap=True)
-        table.add_column("why / evidence")
-        for row in rows:
-            cells = [row["profile"], row["variant"], row["expect"]]
-            if arch is not None:
-                pred = row["prediction"]
-                mark = " [yellow](differs from expect)[/]" if pred.get("agrees") is False else ""
-                cells.append(f"{pred['verdict']}{mark}")
-            why = escape(row["why"])
-            if arch is not None and row["prediction"].get("reason"):
-                why = f"{why}\n[dim]prediction: {escape(row['prediction']['reason'])}[/]"
-            if arch is not None and row["prediction"].get("why_differs"):
-                why = f"{why}\n[yellow]{escape(row['prediction']['why_differs'])}[/]"
-            if row["evidence"]:
-                why = f"{why}\n[dim]{escape('; '.join(row['evidence']))}[/]"
-            table.add_row(*cells, why)
-        console.print(table)
+        lines.append(f"{title}:" if lines == [] else f"\n{title}:")
+        if wide:
+            for row in rows:
+                lines.extend(_wide_block(row, arch, width))
+            continue
+        cells = [[row["profile"], _verdict(row, arch), _short_reason(row)] for row in rows]
+        lines.extend(textlayout.table(cells, width, header=header))
+    lines.append("")
     model = data["model"]
-    pinned = model["revision"] or "[yellow]not pinned[/] (set model.revision)"
-    console.print(f"model: {escape(model['path'])} @ {pinned}")
-    console.print(
-        "[dim]start one with: bwstack up PROFILE   (or: docker compose --profile PROFILE up -d --wait)[/]"
-    )
+    pinned = model["revision"] or "not pinned (set model.revision)"
+    lines.extend(textlayout.wrap(f"model: {model['path']} @ {pinned}", width))
+    hint = "start one: bwstack up PROFILE (or bwstack up: picks one for this host)"
+    lines.extend(textlayout.wrap(hint, width))
+    if not wide:
+        lines.extend(textlayout.wrap("details: bwstack list --wide; scripts: bwstack list --json", width))
+    return lines
+
+
+def _verdict(row: dict[str, Any], arch: str | None) -> str:
+    """The expected verdict; with ``arch`` the predicted one, marked ``!`` where it differs from expect."""
+    if arch is None:
+        return str(row["expect"])
+    pred = row["prediction"]
+    return str(pred["verdict"]) + ("!" if pred.get("agrees") is False else "")
+
+
+def _short_reason(row: dict[str, Any]) -> str:
+    pred = row.get("prediction")
+    if pred is not None and pred.get("agrees") is False:
+        why = pred.get("why_differs") or pred.get("reason")
+        return f"differs from expect {row['expect']}: {why}"
+    return str(row["why"])
+
+
+def _wide_block(row: dict[str, Any], arch: str | None, width: int) -> list[str]:
+    from bwstack import textlayout
+
+    indent = textlayout.INDENT
+    verdict = f"expect {row['expect']}"
+    if arch is not None:
+        pred = row["prediction"]
+        mark = " (differs from expect)" if pred.get("agrees") is False else ""
+        verdict += f", predicted on {arch}: {pred['verdict']}{mark}"
+    out = [f"{row['profile']}  [{verdict}]"]
+    parts = [f"variant: {row['variant']} ({row['arch']})", f"why: {row['why']}"]
+    backends = ", ".join(f"{k}={v}" for k, v in row["backends"].items())
+    if backends:
+        parts.append(f"backends: {backends}")
+    if arch is not None:
+        pred = row["prediction"]
+        if pred.get("reason"):
+            parts.append(f"prediction: {pred['reason']}")
+        if pred.get("why_differs"):
+            parts.append(f"differs: {pred['why_differs']}")
+    parts.extend(f"evidence: {item}" for item in row["evidence"])
+    for part in parts:
+        lines = textlayout.wrap(part, width - 2, indent)
+        out.extend([lines[0], *("  " + line for line in lines[1:])])
+    return out

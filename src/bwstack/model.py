@@ -73,6 +73,8 @@ class StackSettings(_Strict):
     variant: Name
     image_repo: ImageRepo = "bwstack/sglang"
     gpu_arch: Literal["sm120", "sm121", "sm100", "sm103", "sm90"] = "sm120"
+    #: what the services run on: ``gpu`` reserves ``model.tp_size`` NVIDIA GPUs, ``cpu`` reserves none
+    device: Literal["gpu", "cpu"] = "gpu"
     bind_address: HostAddr = "127.0.0.1"
     port: int = Field(default=30000, ge=1, le=65535)
     shm_size: SizeStr = "32gb"
@@ -87,10 +89,6 @@ class StackSettings(_Strict):
     api_key: bool = False
     compose_features: list[Literal["start_interval"]] = []
     healthcheck: HealthcheckSettings = HealthcheckSettings()
-    device: Literal["cuda", "cpu"] = Field(
-        default="cuda",
-        description="cpu: real SGLang on the CPU (no GPU reservation, CPU flags; a CPU image variant)",
-    )
 
     @field_validator("model_cache_path")
     @classmethod
@@ -161,6 +159,7 @@ class Profile(_Strict):
     )
     expect: str = Field(default="healthy", json_schema_extra={"enum": list(EXPECT_CLASSES)})
     arch: Literal["sm120", "sm121", "sm100", "sm103", "sm90"] | None = None
+    device: Literal["gpu", "cpu"] | None = None  # default: stack.device
     why: str = ""
     evidence: list[str] = []
 
@@ -270,6 +269,10 @@ class Stack:
     def arch_for(self, profile_name: str) -> str:
         return self.profile(profile_name).arch or self.settings.gpu_arch
 
+    def device_for(self, profile_name: str) -> str:
+        """``gpu`` or ``cpu``: the profile's ``device``, else the stack's."""
+        return self.profile(profile_name).device or self.settings.device
+
     def line_of(self, *path: str | int) -> int | None:
         return self.lines.line(path)
 
@@ -339,9 +342,9 @@ def _check_variants(stack: Stack) -> None:
         stack.variants[name] = variant
         stack.snapshots[name] = sglang_cli.load_snapshot(variant.cli_snapshot_path)
         snapshot = stack.snapshots[name]
-        if variant.is_cpu != (stack.settings.device == "cpu"):
+        if variant.is_cpu and stack.settings.device != "cpu":
             raise UserError(
-                f"variant {name} runs on {variant.device} but stack.device is {stack.settings.device}",
+                f"variant {name} is a CPU image (device = \"cpu\" in its pins.toml): set stack.device: cpu",
                 file=stack.path,
                 line=_variant_ref_line(stack, name),
                 field="stack.device",

@@ -144,7 +144,7 @@ def node_service(stack: Stack, profile_name: str, nodes: int, rank: int, rel: st
         "profile": profile_name,
         "rank": rank,
         "command": [*argv, *dist_argv(dist, str(nodes), str(rank))],
-        "gpu_count": stack.model.tp_size // nodes,
+        "gpu_count": stack.model.tp_size // nodes if base["gpu_count"] else None,
         "labels": {**base["labels"], "io.bwstack.node-rank": str(rank), "io.bwstack.nodes": str(nodes)},
     }
 

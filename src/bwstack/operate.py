@@ -159,7 +159,7 @@ def up(
     if not wait:
         return 0
     limit = float(timeout) if timeout else default_wait_seconds(stack)
-    return wait_healthy(project, profile_name, limit, echo)
+    return wait_healthy(project, profile_name, limit, echo, stack=stack)
 
 
 def default_wait_seconds(stack: Stack) -> float:
@@ -194,7 +194,7 @@ def health_reason(state: dict[str, Any]) -> str:
     return ""
 
 
-def wait_healthy(project: Project, service: str, limit: float, echo: Any) -> int:
+def wait_healthy(project: Project, service: str, limit: float, echo: Any, stack: Stack | None = None) -> int:
     """Poll the container's health until healthy / unhealthy / exited / timeout, with a progress line."""
     from rich.console import Console
 
@@ -216,17 +216,19 @@ def wait_healthy(project: Project, service: str, limit: float, echo: Any) -> int
                     console.print(f"[green]{service}: healthy[/] after {elapsed:.0f} s: {reason}")
                     return 0
                 if health == "unhealthy" or state.get("Status") in {"exited", "dead"}:
-                    report_failure(console, cid, service, state, elapsed)
+                    report_failure(console, cid, service, state, elapsed, stack=stack)
                     return 1
             if elapsed > limit:
                 console.print(f"[red]{service}: not healthy within {limit:.0f} s[/] (last: {status_text})")
                 if cid:
-                    report_failure(console, cid, service, inspect(cid)["State"], elapsed)
+                    report_failure(console, cid, service, inspect(cid)["State"], elapsed, stack=stack)
                 return 1
             time.sleep(POLL_SECONDS)
 
 
-def report_failure(console: Any, cid: str, service: str, state: dict[str, Any], elapsed: float) -> None:
+def report_failure(
+    console: Any, cid: str, service: str, state: dict[str, Any], elapsed: float, *, stack: Stack | None = None
+) -> None:
     from bwstack import classify
 
     reason = health_reason(state) or "no healthcheck verdict recorded"
@@ -242,6 +244,25 @@ def report_failure(console: Any, cid: str, service: str, state: dict[str, Any], 
     if match["class"] != "healthy":
         console.print(f"  server log: {match['class']} at line {match['line']}: {str(match['text'])[:200]}")
     console.print(f"  details: docker inspect --format '{{{{json .State.Health}}}}' {cid[:12]}")
+    cls = failure_class(reason, str(match["class"]))
+    if stack is not None and cls is not None:
+        from bwstack import nextstep
+
+        try:
+            line = nextstep.suggest(stack, service, cls).line()
+        except (UserError, ExternalError, OSError, ValueError) as exc:  # the failure report stands without it
+            line = f"next to try: no hint ({' '.join(str(exc).split())})"
+        console.print(f"  {line}", markup=False)
+
+
+def failure_class(health_reason: str, log_class: str | None) -> str | None:
+    """The failure class of a failed ``up``: the server log's root cause, else the healthcheck's class."""
+    from bwstack import sweep
+
+    if log_class and log_class != "healthy":
+        return log_class
+    cls = sweep.probe_class(health_reason)
+    return None if cls in (None, "healthy", "starting") else cls
 
 
 def down(stack: Stack, *, volumes: bool, project: Project | None = None) -> int:

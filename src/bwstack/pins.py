@@ -36,8 +36,9 @@ ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 ARCH_LIST = re.compile(r"^\d+\.\d+[af]?(?:[ ;]\d+\.\d+[af]?)*(?:\+PTX)?$")
 GPU_ARCH = re.compile(r"^sm\d{2,3}[af]?$")
 KINDS = ("release", "nightly")
-#: what a variant runs on: "cuda" (the GPU images) or "cpu" (real SGLang on the CPU with a tiny model)
-DEVICES = ("cuda", "cpu")
+#: what a variant runs on: "gpu" (the CUDA images) or "cpu" (real SGLang on the CPU with a tiny model);
+#: the same words as a stack's ``device``
+DEVICES = ("gpu", "cpu")
 #: the Debian bookworm python3.11 site directory the CPU variants install their wheelhouse into
 CPU_PYTHON_SITE = "/usr/local/lib/python3.11/dist-packages"
 
@@ -96,7 +97,7 @@ class Variant:
     overrides: tuple[str, ...]
     sources: Mapping[str, Source]
     env: Mapping[str, str]
-    device: str = "cuda"
+    device: str = "gpu"
     #: the whole Python closure of a CPU variant (name==version), installed --no-index from its wheelhouse
     wheelhouse: tuple[str, ...] = ()
     #: distributions bwstack builds itself into the wheelhouse (images/cpu-placeholders), by name
@@ -304,10 +305,10 @@ class _Parser:
         if not sglang_version and not sglang_commit:
             raise self.fail("sglang", None, "needs version (a release) or commit (a nightly)")
         python, reasons = self.python()
-        device = self.str_value("variant", "device", None, required=False) or "cuda"
+        device = self.str_value("variant", "device", None, required=False) or "gpu"
         if device not in DEVICES:
             raise self.fail("variant", "device", f"invalid device {device!r} (valid: {', '.join(DEVICES)})")
-        cuda_required = device == "cuda"
+        cuda_required = device == "gpu"
         variant = Variant(
             name=self.name,
             dir=self.path.parent,

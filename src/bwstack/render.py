@@ -191,7 +191,8 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
         "command": build_argv(stack, profile_name),
         "environment": environment(stack, profile_name, overrides.env_by_profile.get(profile_name)),
         "port": f"{settings.bind_address}:{settings.port}:{settings.port}",
-        "gpu_count": 0 if stack.is_cpu else stack.model.tp_size,
+        # no GPU reservation for a service that runs on the CPU (stack.device / profile device: cpu)
+        "gpu_count": stack.model.tp_size if stack.device_for(profile_name) == "gpu" else None,
         "shm_size": settings.shm_size,
         "restart": "no" if profile.known_bad else settings.restart,
         "volumes": [f"{model_cache_source(stack)}:{HF_HOME}", f"{jit_volume(variant.name)}:{JIT_CACHE}"],

@@ -19,7 +19,8 @@ Document shape (``schema_version`` 1)::
 A row: ``profile, variant, expect, verdict, match, fast, standin, fault, decided_by, reason, started_at,
 finished_at, elapsed_s, evidence`` where evidence holds ``log_match`` (line, text, also, source, context),
 ``log_tail``, ``exit_code``, ``oom_killed``, ``health`` (status, probes, last), ``requested``, ``effective``,
-``server_version``, ``timeout_s``.
+``server_version``, ``timeout_s``; a failed row also has ``next_try`` ({profile, why}: the profile worth
+trying next, :mod:`bwstack.nextstep`; ``profile`` null when none is).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ MARKDOWN_FILE = "matrix.md"
 HTML_FILE = "matrix.html"
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
-VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason")
+VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try")
 #: evidence keys that are stable for the same outcome
 STABLE_EVIDENCE_KEYS = ("exit_code", "oom_killed", "requested", "effective", "server_version", "timeout_s")
 
@@ -164,6 +165,74 @@ def decided_content(doc: Document) -> dict[str, Any]:
     }
 
 
+# --- the grid: backend combination x KV dtype, per variant ---------------------------------------------
+
+#: the grid's column field when it varies within a variant; else the first requested field that varies
+GRID_COLUMN_FIELD = "kv_cache_dtype"
+#: requested keys that are not backend choices (the same for every profile of a stack)
+_NOT_BACKENDS = ("tp_size",)
+_UNSET = "(default)"
+
+
+def grids(doc: Document) -> list[dict[str, Any]]:
+    """Per variant: the decided profiles laid out as backend combination (rows) x one varied field (columns).
+
+    Each cell lists the profiles that requested exactly that combination, with verdict, colour and the anchor
+    of their evidence. Fields equal for every profile of the variant are left out of the row labels and
+    returned as ``common``. The grid is computed from what each profile requested (``evidence.requested``).
+    """
+    by_variant: dict[str, list[tuple[str, dict[str, str]]]] = {}
+    for name in decided(doc):
+        row = doc["results"][name]
+        requested = (row.get("evidence") or {}).get("requested") or {}
+        fields = {str(k): str(v) for k, v in requested.items() if k not in _NOT_BACKENDS}
+        by_variant.setdefault(str(row.get("variant")), []).append((name, fields))
+    out = []
+    for variant, members in by_variant.items():
+        keys = list(dict.fromkeys(k for _, fields in members for k in fields))
+        keys.sort(key=lambda k: k != "attention_backend")  # stable: otherwise in the order first requested
+        values = {k: {fields.get(k, _UNSET) for _, fields in members} for k in keys}
+        varied = [k for k in keys if len(values[k]) > 1]
+        column = GRID_COLUMN_FIELD if GRID_COLUMN_FIELD in varied or not varied else varied[0]
+        row_keys = [k for k in varied if k != column]
+        common = [(k, next(iter(values[k]))) for k in keys if k not in varied and k != column]
+        columns = list(dict.fromkeys(fields.get(column, _UNSET) for _, fields in members))
+        rows: dict[tuple[str, ...], dict[str, list[dict[str, Any]]]] = {}
+        labels: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+        for name, fields in members:
+            key = tuple(fields.get(k, _UNSET) for k in row_keys)
+            labels[key] = [(k, v) for k, v in zip(row_keys, key, strict=True) if v != _UNSET]
+            result = doc["results"][name]
+            verdict = str(result.get("verdict"))
+            rows.setdefault(key, {}).setdefault(fields.get(column, _UNSET), []).append(
+                {
+                    "profile": name,
+                    "verdict": verdict,
+                    "tone": verdict_tone(verdict),
+                    "expect": result.get("expect"),
+                    "match": bool(result.get("match")),
+                    "anchor": f"profile-{name}",
+                }
+            )
+        out.append(
+            {
+                "variant": variant,
+                "column": column,
+                "columns": columns,
+                "common": common,
+                "rows": [
+                    {"label": labels[key], "cells": [cells.get(value, []) for value in columns]}
+                    for key, cells in rows.items()
+                ],
+            }
+        )
+    return out
+
+
+def _grid_label(label: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in label) or "(one combination)"
+
+
 # --- Markdown -----------------------------------------------------------------------------------------------
 
 
@@ -232,7 +301,10 @@ def render_markdown(doc: Document) -> str:
     for name, manifest in doc["variants"].items():
         pins = "; ".join(f"{label} {value}" for label, value in pins_summary(manifest))
         out.append(f"- variant **{name}**: {_cell(pins, 600)}")
+    out += _markdown_grids(doc)
     out += [
+        "",
+        "## Profiles",
         "",
         "| profile | variant | expect | verdict | matches | mode | time | why |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -246,7 +318,7 @@ def render_markdown(doc: Document) -> str:
         out.append(
             f"| {_cell(name)} | {_cell(row.get('variant'))} | {_cell(row.get('expect'))} | "
             f"**{_cell(row.get('verdict'))}** | {'yes' if row.get('match') else '**NO**'} | {mode} | "
-            f"{float(row.get('elapsed_s') or 0):.1f} s | {_cell(row.get('reason'))} |"
+            f"{float(row.get('elapsed_s') or 0):.1f} s | {_cell(row.get('reason'))}{_next_cell(row, doc)} |"
         )
     out += ["", "## Evidence", ""]
     for name in decided(doc):
@@ -254,14 +326,60 @@ def render_markdown(doc: Document) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _next_cell(row: Mapping[str, Any], doc: Document) -> str:
+    following = row.get("next_try")
+    if not following:
+        return ""
+    name = following.get("profile")
+    if name in doc["results"]:  # its evidence is in this report
+        return f"; next to try: [{_cell(name)}](#evidence-{name})"
+    return f"; next to try: {_cell(name or 'nothing')}"
+
+
+def _markdown_grids(doc: Document) -> list[str]:
+    """One table per variant: backend combinations down, the varied field across; cells link to evidence."""
+    out: list[str] = []
+    for grid in grids(doc):
+        out += ["", f"## Matrix: variant {grid['variant']}", ""]
+        if grid["common"]:
+            out.append("all rows: " + _cell(", ".join(f"{k}={v}" for k, v in grid["common"]), 600))
+            out.append("")
+        head = " | ".join(_cell(c) for c in grid["columns"])
+        out.append(f"| backends \\ {grid['column']} | {head} |")
+        out.append("| --- |" + " --- |" * len(grid["columns"]))
+        for row in grid["rows"]:
+            cells = []
+            for entries in row["cells"]:
+                cells.append(
+                    "<br>".join(
+                        f"**{_cell(e['verdict'])}** [{_cell(e['profile'])}](#evidence-{e['profile']})"
+                        + ("" if e["match"] else f" (expected {_cell(e['expect'])})")
+                        for e in entries
+                    )
+                    or "-"
+                )
+            out.append(f"| {_cell(_grid_label(row['label']), 400)} | " + " | ".join(cells) + " |")
+    return out
+
+
 def _markdown_evidence(name: str, row: Mapping[str, Any]) -> list[str]:
     evidence = row.get("evidence") or {}
-    lines = [f"### {name}: {row.get('verdict')} (decided by {row.get('decided_by')})", ""]
+    lines = [
+        f'<a id="evidence-{name}"></a>',
+        "",
+        f"### {name}: {row.get('verdict')} (decided by {row.get('decided_by')})",
+        "",
+    ]
     log_match = evidence.get("log_match")
     if log_match:
         lines.append(f"- server log line {log_match.get('line')}: `{_cell(log_match.get('text'), 300)}`")
         if log_match.get("source"):
             lines.append(f"- signature source: {_cell(log_match['source'], 300)}")
+    following = row.get("next_try")
+    if following:
+        lines.append(
+            f"- next to try: {following.get('profile') or 'nothing'}: {_cell(following.get('why'), 600)}"
+        )
     health = evidence.get("health") or {}
     for probe in (health.get("last") or [])[-2:]:
         lines.append(f"- healthcheck: `{_cell(probe.get('output'), 300)}`")
@@ -322,6 +440,7 @@ def html_context(doc: Document) -> dict[str, Any]:
         rows.append(
             {
                 **row,
+                "next_try": row.get("next_try"),
                 "pending": False,
                 "origin": origin(row),
                 "tone": verdict_tone(str(row.get("verdict"))),
@@ -347,6 +466,7 @@ def html_context(doc: Document) -> dict[str, Any]:
         "mode_words": _mode_words(doc),
         "summary": summarize(doc),
         "rows": rows,
+        "grids": grids(doc),
         "variants": [
             {"name": name, "pins": pins_summary(manifest), "manifest": json.dumps(manifest, indent=2)}
             for name, manifest in doc["variants"].items()

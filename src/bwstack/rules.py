@@ -35,11 +35,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -953,38 +951,23 @@ def rules_data(book: RuleBook | None = None) -> dict[str, Any]:
 
 
 def render_rules_text(book: RuleBook | None = None, width: int | None = None) -> str:
-    """The rules as a table (proposed ``bwstack list --rules``), in the order they are tried."""
-    from rich import box
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+    """The rules as text (``bwstack list --rules``), in the order they are tried: per rule its id whole, its
+    class and SGLang range, then when / why / fix / evidence wrapped to the terminal width (80 on a pipe)."""
+    from bwstack import textlayout
 
     book = book or load_rules()
-    table = Table(
-        title=f"Known-bad combinations ({len(book.rules)} rules, first match wins)",
-        box=box.SIMPLE,
-        title_justify="left",
-        expand=True,
-    )
-    for column, ratio in (
-        ("id", 2),
-        ("class", 1),
-        ("sglang", 1),
-        ("when", 3),
-        ("reason / fix / evidence", 4),
-    ):
-        table.add_column(column, overflow="fold", ratio=ratio)
+    width = width or textlayout.terminal_width()
+    lines = [f"Known-bad combinations ({len(book.rules)} rules, first match wins)"]
     for rule in book.rules:
-        text = f"{rule.reason}\nfix: {rule.fix}\n" + "\n".join(f"- {e}" for e in rule.evidence)
-        cells = (rule.id, rule.cls, str(rule.sglang or "all"), rule.describe(), text)
-        table.add_row(*(escape(cell) for cell in cells))
-    buf = io.StringIO()
-    columns = width or max(100, shutil.get_terminal_size((140, 24)).columns)
-    Console(file=buf, width=columns, color_system=None, highlight=False, emoji=False).print(table)
-    return buf.getvalue()
-
-
-# --- generating kernel facts from the variant's wheels ----------------------------------------------------
+        meta = f"[{rule.cls}; sglang {rule.sglang or 'all'}]"
+        head = f"{rule.id}  {meta}"
+        lines += ["", head] if len(head) <= width else ["", rule.id, textlayout.INDENT + meta]
+        parts = [f"when: {rule.describe()}", f"why: {rule.reason}", f"fix: {rule.fix}"]
+        parts += [f"evidence: {item}" for item in rule.evidence]
+        for part in parts:
+            wrapped = textlayout.wrap(part, width - 2, textlayout.INDENT)
+            lines += [wrapped[0], *("  " + line for line in wrapped[1:])]
+    return "\n".join(lines) + "\n"
 
 
 def kernel_packages(

@@ -235,6 +235,11 @@ def test_catalog_entries_are_complete() -> None:
         assert sig.cls in signatures.CLASSES
         assert sig.source.strip() and sig.keys
     assert set(signatures.DESCRIPTIONS) == set(signatures.CLASSES)
+    assert set(signatures.SEVERITY) == set(signatures.CLASSES)
+    assert (
+        signatures.SEVERITY["healthy"] == 0
+        and max(signatures.SEVERITY.values()) == signatures.SEVERITY["nan"]
+    )
 
 
 def test_root_cause_order() -> None:

@@ -12,7 +12,5 @@ from integration import dockerstack
 
 @pytest.fixture(scope="session")
 def standin_refs(docker_engine: None) -> dict[str, str]:
-    """variant -> stand-in serving image; the engine must accept the rendered GPU reservation."""
-    images = dockerstack.standin_images()
-    dockerstack.require_gpu_reservation(next(iter(images.values())))
-    return images
+    """variant -> stand-in serving image (the services run with ``compose.nogpu.yaml``: any engine will do)."""
+    return dockerstack.standin_images()

@@ -10,6 +10,8 @@ Host adjustments live in separate override files, so the rendered file itself di
 
 - ``compose.ports.yaml`` publishes each service on an ephemeral loopback port (``127.0.0.1::30000``) instead of
   the fixed one, so the services of one project, and parallel test sessions, never collide on a host port;
+- ``compose.nogpu.yaml`` removes each service's GPU reservation (``bwstack.sweep.gpu_reservation_reset``, the
+  stand-in sweep's own override), so any engine runs the services: no NVIDIA runtime or hook on the host;
 - ``compose.host.yaml`` (only where the engine refuses ``ulimits: memlock: -1``, as rootless or nested Docker
   does) is ``bwstack.sweep.memlock_reset``'s override, the same one the stand-in sweep uses.
 
@@ -191,52 +193,6 @@ def engine_refuses_memlock(image: str) -> bool:
     return not sweep.engine_allows_unlimited_memlock(sweep.docker_client(), image)
 
 
-@cache
-def gpu_reservation_problem(image: str) -> str | None:
-    """Why the engine refuses the rendered GPU reservation (driver nvidia, count 8); None when it accepts it.
-
-    Machines without NVIDIA register a no-op ``nvidia-container-runtime-hook`` (``./dev setup``,
-    tests/support/), which is enough for the engine to accept the reservation.
-    """
-    name = unique_name("bwstack-gpu-probe-")
-    create = docker(
-        "create",
-        "--name",
-        name,
-        "--label",
-        f"{TEST_LABEL}=gpu-probe",
-        "--gpus",
-        "count=8",
-        "--network",
-        "none",
-        "--entrypoint",
-        "python3",
-        image,
-        "-c",
-        "",
-        check=False,
-    )
-    try:
-        if create.returncode != 0:
-            return " ".join(create.stderr.split())[:300]
-        start = docker("start", "--attach", name, check=False)
-        if start.returncode != 0:
-            return " ".join(start.stderr.split())[:300]
-    finally:
-        docker("rm", "--force", name, check=False)
-    return None
-
-
-def require_gpu_reservation(image: str) -> None:
-    problem = gpu_reservation_problem(image)
-    if problem is not None:
-        skip_or_fail(
-            "the Docker engine refuses the rendered GPU reservation (driver nvidia): "
-            f"{problem}; on machines without NVIDIA, install tests/support/nvidia-container-runtime-hook "
-            "on dockerd's PATH ('./dev setup') and restart dockerd"
-        )
-
-
 # --- compose projects of stand-in services --------------------------------------------------------------------
 
 
@@ -366,8 +322,9 @@ class StandinCompose:
         main = root / "compose.standin.yaml"
         overrides = render.Overrides(image_by_variant=dict(images), env_by_profile=env_by_profile)
         render.atomic_write(main, render.render_compose(stack, overrides))
-        files = [main, root / "compose.ports.yaml"]
+        files = [main, root / "compose.ports.yaml", root / sweep.STANDIN_OVERRIDE]
         render.atomic_write(files[1], ports_override(list(stack.profiles), stack.settings.port))
+        render.atomic_write(files[2], sweep.gpu_reservation_reset(list(stack.profiles)))
         if memlock_reset:
             files.append(root / "compose.host.yaml")
             render.atomic_write(files[-1], sweep.memlock_reset(list(stack.profiles)))

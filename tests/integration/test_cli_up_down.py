@@ -6,9 +6,10 @@ timings, a short simulated load for every profile and, on one known-bad profile,
 imitates its expected class. ``bwstack up`` then runs exactly as shipped: fresh-render check, secret files,
 one profile at a time, progress, the healthcheck's reason on failure.
 
-Where the engine refuses ``ulimits: memlock: -1`` (rootless or nested Docker), the compose project gets the
-same ``memlock: !reset`` override the stand-in sweep uses (``operate.project_for`` is wrapped for that); the
-commands' own logic is untouched.
+The compose project gets the stand-in sweep's own overrides (``operate.project_for`` is wrapped for that): the
+GPU reservations removed (``compose.nogpu.yaml``), so any engine runs it, and, where the engine refuses
+``ulimits: memlock: -1`` (rootless or nested Docker), the same ``memlock: !reset`` override; the commands' own
+logic is untouched.
 """
 
 from __future__ import annotations
@@ -92,16 +93,19 @@ def cli_stack(standin_refs: dict[str, str], tmp_path_factory: pytest.TempPathFac
 def engine_adjusted(
     cli_stack: CliStack, standin_refs: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Add the memlock override to the commands' compose project where this engine needs it."""
-    if not dockerstack.engine_refuses_memlock(next(iter(standin_refs.values()))):
-        return
-    override = cli_stack.stack.root / "compose.host.yaml"
-    render.atomic_write(override, sweep.memlock_reset(list(cli_stack.stack.profiles)))
+    """Add the stand-in's overrides to the commands' compose project: no GPU reservation; memlock if needed."""
+    names = list(cli_stack.stack.profiles)
+    nogpu = cli_stack.stack.root / sweep.STANDIN_OVERRIDE
+    render.atomic_write(nogpu, sweep.gpu_reservation_reset(names))
+    extra = [nogpu]
+    if dockerstack.engine_refuses_memlock(next(iter(standin_refs.values()))):
+        extra.append(cli_stack.stack.root / "compose.host.yaml")
+        render.atomic_write(extra[-1], sweep.memlock_reset(names))
     shipped = operate.project_for
 
     def project_for(stack: model.Stack, compose_file: Path | None = None, env: Any = None) -> Project:
         project = shipped(stack, compose_file, env)
-        return dataclasses.replace(project, files=(*project.files, override))
+        return dataclasses.replace(project, files=(*project.files, *extra))
 
     monkeypatch.setattr(operate, "project_for", project_for)
 
@@ -146,6 +150,8 @@ def test_up_down_cycle(cli_stack: CliStack) -> None:
     assert f"stopped {healthy} (one profile at a time)" in forced.stdout
     assert f"{bad}: unhealthy" in forced.stdout
     assert f"healthcheck: unhealthy: {expect}: " in forced.stdout, forced.stdout
+    # what to try next, from the class, the expectations and the predictions (modelcard-fi-auto: nan)
+    assert "next to try: dense-fi-bf16: nan on sm120 points at kv_cache_dtype" in forced.stdout, forced.stdout
     assert services(cli_stack) == [bad]  # switching left no stale container
 
     stopped = bwstack("down", "-f", file, "--volumes")

@@ -8,7 +8,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from bwstack import render
+from bwstack import render, sweep
 from bwstack.standin_image import STANDIN_REPO
 from integration import dockerstack
 from support.stack import ROOT
@@ -37,6 +37,10 @@ def test_standin_services_differ_only_in_image_and_environment(tmp_path: Path) -
             stack, tmp_path / label, name="unused", images=images, env_by_profile=env, memlock_reset=False
         )
         ours = _load(rendered.files[0].read_text(encoding="utf-8"))
+        # the GPU reservations stay in the rendered file; the stand-in's own override removes them
+        assert [f.name for f in rendered.files[1:]] == ["compose.ports.yaml", sweep.STANDIN_OVERRIDE]
+        nogpu = rendered.files[2].read_text(encoding="utf-8")
+        assert nogpu == sweep.gpu_reservation_reset(list(stack.profiles))
         assert _without(ours, "services") == _without(committed, "services")
         assert list(ours["services"]) == list(committed["services"])
         for name, service in ours["services"].items():

@@ -161,6 +161,9 @@ def test_standin_sweep_of_every_shipped_profile_matches(standin_stack: StandinSt
         else:
             assert evidence["log_match"] or evidence["health"]["last"], name
     assert "all 9 profile(s) match" in full_run.output
+    assert "next to try: dense-fi-bf16: nan on sm120" in full_run.output  # after modelcard-fi-auto's nan
+    # the rendered GPU services ran with their reservations removed by the stand-in's own override
+    assert (full_run.out / "compose.nogpu.yaml").read_text(encoding="utf-8").count("devices: !reset []") == 9
     assert (full_run.out / "matrix.md").read_text(encoding="utf-8").count("| yes |") == 9
     assert leftovers(standin_stack.standin_project) == {}
 

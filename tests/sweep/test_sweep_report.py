@@ -181,7 +181,7 @@ def test_markdown_has_one_row_per_planned_profile() -> None:
     text = report.render_markdown(doc)
     rows = [
         line
-        for line in text.splitlines()
+        for line in text.split("## Profiles", 1)[1].splitlines()
         if line.startswith("| ") and not line.startswith(("| profile", "| ---"))
     ]
     assert len(rows) == 3
@@ -223,7 +223,10 @@ def test_html_is_self_contained_with_a_row_and_evidence_per_profile() -> None:
     page.feed(html)
     tags = [t for t, _ in page.tags]
     assert "script" not in tags and "link" not in tags and "img" not in tags and "iframe" not in tags
-    assert not [a for _, a in page.tags if "src" in a or "href" in a]
+    assert not [a for _, a in page.tags if "src" in a]
+    ids = {a["id"] for _, a in page.tags if a.get("id")}
+    hrefs = [str(a["href"]) for _, a in page.tags if "href" in a]
+    assert hrefs and all(h.startswith("#") and h[1:] in ids for h in hrefs)  # only links within the page
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html  # escaped
     csp = [a for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
     assert csp and "default-src 'none'" in str(csp[0]["content"])
@@ -435,3 +438,17 @@ def test_demo_prints_the_report_place_and_the_meaning_of_each_verdict(
     text = buffer.getvalue()
     assert "CPU stand-in" in text and str(tmp_path / "matrix.html") in text
     assert "assertion: a Python AssertionError" in text
+
+
+def test_summary_keeps_profile_names_whole_at_80_columns(
+    stack: model.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = make_doc(["legacy-nsa-default-fp8", "dense-fi-bf16"])
+    report.record(doc, make_row("legacy-nsa-default-fp8", "unsupported_arch", "unsupported_arch"))
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    sweep.print_summary(doc, tmp_path, Console(file=out, width=80, soft_wrap=True))
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines if not line.startswith("report: ")) <= 80
+    assert any(ln.split()[:4] == ["legacy-nsa-default-fp8", *["unsupported_arch"] * 2, "yes"] for ln in lines)
+    assert any(ln.split() == ["dense-fi-bf16", "not", "decided"] for ln in lines)

@@ -27,9 +27,7 @@ VARIANTS = sorted(dockerstack.repo_stack().variants_used())
 
 @pytest.fixture(scope="session")
 def standin_refs(docker_engine: None) -> dict[str, str]:
-    images = dockerstack.standin_images()
-    dockerstack.require_gpu_reservation(next(iter(images.values())))
-    return images
+    return dockerstack.standin_images()  # services run with compose.nogpu.yaml: any engine will do
 
 
 @pytest.fixture(scope="module", params=VARIANTS)

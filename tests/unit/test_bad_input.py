@@ -61,6 +61,14 @@ def other_path(name: str) -> Mutate:
     return mutate
 
 
+def _laughs(levels: int, width: int) -> str:
+    """The "billion laughs" alias bomb: each level repeats the previous one ``width`` times."""
+    rows = ["lol0: &lol0 [" + ", ".join(["lol"] * width) + "]"]
+    for level in range(1, levels):
+        rows.append(f"lol{level}: &lol{level} [" + ", ".join([f"*lol{level - 1}"] * width) + "]")
+    return "\n".join(rows) + "\n"
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -187,6 +195,47 @@ CASES = [
         replace("quantization: modelopt_fp4", "quantization: nvfp5"),
         r"model\.quantization: unknown quantization 'nvfp5' \(valid for sglang",
     ),
+    # bounded input: refused from the event stream, before anything is expanded or constructed
+    Case(
+        "alias-bomb",
+        replace("version: 1\n", "version: 1\n" + _laughs(9, 9)),
+        r"profiles\.yaml:\d+: YAML aliases expand to more than 10000 nodes \(at \*lol\d\): refused before",
+    ),
+    Case(
+        "alias-bomb-mappings",
+        replace(
+            "version: 1\n",
+            "version: 1\na: &a {x: 1, y: 1, z: 1}\n"
+            + "".join(
+                f"{n}: &{n} {{x: *{p}, y: *{p}, z: *{p}, w: *{p}}}\n"
+                for p, n in zip("abcdefghij", "bcdefghijk", strict=True)
+            ),
+        ),
+        r"YAML aliases expand to more than 10000 nodes",
+    ),
+    Case("recursive-alias", replace("version: 1\n", "version: 1\nloop: &loop [1, *loop]\n"), r"recursive"),
+    Case(
+        "many-aliases",
+        replace("version: 1\n", "version: 1\none: &one 1\nmany: [" + ", ".join(["*one"] * 101) + "]\n"),
+        r"more than 100 YAML aliases",
+    ),
+    Case(
+        "deep-flow-nesting",
+        replace("version: 1\n", "version: 1\ndeep: " + "[" * 5000 + "]" * 5000 + "\n"),
+        r"profiles\.yaml:\d+: YAML nested deeper than 64 levels",
+    ),
+    Case(
+        "deep-block-nesting",
+        replace("version: 1\n", "version: 1\n" + "".join(" " * i + f"k{i}:\n" for i in range(100))),
+        r"profiles\.yaml:\d+: YAML nested deeper than 64 levels",
+    ),
+    Case(
+        "oversized-file",
+        replace("version: 1\n", "version: 1\n" + "# padding\n" * 30_000),
+        r"profiles\.yaml: file larger than 256 KiB: refused unread",
+        line=False,
+    ),
+    Case("undefined-alias", replace("version: 1\n", "version: 1\nx: *nowhere\n"), r"undefined alias"),
     Case(
         "revision-branch-name",
         replace("path: nvidia/GLM-5-NVFP4", "path: nvidia/GLM-5-NVFP4\n  revision: main"),
@@ -273,3 +322,26 @@ def test_dev_null_gives_one_line() -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if "alias" in c.id or "nesting" in c.id], ids=lambda c: c.id
+)
+def test_bounded_input_refused_before_anything_is_built(
+    case: Case, stack_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limits act on the event stream: the loader never composes or constructs the hostile document."""
+    from ruamel.yaml import YAML
+
+    from bwstack.errors import UserError
+    from bwstack.yamlload import load_yaml
+
+    def no_load(self: YAML, stream: object) -> object:
+        raise AssertionError("the document was loaded before the limits refused it")
+
+    monkeypatch.setattr(YAML, "load", no_load)
+    target = case.mutate(stack_copy)
+    with pytest.raises(UserError) as err:
+        load_yaml(target)
+    assert err.value.line is not None
+    assert re.search(case.expect, str(err.value)), str(err.value)

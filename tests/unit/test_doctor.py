@@ -206,3 +206,16 @@ def test_fixture_hook_with_a_bad_folder_is_a_usage_error(stack: Path, tmp_path: 
 def test_invalid_variant_name_is_a_user_error(stack: Path) -> None:
     with pytest.raises(UserError, match="invalid variant name"):
         expectations(stack, "bad name!")
+
+
+@pytest.mark.parametrize("host", ["rtx-pro-6000-8x", "h200-8x", "b200-8x"])
+def test_table_fits_an_80_column_terminal(stack: Path, host: str) -> None:
+    """Every line but the one-line verdict fits 80 columns; each check's title is whole on its own row."""
+    env = {FIXTURE_ENV: str(FIXTURES / host)}
+    result = CliRunner().invoke(main, ["doctor", "-f", str(stack)], env={"COLUMNS": "80", **env})
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines[:-1]), [ln for ln in lines if len(ln) > 80]
+    report = json.loads(CliRunner().invoke(main, ["doctor", "-f", str(stack), "--json"], env=env).stdout)
+    for check in report["checks"]:
+        row = next(ln for ln in lines if f" {check['status'].upper()} " in ln and check["title"] in ln)
+        assert row.startswith(f"  {check['status'].upper()}")

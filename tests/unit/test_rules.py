@@ -315,6 +315,13 @@ def test_rules_data_and_text_list_every_rule() -> None:
     assert "kv_cache_dtype not in [bfloat16, fp8_e4m3]" in text  # brackets are not taken for markup
 
 
+def test_rules_text_fits_80_columns_with_ids_whole() -> None:
+    lines = rules.render_rules_text(width=80).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for rule in BOOK.rules:
+        assert any(line.split()[:1] == [rule.id] for line in lines), rule.id
+
+
 GOOD_RULE = """\
 version: 1
 rules:

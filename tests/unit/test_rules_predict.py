@@ -8,6 +8,10 @@ changes the answer: the predictions below come from the static fallback plus the
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -238,12 +242,36 @@ def _list(args: list[str]) -> Any:
 def test_list_arch_sm120_shows_a_verdict_and_reason_for_every_profile() -> None:
     result = _list(["-f", str(PROFILES), "--arch", "sm120"])
     assert result.exit_code == 0, result.output
-    assert "predicted on sm120" in result.output
+    assert "on sm120" in result.output
     assert "differs from expect" not in result.output
     for name, (verdict, _) in SM120.items():
-        row = next(line for line in result.output.splitlines() if name in line)
-        assert verdict in row, row
-    assert result.output.count("prediction:") == len(SM120)
+        row = next(line for line in result.output.splitlines() if line.startswith(f"{name} "))
+        assert row.split()[1] == verdict, row
+    wide = _list(["-f", str(PROFILES), "--arch", "sm120", "--wide"])
+    assert wide.exit_code == 0, wide.output
+    assert wide.output.count("prediction:") == len(SM120)
+    for name, (verdict, _) in SM120.items():
+        assert f"{name}  [expect {verdict}, predicted on sm120: {verdict}]" in wide.output
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_list_piped_at_narrow_width_keeps_every_name_whole(columns: int) -> None:
+    """``bwstack list --arch sm120 | cat`` in an 80-column terminal: one line per profile, none too long."""
+    result = subprocess.run(
+        f"{shlex.quote(sys.executable)} -m bwstack.cli list -f {shlex.quote(str(PROFILES))} --arch sm120 | cat",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, COLUMNS=str(columns)),
+        timeout=120,
+        check=True,
+    )
+    lines = result.stdout.splitlines()
+    assert lines and max(len(line) for line in lines) <= columns, result.stdout
+    for name, (verdict, _) in SM120.items():
+        rows = [line for line in lines if line.split()[:1] == [name]]
+        assert len(rows) == 1, (name, result.stdout)
+        assert rows[0].split()[1] == verdict
 
 
 def test_list_arch_json_carries_the_prediction_contract() -> None:
@@ -260,7 +288,9 @@ def test_list_marks_a_disagreement_and_says_why(stack_copy: Path) -> None:
     _set_expect(stack_copy, "modelcard-fi-auto", "nan", "healthy")
     result = _list(["-f", str(stack_copy), "--arch", "sm120"])
     assert result.exit_code == 0, result.output
-    assert "differs from expect" in result.output
+    assert "differs from expect healthy" in result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("modelcard-fi-auto "))
+    assert row.split()[1] == "nan!", row
     doc = json.loads(_list(["-f", str(stack_copy), "--arch", "sm120", "--json"]).stdout)
     pred = next(r["prediction"] for r in doc["profiles"] if r["profile"] == "modelcard-fi-auto")
     assert pred["agrees"] is False
