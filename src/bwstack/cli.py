@@ -160,7 +160,13 @@ def render(
     model.emit_warnings(stack)
     outputs = render_mod.render_outputs(stack, target=target, nodes=nodes, profiles=list(profiles), out=out)
     cpu_file = file.parent / CPU_PROFILES
-    if file.name == DEFAULT_PROFILES and cpu_file.is_file() and target == "compose" and nodes == 1 and not out:
+    if (
+        file.name == DEFAULT_PROFILES
+        and cpu_file.is_file()
+        and target == "compose"
+        and nodes == 1
+        and not out
+    ):
         cpu_stack = model.load_stack(cpu_file)
         outputs += [o for o in render_mod.render_outputs(cpu_stack) if o.path.name.startswith("compose")]
     if check:
@@ -490,6 +496,7 @@ def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
     default=None,
     help="--standin: simulated weight-load time of the stand-in server (default: the stand-in's own, 2 s).",
 )
+@click.option("--tag", "tags", multiple=True, help="Only the profiles carrying this tag (repeatable).")
 def sweep(
     file: Path,
     profiles: Sequence[str],
@@ -501,6 +508,7 @@ def sweep(
     timeout: int | None,
     keep: bool,
     standin_load_seconds: float | None,
+    tags: Sequence[str],
 ) -> None:
     """Try every profile, stop each as soon as the verdict is decisive, and write a compatibility matrix.
 
@@ -514,7 +522,7 @@ def sweep(
     sys.exit(
         sweep_mod.run_sweep(
             stack,
-            list(profiles),
+            [*profiles, *stack.tagged(tags)],
             variant=variant,
             fast=fast,
             standin=standin,

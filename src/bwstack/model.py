@@ -154,8 +154,10 @@ class Profile(_Strict):
     fp4_gemm_backend: SafeToken | None = None
     extra_args: list[str] = []
     env: dict[EnvName, str] = {}
+    tags: list[Name] = Field(default=[], description="labels for selecting profiles (bwstack sweep --tag)")
     model_path: ModelRef | None = Field(
-        default=None, description="this profile's checkpoint, instead of model.path (e.g. a faulty tiny model)"
+        default=None,
+        description="this profile's checkpoint, instead of model.path (e.g. a faulty tiny model)",
     )
     expect: str = Field(default="healthy", json_schema_extra={"enum": list(EXPECT_CLASSES)})
     arch: Literal["sm120", "sm121", "sm100", "sm103", "sm90"] | None = None
@@ -218,6 +220,16 @@ class Stack:
     def is_cpu(self) -> bool:
         """A CPU stack: real SGLang on the CPU, no GPU reservations (``stack.device: cpu``)."""
         return self.settings.device == "cpu"
+
+    def tagged(self, tags: Sequence[str]) -> list[str]:
+        """Profiles carrying any of ``tags``, in file order; UserError when a tag matches none."""
+        for tag in tags:
+            if not any(tag in p.tags for p in self.profiles.values()):
+                known = sorted({t for p in self.profiles.values() for t in p.tags})
+                raise UserError(
+                    f"no profile is tagged {tag!r} (tags in {self.path.name}: {', '.join(known) or 'none'})"
+                )
+        return [name for name, p in self.profiles.items() if set(tags) & set(p.tags)]
 
     def model_path_for(self, profile_name: str) -> str:
         """The checkpoint a profile serves: its own ``model_path``, else ``model.path``."""
@@ -344,7 +356,7 @@ def _check_variants(stack: Stack) -> None:
         snapshot = stack.snapshots[name]
         if variant.is_cpu and stack.settings.device != "cpu":
             raise UserError(
-                f"variant {name} is a CPU image (device = \"cpu\" in its pins.toml): set stack.device: cpu",
+                f'variant {name} is a CPU image (device = "cpu" in its pins.toml): set stack.device: cpu',
                 file=stack.path,
                 line=_variant_ref_line(stack, name),
                 field="stack.device",
@@ -392,7 +404,7 @@ def _variant_ref_line(stack: Stack, name: str) -> int | None:
 
 def _check_model(stack: Stack) -> None:
     model = stack.model
-    if model.revision is None and not model.path.startswith("/"):
+    if model.revision is None and not model.path.startswith("/") and model.path not in stack.tiny_models:
         stack.warnings.append(
             f"{stack.path}:{stack.line_of('model', 'path')}: model.revision is not set: {model.path} is not "
             "pinned to a commit, so two hosts can serve different weights under one profile; set "

@@ -237,7 +237,9 @@ def compose_context(stack: Stack, overrides: Overrides | None = None) -> dict[st
 
 def render_compose(stack: Stack, overrides: Overrides | None = None) -> str:
     """compose.yaml text for every profile; validated against the vendored compose-spec schema."""
-    text: str = HEADER.format(stack_file=stack.path.name) + template(stack, COMPOSE_TEMPLATE).render(**compose_context(stack, overrides))
+    text: str = HEADER.format(stack_file=stack.path.name) + template(stack, COMPOSE_TEMPLATE).render(
+        **compose_context(stack, overrides)
+    )
     validate_compose(text)
     return text
 

@@ -1402,6 +1402,8 @@ DEMO_INTRO_STANDIN_ONLY = (
 #: the CPU stack the demo runs for real before the stand-in part, looked up beside the stack file
 CPU_STACK_FILE = "profiles.cpu.yaml"
 REAL_PART = "real-cpu"
+#: the CPU profiles the demo runs (tag them in profiles.cpu.yaml); `bwstack -f profiles.cpu.yaml sweep` runs all
+DEMO_TAG = "demo"
 STANDIN_PART = "stand-in"
 
 
@@ -1428,11 +1430,12 @@ def run_demo(
     parts: list[tuple[str, Path]] = []
     codes = []
     if cpu_stack is not None:
+        demo = [n for n, p in cpu_stack.profiles.items() if DEMO_TAG in p.tags]  # all when none is tagged
         console.print(f"demo part 1: real SGLang on the CPU ({cpu_path.name})", markup=False)
         codes.append(
             run_sweep(
                 cpu_stack,
-                [],
+                demo,
                 variant=None,
                 fast=False,
                 standin=False,

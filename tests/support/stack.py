@@ -10,7 +10,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def copy_stack(dest: Path) -> Path:
     """A scratch copy of what a stack needs (profiles.yaml, images/, templates/, Dockerfile, healthchecks/)."""
-    for name in ("profiles.yaml", "Dockerfile", ".dockerignore", "compose.yaml", "profiles.cpu.yaml", "compose.cpu.yaml"):
+    for name in (
+        "profiles.yaml",
+        "Dockerfile",
+        ".dockerignore",
+        "compose.yaml",
+        "profiles.cpu.yaml",
+        "compose.cpu.yaml",
+    ):
         if (ROOT / name).exists():
             shutil.copy2(ROOT / name, dest / name)
     for name in ("images", "templates", "healthchecks"):
