@@ -94,7 +94,7 @@ def build_argv(stack: Stack, profile_name: str) -> list[str]:
 
 
 def model_path_in_container(stack: Stack, profile_name: str) -> str:
-    """``--model-path``: a tiny model's folder in the mounted model cache, else the path or repo as written."""
+    """``--model-path``: a tiny model's folder in the mounted cache, else the path or repo as written."""
     name = stack.model_path_for(profile_name)
     return f"{HF_HOME}/{name}" if name in stack.tiny_models else name
 

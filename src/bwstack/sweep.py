@@ -1402,7 +1402,7 @@ DEMO_INTRO_STANDIN_ONLY = (
 #: the CPU stack the demo runs for real before the stand-in part, looked up beside the stack file
 CPU_STACK_FILE = "profiles.cpu.yaml"
 REAL_PART = "real-cpu"
-#: the CPU profiles the demo runs (tag them in profiles.cpu.yaml); `bwstack -f profiles.cpu.yaml sweep` runs all
+#: the CPU profiles the demo runs (tagged in profiles.cpu.yaml); `bwstack -f profiles.cpu.yaml sweep` runs all
 DEMO_TAG = "demo"
 STANDIN_PART = "stand-in"
 

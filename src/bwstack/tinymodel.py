@@ -2,8 +2,9 @@
 
 ``bwstack tiny-model DIR`` writes a Hugging Face model folder that
 ``python -m sglang.launch_server --device cpu`` loads like any checkpoint: ``config.json``,
-``generation_config.json``, ``model.safetensors`` (random weights, float16) and a byte-level BPE tokenizer trained here with the ``tokenizers`` library on a few lines of text
-(``tokenizer.json`` + ``tokenizer_config.json`` with a chat template).
+``generation_config.json``, ``model.safetensors`` (random weights, float16) and a byte-level BPE tokenizer
+trained here with the ``tokenizers`` library on a few lines of text (``tokenizer.json`` +
+``tokenizer_config.json`` with a chat template).
 
 Faults change weights, never code, so a failure comes from SGLang's own code paths:
 
@@ -255,7 +256,7 @@ def _dump(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def ensure_for_stack(stack: Stack, echo: Callable[[str], object] = print) -> list[Path]:
-    """Make every ``tiny_models`` entry of the stack in ``stack.model_cache_path`` (kept when already right)."""
+    """Make every ``tiny_models`` entry in ``stack.model_cache_path`` (kept when already right)."""
     if not stack.tiny_models:
         return []
     if stack.settings.model_cache_path is None:
