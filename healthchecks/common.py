@@ -12,6 +12,8 @@ import os
 import tempfile
 from typing import Any
 
+from healthchecks import signatures
+
 ENV_HC_URL = "BWSTACK_HC_URL"
 ENV_HC_TIMEOUT = "BWSTACK_HC_TIMEOUT"
 ENV_HC_EXPECT = "BWSTACK_HC_EXPECT"
@@ -43,23 +45,10 @@ REDACTED = "***"
 
 #: verdicts that do not heal by waiting: with fail-fast on, serve.py stops the server when the healthcheck
 #: records one, so the container exits (Docker then reports it unhealthy) instead of serving garbage.
-#: Not here: starting, timeout and health_timeout (a busy or loading server), crash (already gone) and
-#: warmup_failed (covers transient HTTP errors; SGLang kills itself after a real warmup failure).
-FAIL_FAST_CLASSES = frozenset(
-    {
-        "nan",
-        "device_assert",
-        "assertion",
-        "unsupported_arch",
-        "no_kernel_image",
-        "shared_memory",
-        "oom",
-        "illegal_memory",
-        "model_load",
-        "nccl",
-        "backend_override",
-    }
-)
+#: Defined with each class in the failure catalog (signatures.CLASS_INFO): not starting, timeout and
+#: health_timeout (a busy or loading server), crash (already gone) and warmup_failed (covers transient HTTP
+#: errors; SGLang kills itself after a real warmup failure).
+FAIL_FAST_CLASSES = signatures.FAIL_FAST_CLASSES
 EXIT_FAIL_FAST = 3
 
 
