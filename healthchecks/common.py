@@ -22,6 +22,7 @@ ENV_HC_MODE = "BWSTACK_HC_MODE"
 ENV_HC_DECODE_EVERY = "BWSTACK_HC_DECODE_EVERY"
 ENV_HC_STATE = "BWSTACK_HC_STATE"
 ENV_LOG = "BWSTACK_LOG"
+ENV_HC_STALL_AFTER = "BWSTACK_HC_STALL_AFTER"
 ENV_LOG_MAX_BYTES = "BWSTACK_LOG_MAX_BYTES"
 ENV_API_KEY_FILE = "BWSTACK_API_KEY_FILE"
 ENV_HF_TOKEN_FILE = "BWSTACK_HF_TOKEN_FILE"  # noqa: S105 - an env var name, not a secret
@@ -36,6 +37,8 @@ DEFAULT_HC_MODE = "full"
 DEFAULT_HC_DECODE_EVERY = 300.0
 DEFAULT_HC_STATE = "/tmp/bwstack-hc.json"  # noqa: S108 - fixed path inside the container, by design
 DEFAULT_LOG = "/var/log/bwstack/server.log"
+#: seconds a server log may stay unchanged while the port refuses before the server counts as dead
+DEFAULT_HC_STALL_AFTER = 900.0
 DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_API_KEY_FILE = "/run/secrets/api_key"
 DEFAULT_HF_TOKEN_FILE = "/run/secrets/hf_token"  # noqa: S105 - a path, not a secret
