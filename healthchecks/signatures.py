@@ -62,8 +62,8 @@ CLASS_INFO: tuple[ClassInfo, ...] = (
     ),
     ClassInfo(
         "device_assert",
-        "a CUDA device-side assert fired, e.g. an in-kernel bounds check (`Assertion `index out of bounds` "
-        "failed`)",
+        "a CUDA device-side assert fired, e.g. an in-kernel bounds check (an `index out of bounds` assertion "
+        "in IndexKernel.cu or a Triton kernel)",
         "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; check token ids / vocab size of the "
         "checkpoint",
         50,
@@ -1047,6 +1047,10 @@ def scan_file(path: str, chunk_bytes: int = 1 << 20) -> Scanner:
 
 def class_table() -> str:
     """The Markdown table of every class with its meaning and typical fix (README, docs/healthcheck.md)."""
-    rows = ["| class | meaning | typical fix |", "| --- | --- | --- |"]
-    rows += [f"| `{i.name}` | {i.meaning} | {i.fix} |" for i in CLASS_INFO]
+    rows = ["| class | meaning | typical fix | fail-fast |", "| --- | --- | --- | --- |"]
+    rows += [f"| `{i.name}` | {i.meaning} | {i.fix} | {'yes' if i.fail_fast else '-'} |" for i in CLASS_INFO]
     return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python3 -m healthchecks.signatures: print the class table for the docs
+    print(class_table(), end="")

@@ -69,3 +69,40 @@ def test_the_corpus_covers_what_operators_meet() -> None:
         "starting",
         "healthy",
     }
+
+
+# --- one catalog: every list of classes is derived from healthchecks/signatures.py -------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE_START = "<!-- class-table: rendered from healthchecks/signatures.py"
+TABLE_END = "<!-- /class-table -->"
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/healthcheck.md"])
+def test_docs_class_table_is_the_catalogs(doc: str) -> None:
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    start = text.index(TABLE_START)
+    body = text[text.index("\n", start) + 1 : text.index(TABLE_END, start)]
+    assert body == signatures.class_table()
+    for info in signatures.CLASS_INFO:
+        assert f"| `{info.name}` |" in body and info.fix.strip() and info.meaning.strip()
+
+
+def test_every_class_list_is_derived_from_the_catalog() -> None:
+    from bwstack import model, rules, sweep
+    from healthchecks import common
+
+    assert common.FAIL_FAST_CLASSES == signatures.FAIL_FAST_CLASSES
+    assert set(model.EXPECT_CLASSES) == set(signatures.CLASSES) - {"starting"}
+    enum = rules.rules_schema()["$defs"]["failure_class"]["enum"]
+    assert set(enum) == set(signatures.CLASSES) - {"starting", "healthy"}
+    assert sweep.NOT_FATAL_IN_LOG == signatures.NOT_FATAL_WHILE_ALIVE
+    assert set(signatures.DESCRIPTIONS) == set(signatures.CLASSES)
+    # no other source file spells out the catalog's classes as a list of its own
+    lists = 0
+    for path in [*ROOT.joinpath("src").rglob("*.py"), *ROOT.joinpath("healthchecks").glob("*.py")]:
+        if path.name == "signatures.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        lists += all(f'"{c}"' in text for c in ("kernel_compile", "illegal_memory", "oom"))
+    assert lists == 0
