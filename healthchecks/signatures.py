@@ -252,13 +252,24 @@ class Signature:
     """One regex -> class entry with its public source and a typical fix."""
 
     cls: str
-    pattern: re.Pattern[str]
+    regex: str
     keys: tuple[str, ...]  # literal texts, one of which every matching line contains (fast prefilter)
     priority: int
     source: str
     fix: str
     weak: bool = False  # generic traceback evidence: a verdict only once the server stopped answering
     generic: bool = False  # counts only on lines no specific signature explains (weak implies generic)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled regex, compiled on first use (a light probe with no new log lines compiles none)."""
+        found = _COMPILED.get(self.regex)
+        if found is None:
+            found = _COMPILED[self.regex] = re.compile(self.regex)
+        return found
+
+
+_COMPILED: dict[str, re.Pattern[str]] = {}
 
 
 @dataclass(frozen=True)
@@ -292,7 +303,7 @@ def _sig(
     prio = _CLASS_PRIORITY[cls] if priority is None else priority
     return Signature(
         cls=cls,
-        pattern=re.compile(regex),
+        regex=regex,
         keys=keys,
         priority=prio,
         source=source,
@@ -866,8 +877,44 @@ SIGNATURES: tuple[Signature, ...] = (
 )
 
 _KEYS: tuple[str, ...] = tuple(
-    dict.fromkeys(key for sig in SIGNATURES for key in (*sig.keys, *START_TEXTS, READY_TEXT))
+    dict.fromkeys((*START_TEXTS, READY_TEXT, *(key for sig in SIGNATURES for key in sig.keys)))
 )
+#: lower-case scan words: the text is scanned once per word (not once per key), a line holding one is
+#: checked for the exact keys that contain it. Chosen to cover many keys, to be long (a longer needle scans
+#: faster) and rare in healthy logs; a key that contains none of them is scanned for itself.
+_SCAN_WORDS: tuple[str, ...] = (
+    "error", "support", "ustom", "requires", "watchdog", "exit", "assert", "fail", "bwstack-serve",
+    "recognize", "illegal", "sigquit", "signal", "kernel", "ptx", "tensor",
+    "not compatible with the current pytorch", "out of resource: shared memory",
+    "should have a `model_type` key", "resources requested for launch", "unable to determine the device",
+    "dynamic shared memory size", "out of range float values", "is not defined for option", "repo",
+    "server_args=serverargs(", "terminate called after", "trtllm fmhav2 prefill", "init state: traceback",
+    "ninja: build stopped", "_kv_cache_store_fp8", "fallen off the bus", "segmentation fault", "nccl",
+    "misaligned address", "size mismatch for", "tllmgenfmharunner", "not enough memory", "undefined symbol",
+    "hit an exception", "unknown recipe", "gloo/transport", "exception in ", "nan detected", "contains nan",
+    "no compiled ", "gpu is lost", "core dumped", "peer access", "config.json", "aborted", "killed",
+    "the server is fired up and ready to roll", "traceback (most recent call last)", "out of memory", "xid",
+    "exception", 'file "',
+)  # fmt: skip
+_KEYS_LOW: tuple[str, ...] = tuple(key.lower() for key in _KEYS)
+_SCAN: tuple[str, ...] = (
+    *_SCAN_WORDS,
+    *(low for low in _KEYS_LOW if not any(word in low for word in _SCAN_WORDS)),
+)
+_SCAN_BYTES: tuple[bytes, ...] = tuple(word.encode() for word in _SCAN)
+#: scan word index -> indexes (in _KEYS) of the keys that contain it
+_WORD_KEYS: tuple[tuple[int, ...], ...] = tuple(
+    tuple(i for i, low in enumerate(_KEYS_LOW) if word in low) for word in _SCAN
+)
+_START_KEYS = frozenset(range(len(START_TEXTS)))
+_READY_KEY = len(START_TEXTS)
+#: key index -> indexes of the signatures that list it
+_KEY_INDEX: dict[str, int] = {key: i for i, key in enumerate(_KEYS)}
+_SIGS_OF: list[set[int]] = [set() for _ in _KEYS]
+for _i, _sig_entry in enumerate(SIGNATURES):
+    for _key in _sig_entry.keys:
+        _SIGS_OF[_KEY_INDEX[_key]].add(_i)
+_KEY_SIGS: tuple[frozenset[int], ...] = tuple(frozenset(found) for found in _SIGS_OF)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _Best = tuple[int, int, str, Signature]
 
@@ -897,17 +944,17 @@ class Scanner:
         """True when the current run logged SGLang's ready line."""
         return self.ready_line > 0
 
-    def _consider(self, line: str, line_no: int) -> None:
-        if any(text in line for text in START_TEXTS):
+    def _consider(self, line: str, line_no: int, keys: list[int]) -> None:
+        """Match one candidate line; ``keys`` are the indexes (in ``_KEYS``) of the literal keys it holds."""
+        if not _START_KEYS.isdisjoint(keys):
             self.start_line, self.ready_line = line_no, 0
             self._best = self._strong = None
             self._seen = {}
             return
-        if READY_TEXT in line:
+        if _READY_KEY in keys:
             self.ready_line = line_no
-        found = [
-            sig for sig in SIGNATURES if any(key in line for key in sig.keys) and sig.pattern.search(line)
-        ]
+        candidates = sorted(frozenset().union(*(_KEY_SIGS[k] for k in keys)))
+        found = [SIGNATURES[i] for i in candidates if SIGNATURES[i].pattern.search(line)]
         if any(not sig.generic for sig in found):
             found = [sig for sig in found if not sig.generic]
         for sig in found:
@@ -922,23 +969,28 @@ class Scanner:
     def feed(self, text: str) -> None:
         """Scan ``text``; its first character starts a new line (a partial last line counts as a line).
 
-        Candidate lines are found with str.find on each signature's literal keys (C speed), and only those
-        lines are matched against the regexes.
+        Candidate lines are found with bytes.find (C speed) on the lower-cased UTF-8 text, once per scan word
+        (each signature key contains one); only the signatures whose keys a line holds are matched against it.
         """
-        starts: set[int] = set()
-        for key in _KEYS:
-            pos = text.find(key)
+        raw = text.encode("utf-8", "surrogatepass")  # bytes: one byte per ASCII char, lower() keeps offsets
+        low = raw.lower()
+        found: dict[int, set[int]] = {}
+        for index, word in enumerate(_SCAN_BYTES):
+            pos = low.find(word)
             while pos >= 0:
-                starts.add(text.rfind("\n", 0, pos) + 1)
-                end = text.find("\n", pos)
-                pos = -1 if end < 0 else text.find(key, end)
+                found.setdefault(low.rfind(b"\n", 0, pos) + 1, set()).update(_WORD_KEYS[index])
+                end = low.find(b"\n", pos)
+                pos = -1 if end < 0 else low.find(word, end)
         line_idx = self.lines_seen
         counted = 0
-        for start in sorted(starts):
-            line_idx += text.count("\n", counted, start)
-            counted = start
-            end = text.find("\n", start)
-            self._consider(text[start : len(text) if end < 0 else end], line_idx + 1)
+        for start in sorted(found):
+            end = raw.find(b"\n", start)
+            line = raw[start : len(raw) if end < 0 else end].decode("utf-8", "surrogatepass")
+            keys = [k for k in sorted(found[start]) if _KEYS[k] in line]
+            if keys:
+                line_idx += raw.count(b"\n", counted, start)
+                counted = start
+                self._consider(line, line_idx + 1, keys)
         self.lines_seen += text.count("\n")
         if text and not text.endswith("\n"):
             self.lines_seen += 1
