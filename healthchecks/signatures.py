@@ -32,11 +32,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class ClassInfo:
+class ClassInfo(NamedTuple):
     """One failure class: what it means, its typical fix, its rank among root causes, whether it heals."""
 
     name: str
