@@ -14,7 +14,10 @@ from healthchecks import signatures
 
 
 def classify_log_file(path: str | Path) -> dict[str, Any]:
-    """Classify a server log: ``{"class", "line" (1-based or None), "text", "also"}``; ``healthy`` if clean.
+    """Classify a server log: ``{"class", "line" (1-based or None), "text", "also"}``.
+
+    Without a fatal signature the class is ``healthy`` when the log reached SGLang's ready line, else
+    ``starting``.
 
     Raises UserError when the file is missing, not a regular file or unreadable.
     """
@@ -24,18 +27,19 @@ def classify_log_file(path: str | Path) -> dict[str, Any]:
     if not target.is_file():
         raise UserError("not a regular file", file=target)
     try:
-        match = signatures.classify_file(str(target))
+        scanner = signatures.scan_file(str(target))
     except OSError as exc:
         raise UserError(f"cannot read the log: {exc.strerror or exc}", file=target) from exc
-    return _as_dict(match)
+    return _as_dict(scanner)
 
 
 def classify_text(text: str) -> dict[str, Any]:
     """Classify log text already in memory (e.g. ``docker logs`` output); same shape as classify_log_file."""
-    return _as_dict(signatures.classify_text(text))
+    return _as_dict(signatures.scan_text(text))
 
 
-def _as_dict(match: signatures.Match | None) -> dict[str, Any]:
+def _as_dict(scanner: signatures.Scanner) -> dict[str, Any]:
+    match = scanner.result()
     if match is None:
-        return {"class": "healthy", "line": None, "text": "", "also": []}
+        return {"class": scanner.verdict(), "line": None, "text": "", "also": []}
     return match.to_dict()

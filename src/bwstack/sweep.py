@@ -66,7 +66,7 @@ STANDIN_STOP_S = 5
 #: stand-in healthcheck timing (compose interpolates these; the real stack keeps profiles.yaml's values)
 STANDIN_HC_ENV = {"BWSTACK_HC_INTERVAL": "1s", "BWSTACK_HC_TIMEOUT": "20s", "BWSTACK_HC_CHECK_TIMEOUT": "15"}
 #: classes a log line may carry that are not a verdict while the server lives (SGLang's own /health timeout)
-NOT_FATAL_IN_LOG = ("health_timeout",)
+NOT_FATAL_IN_LOG = signatures.NOT_FATAL_WHILE_ALIVE
 #: expected class -> the stand-in fault that produces it
 STANDIN_FAULTS = {
     "healthy": "none",
@@ -237,8 +237,9 @@ class Judge:
     # -- state --
 
     def fatal_log(self) -> signatures.Match | None:
-        """The log's root-cause match, unless it is one that is no verdict while the server lives."""
-        match = self.scanner.result()
+        """The log's root-cause match, unless it is one that is no verdict while the server lives (generic
+        traceback evidence, SGLang's /health timeout)."""
+        match = self.scanner.result(strong_only=True)
         if match is None or match.cls in NOT_FATAL_IN_LOG:
             return None
         return match

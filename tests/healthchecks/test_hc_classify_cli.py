@@ -44,7 +44,9 @@ def test_cli_json_for_a_clean_log() -> None:
 def test_classify_text_helper_has_the_same_shape() -> None:
     text = (LOGS / "oom_cuda_graph_capture.log").read_text()
     assert classify.classify_text(text) == classify.classify_log_file(LOGS / "oom_cuda_graph_capture.log")
-    assert classify.classify_text("all good\n")["class"] == "healthy"
+    # issue 11: a log without the ready line is "starting", never "healthy" (this said "healthy" before)
+    assert classify.classify_text("all good\n")["class"] == "starting"
+    assert classify.classify_text("x\n[t] The server is fired up and ready to roll!\n")["class"] == "healthy"
 
 
 def test_missing_file_or_folder_is_a_user_error(tmp_path: Path) -> None:
@@ -63,7 +65,7 @@ def test_read_error_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def denied(path: str) -> None:
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr("healthchecks.signatures.classify_file", denied)
+    monkeypatch.setattr("healthchecks.signatures.scan_file", denied)
     result = CliRunner().invoke(main, ["classify-log", str(log)])
     assert result.exit_code == 2
     assert result.output.strip() == f"bwstack: {log}: cannot read the log: Permission denied"
