@@ -32,7 +32,7 @@ from typing import Any, NoReturn
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, signatures
+from healthchecks import common, signatures, vocabulary
 
 PROMPT = "The capital city of France is"
 TEMPERATURE = 0.7  # > 0 and no top-k/top-p/min-p: the plain multinomial path that trips on NaN
@@ -45,15 +45,8 @@ LOG_SNIPPET = 200
 STATE_SCHEMA = "bwstack.hc-state/1"
 LOG_CHUNK = 1 << 20
 
-KEY_ALIASES: dict[str, tuple[str, ...]] = {
-    "dsa_prefill_backend": ("dsa_prefill_backend", "nsa_prefill_backend"),
-    "nsa_prefill_backend": ("nsa_prefill_backend", "dsa_prefill_backend"),
-    "dsa_decode_backend": ("dsa_decode_backend", "nsa_decode_backend"),
-    "nsa_decode_backend": ("nsa_decode_backend", "dsa_decode_backend"),
-    "fp4_gemm_backend": ("fp4_gemm_runner_backend", "fp4_gemm_backend"),
-    "fp4_gemm_runner_backend": ("fp4_gemm_runner_backend", "fp4_gemm_backend"),
-}
-VALUE_ALIASES = {"bf16": "bfloat16", "nsa": "dsa"}
+KEY_ALIASES = vocabulary.KEY_ALIASES  # field -> the names /server_info reports it under
+VALUE_ALIASES = vocabulary.VALUE_ALIASES
 SUMMARY_KEYS = ("attention_backend", "dsa_decode_backend", "nsa_decode_backend", "kv_cache_dtype", "tp_size")
 
 

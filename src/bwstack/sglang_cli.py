@@ -15,18 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
+from healthchecks import vocabulary
 
 SNAPSHOT_SCHEMA = "bwstack.sglang-args/1"
 
-#: semantic profile field -> candidate flags, preferred first (first one the snapshot has, not deprecated)
-SEMANTIC_FLAGS: dict[str, tuple[str, ...]] = {
-    "attention_backend": ("--attention-backend",),
-    "dsa_prefill_backend": ("--dsa-prefill-backend", "--nsa-prefill-backend"),
-    "dsa_decode_backend": ("--dsa-decode-backend", "--nsa-decode-backend"),
-    "kv_cache_dtype": ("--kv-cache-dtype",),
-    "moe_runner_backend": ("--moe-runner-backend",),
-    "fp4_gemm_backend": ("--fp4-gemm-backend",),
-}
+#: semantic profile field -> candidate flags, preferred first (the table lives in healthchecks/vocabulary.py,
+#: stdlib only, because the in-container healthcheck reads it too)
+SEMANTIC_FLAGS = vocabulary.SEMANTIC_FLAGS
 
 #: model settings -> flag (same in every supported version; checked against the snapshot all the same)
 MODEL_FLAGS: dict[str, str] = {
