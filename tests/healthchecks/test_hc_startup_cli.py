@@ -89,3 +89,12 @@ def test_bad_expect_and_unknown_profile_are_exit_2_one_line() -> None:
         code, out = _run(*args, str(SEED))
         assert code == 2, out
         assert message in out and len(out.strip().splitlines()) == 1 and "Traceback" not in out
+
+
+def test_the_readme_example_is_what_the_command_prints() -> None:
+    readme = (ROOT / "README.md").read_text()
+    command = "$ bwstack classify-log --profile dense-triton-auto glm5-fp8-triton.log\n"
+    shown = readme[readme.index(command) + len(command) :].split("```", 1)[0]
+    code, out = _run("-f", str(ROOT / "profiles.yaml"), "--profile", "dense-triton-auto", str(SEED))
+    assert code == 0
+    assert out == shown
