@@ -411,10 +411,11 @@ class StartupReader:
                 if hit:
                     startup.version, startup.version_line = hit.group(1), self.line_no
                     break
-        if startup.argv_line is None and _COMMAND.search(text) and " --" in text:
+        continued = text.rstrip().endswith("\\")
+        if startup.argv_line is None and _COMMAND.search(text) and (" --" in text or continued):
             self._command = [text]
             self._command_line = self.line_no
-            if not text.rstrip().endswith("\\"):
+            if not continued:
                 self._close_command()
             return
         for rule in RULES:
@@ -473,10 +474,10 @@ class StartupReader:
             tokens = shlex.split(tail, posix=True)
         except ValueError:
             tokens = tail.split()
-        flags = _flags_from_argv(tokens)
-        if not flags:
+        if not any(token.startswith("--") for token in tokens):
             return
-        self.startup.argv_line = self._command_line
+        flags = _flags_from_argv(tokens)
+        self.startup.argv_line = self._command_line  # known command line: a field it lacks was not a flag
         for name, value in flags.items():
             self.startup.argv[name] = Stated(
                 name, vocabulary.semantic_value(value), self._command_line, _short(command), "argv", value

@@ -169,3 +169,53 @@ def test_a_log_without_a_startup_says_nothing() -> None:
     assert not parsed.found
     assert parsed.to_dict()["effective"] == {}
     assert startup.compare(parsed, {"attention_backend": "triton"}) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "version"),
+    [
+        ("sglang: 0.5.9", "0.5.9"),  # python3 -m sglang.check_env
+        ("sglang version: 0.5.23", "0.5.23"),  # sglang version
+        ("docker run lmsysorg/sglang:v0.5.17-cu130 sglang serve", "0.5.17"),
+        ("image: lmsysorg/sglang-rocm:v0.5.10rc0-rocm700-mi35x-20260417", "0.5.10rc0"),
+        ("pip install sglang==0.5.12.post1", "0.5.12.post1"),
+    ],
+)
+def test_the_version_when_the_log_names_it(line: str, version: str) -> None:
+    parsed = startup.read_text(f"x\n{line}\n")
+    assert (parsed.version, parsed.version_line) == (version, 2)
+
+
+def test_a_pasted_multi_line_command_is_the_request() -> None:
+    text = (
+        "$ python3 -m sglang.launch_server \\\n"
+        "    --model-path zai-org/GLM-5-FP8 \\\n"
+        "    --tp 8 --nsa-decode-backend=flashmla_kv \\\n"
+        "    --attention-backend nsa\n"
+        "[2026-02-26 05:43:36] WARNING server_args.py:1172: Set NSA backends for fp8_e4m3 KV Cache: "
+        "prefill=flashmla_auto, decode=trtllm.\n"
+    )
+    parsed = startup.read_text(text)
+    assert {k: v.value for k, v in parsed.argv.items()} == {
+        "tp_size": "8",
+        "dsa_decode_backend": "flashmla_kv",
+        "attention_backend": "dsa",
+    }
+    assert parsed.argv_line == 1
+    assert parsed.origin("dsa_prefill_backend") == "sglang" and parsed.origin("dsa_decode_backend") == "flag"
+    evidence = startup.compare(parsed)
+    assert [(e["kind"], e["field"], e["requested"], e["effective"], e["line"]) for e in evidence] == [
+        ("mismatch", "dsa_decode_backend", "flashmla_kv", "trtllm", 5)
+    ]
+
+
+def test_a_command_line_without_backend_flags_makes_sglang_the_origin() -> None:
+    text = (
+        "bwstack-serve: starting python3 -m sglang.launch_server --model-path m --host 0.0.0.0\n"
+        "[2026-10-31 08:00:02] Use dsa attention backend for DeepSeek with DSA.\n"
+        "[2026-10-31 08:00:02] Set DSA backends for fp8_e4m3 KV Cache: prefill=trtllm, decode=trtllm.\n"
+    )
+    parsed = startup.read_text(text)
+    assert parsed.argv_line == 1 and parsed.argv == {}
+    assert parsed.auto_set() == ["attention_backend", "dsa_prefill_backend", "dsa_decode_backend"]
+    assert parsed.origin("kv_cache_dtype") == "default"
