@@ -11,8 +11,9 @@ SGLang prints its resolved configuration once at startup and logs why it changed
   (0.5.17+), ``Setting KV cache dtype to fp8_e4m3 for DeepSeek DSA on SM12 device.``, ``Use nsa|dsa attention
   backend for DeepSeek with DSA.``, ``Use X as MoE runner backend …``, ``Use X as FP4 GEMM runner backend …``,
   the page-size notes (``Setting page size to 64 for DeepSeek DSA.``), the GLM-on-Blackwell prefill notes,
-  the deprecated-flag notes, DeepGEMM's JIT lines (wording read in the sglang 0.5.9, 0.5.12, 0.5.17 and 0.5.23
-  wheels);
+  the deprecated-flag notes (``srt/arg_groups/argparse_actions.py``), DeepGEMM's JIT lines
+  (``layers/deep_gemm_wrapper/compile_utils.py``) and its UE8M0 scale warning
+  (``srt/configs/model_config.py``); wording read in the sglang 0.5.9, 0.5.12, 0.5.17 and 0.5.23 wheels;
 * the command line, when the log has it (``bwstack-serve: starting python3 -m sglang.launch_server …``, a
   pasted ``python3 -m sglang.launch_server …`` / ``sglang serve …``, a test harness's ``command=…``).
 
