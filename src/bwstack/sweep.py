@@ -43,7 +43,7 @@ from bwstack import operate, render, report, sglang_cli
 from bwstack.compose import Project
 from bwstack.errors import ExternalError, UserError
 from bwstack.model import Stack
-from healthchecks import signatures, startup, warmup
+from healthchecks import signatures, startup, vocabulary
 
 #: a fatal log signature waits this long for the root-cause line (the traceback follows the first crash line)
 SETTLE_S = 5.0
@@ -82,7 +82,7 @@ STANDIN_FAULTS = {
 GLM5_FIRST_K_DENSE = 3
 #: /server_info keys per semantic field (docs/design.md), first present wins
 EFFECTIVE_KEYS: dict[str, tuple[str, ...]] = {
-    key: warmup.KEY_ALIASES.get(key, (key,)) for key in (*sglang_cli.SEMANTIC_FLAGS, "tp_size")
+    key: vocabulary.KEY_ALIASES.get(key, (key,)) for key in vocabulary.REPORT_FIELDS
 }
 
 
