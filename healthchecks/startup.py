@@ -428,13 +428,13 @@ class StartupReader:
     def _apply(self, rule: _Rule, hit: re.Match[str], text: str) -> None:
         startup = self.startup
         values = {k: v for k, v in hit.groupdict().items() if v is not None}
-        note: dict[str, Any] = {"kind": rule.kind, "line": self.line_no, "text": _short(hit.group(0))}
+        note: dict[str, Any] = {"kind": rule.kind, "line": self.line_no, "text": _short(text)}
         for name, groups in rule.sets:
             value = next((values[g] for g in groups.split("|") if g in values), None)
             if value is None:
                 continue
             startup.from_warnings[name] = Stated(
-                name, vocabulary.semantic_value(value), self.line_no, _short(hit.group(0)), "warning", value
+                name, vocabulary.semantic_value(value), self.line_no, _short(text), "warning", value
             )
             if rule.auto:
                 startup.auto.add(name)
@@ -451,7 +451,7 @@ class StartupReader:
                     "kv_cache_dtype",
                     vocabulary.semantic_value(kv),
                     self.line_no,
-                    _short(hit.group(0)),
+                    _short(text),
                     "warning",
                     kv,
                 )

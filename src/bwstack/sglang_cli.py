@@ -27,7 +27,7 @@ SEMANTIC_FLAGS = vocabulary.SEMANTIC_FLAGS
 MODEL_FLAGS: dict[str, str] = {
     "path": "--model-path",
     "served_name": "--served-model-name",
-    "tp_size": "--tp-size",
+    "tp_size": vocabulary.TP_FLAGS[0],
     "quantization": "--quantization",
     "reasoning_parser": "--reasoning-parser",
     "tool_call_parser": "--tool-call-parser",
@@ -49,8 +49,7 @@ OWNED_FLAGS: dict[str, str] = {
     "--model-path": "set model.path",
     "--model": "set model.path",
     "--served-model-name": "set model.served_name",
-    "--tp-size": "set model.tp_size",
-    "--tensor-parallel-size": "set model.tp_size",
+    **{flag: "set model.tp_size" for flag in vocabulary.TP_FLAGS},
     **{flag: f"set the profile field {sem}" for sem, flags in SEMANTIC_FLAGS.items() for flag in flags},
 }
 

@@ -54,7 +54,7 @@ def test_report_shows_requested_to_effective_with_the_log_line(stack: model.Stac
     markdown = report.render_markdown(doc)
     assert (
         "- dsa_decode_backend: (auto) -> flashmla_kv (set by SGLang; server log line 98: "
-        "`Set NSA backends for fp8_e4m3 KV Cache: prefill=flashmla_auto, decode=flashmla_kv`)"
+        "`Set NSA backends for fp8_e4m3 KV Cache: prefill=flashmla_auto, decode=flashmla_kv.`)"
     ) in markdown
     assert "- attention_backend: triton -> triton (from the flag; server log line 100:" in markdown
     assert (
