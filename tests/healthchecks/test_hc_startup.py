@@ -219,3 +219,27 @@ def test_a_command_line_without_backend_flags_makes_sglang_the_origin() -> None:
     assert parsed.argv_line == 1 and parsed.argv == {}
     assert parsed.auto_set() == ["attention_backend", "dsa_prefill_backend", "dsa_decode_backend"]
     assert parsed.origin("kv_cache_dtype") == "default"
+
+
+@pytest.mark.parametrize("variant", ["v0.5.9-cu130", "v0.5.23-cu130"])
+def test_flags_and_server_args_fields_map_to_the_same_profile_field(variant: str) -> None:
+    """Each flag the parse reads from a command line has, in that SGLang's own parser (the committed snapshot),
+    the dest that the parse reads from its server_args record: both land on the same profile field."""
+    from bwstack import sglang_cli
+
+    snapshot = sglang_cli.load_snapshot(
+        Path(__file__).resolve().parents[2] / "images" / variant / "sglang-args.json"
+    )
+    for field in vocabulary.REPORT_FIELDS:
+        flags = vocabulary.SEMANTIC_FLAGS.get(field, vocabulary.TP_FLAGS)
+        known = [snapshot.flag(flag) for flag in flags if snapshot.flag(flag) is not None]
+        assert known, f"{variant} has no flag for {field}"
+        for flag in known:
+            assert flag is not None
+            # 0.5.9's from_cli_args renames the argparse dest tensor_parallel_size to the field tp_size
+            # (sglang 0.5.9 wheel, srt/server_args.py ServerArgs.from_cli_args); 0.5.23 uses the field name
+            dest = "tp_size" if flag.dest == "tensor_parallel_size" else flag.dest
+            assert vocabulary.field_for_name(dest) == field, (variant, flag.name, flag.dest)
+            for option in flag.option_strings:
+                if option.startswith("--") and vocabulary.field_for_flag(option) is not None:
+                    assert vocabulary.field_for_flag(option) == field
