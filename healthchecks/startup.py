@@ -38,6 +38,8 @@ from healthchecks import vocabulary
 
 #: lines kept per wrapped ``server_args`` record before giving up on finding its end
 MAX_WRAPPED_LINES = 400
+#: characters of one wrapped server_args record before it counts as cut short
+MAX_RECORD = 4 << 20
 #: characters of one record kept in evidence
 TEXT_LIMIT = 300
 #: a log line longer than this is cut before the warning patterns run (server_args lines are read separately)
@@ -304,6 +306,7 @@ class StartupReader:
         self._tail = ""  # the end of the previous line (a wrap may cut the server_args= marker)
         self._record_line = 0
         self._record_format = ""
+        self._balance = _Balance()
         self._command: list[str] | None = None
         self._command_line = 0
 
@@ -338,6 +341,7 @@ class StartupReader:
                     found = None  # a word ending the last line glued to this one; not a wrapped marker
             if found:
                 self._record = [joined[found.start(1) :]]
+                self._balance = _Balance()
                 self._record_line = self.line_no - (1 if joined is not text else 0)
                 self._record_format = "dict" if found.group(1) == "{" else "ServerArgs"
                 self._tail = ""
@@ -362,12 +366,16 @@ class StartupReader:
     # -- the server_args record --
 
     def _try_close_record(self) -> None:
+        """Scan only the newest piece of the record (the bracket state carries over), so a long wrapped
+        record costs one pass; past MAX_RECORD characters it is taken as cut short."""
         assert self._record is not None
-        body = "".join(self._record)
-        end = _matching_close(body)
+        piece = self._record[-1]
+        end = self._balance.feed(piece)
         if end is not None:
-            self._record = [body[: end + 1]]
+            self._record[-1] = piece[: end + 1]
             self._close_record(truncated=False)
+        elif sum(len(p) for p in self._record) > MAX_RECORD:
+            self._close_record(truncated=True)
 
     def _close_record(self, truncated: bool) -> None:
         assert self._record is not None
@@ -501,29 +509,39 @@ def _flags_from_argv(tokens: list[str]) -> dict[str, str]:
     return found
 
 
+class _Balance:
+    """Brackets and quotes of a record read piece by piece: :meth:`feed` returns the index, in that piece, of
+    the bracket closing the first one, or None while it is still open."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote = ""
+        self.escaped = False
+
+    def feed(self, piece: str) -> int | None:
+        for index, char in enumerate(piece):
+            if self.quote:
+                if self.escaped:
+                    self.escaped = False
+                elif char == "\\":
+                    self.escaped = True
+                elif char == self.quote:
+                    self.quote = ""
+                continue
+            if char in "'\"":
+                self.quote = char
+            elif char in "([{":
+                self.depth += 1
+            elif char in ")]}":
+                self.depth -= 1
+                if self.depth == 0:
+                    return index
+        return None
+
+
 def _matching_close(body: str) -> int | None:
     """Index of the bracket closing the one that opens ``body`` (quotes and nesting respected), or None."""
-    depth = 0
-    quote = ""
-    escaped = False
-    for index, char in enumerate(body):
-        if quote:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = ""
-            continue
-        if char in "'\"":
-            quote = char
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-            if depth == 0:
-                return index
-    return None
+    return _Balance().feed(body)
 
 
 def _split_top(body: str) -> list[str]:

@@ -243,3 +243,16 @@ def test_flags_and_server_args_fields_map_to_the_same_profile_field(variant: str
             for option in flag.option_strings:
                 if option.startswith("--") and vocabulary.field_for_flag(option) is not None:
                     assert vocabulary.field_for_flag(option) == field
+
+
+def test_an_unclosed_record_is_bounded_and_marked_truncated() -> None:
+    reader = startup.StartupReader()
+    reader.feed(
+        "[2026-01-01 00:00:00] server_args=ServerArgs(model_path='m', attention_backend='triton', x=["
+    )
+    for _ in range(10_000):
+        reader.feed("1, 2, 3, " * 50)
+    reader.feed("[2026-01-01 00:00:01] Load weight begin.")
+    parsed = reader.result()
+    assert parsed.server_args is not None and parsed.server_args["truncated"] is True
+    assert parsed.effective()["attention_backend"].value == "triton"
