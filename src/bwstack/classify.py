@@ -70,7 +70,7 @@ def parse_expect(items: list[str]) -> dict[str, str]:
     valid = ", ".join(vocabulary.REPORT_FIELDS)
     for item in items:
         key, sep, value = item.partition("=")
-        field = vocabulary.field_for_name(key.strip().replace("-", "_"))
+        field = vocabulary.field_for_name(key.strip().replace("-", "_").lstrip("_"))
         if not sep or not value.strip():
             raise UserError(f"--expect {item!r}: expected KEY=VALUE (keys: {valid})")
         if field is None:
