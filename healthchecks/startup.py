@@ -18,8 +18,10 @@ SGLang prints its resolved configuration once at startup and logs why it changed
   pasted ``python3 -m sglang.launch_server …`` / ``sglang serve …``, a test harness's ``command=…``).
 
 :class:`StartupReader` takes lines one at a time (the sweep feeds it as the log streams; the healthcheck and
-``bwstack classify-log`` read a file). Launcher prefixes (``[2026-02-26 05:19:58 TP0] WARNING x.py:1: ``,
-compose's ``svc-1  | ``, Docker's ``--timestamps``), ANSI colours and wrapped lines are tolerated. Field
+``bwstack classify-log`` read a file). In a log of several starts (``docker logs`` of a restarted container)
+a command line or a ``server_args`` record after a complete record begins a new start: the last one counts.
+Launcher prefixes (``[2026-02-26 05:19:58 TP0] WARNING x.py:1: ``, compose's ``svc-1  | ``, Docker's
+``--timestamps``), ANSI colours and wrapped lines are tolerated. Field
 names and values come out in profile vocabulary (:mod:`healthchecks.vocabulary`): ``nsa_decode_backend`` is
 ``dsa_decode_backend``, ``nsa`` is ``dsa``, ``bf16`` is ``bfloat16``. :func:`compare` turns a request (an
 ``--expect`` list, a profile, or the log's own command line) into ``backend_override`` evidence.
@@ -61,6 +63,8 @@ _VERSION = (
     # image tags: lmsysorg/sglang:v0.5.9-cu129, lmsysorg/sglang-rocm:v…, rocm/sgl-dev:v0.5.9-rocm720-…
     re.compile(r"\b(?:sglang|sglang-rocm|sgl-dev):v(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)", re.IGNORECASE),
 )
+#: SGLang 0.5.23's own usage hint ("Example: sglang serve --model-path <model> [options]") is no command line
+_USAGE = re.compile(r"\s*(?:Example|Usage|usage):")
 _COMMAND = re.compile(r"(?:-m\s+sglang\.launch_server|\bsglang\s+serve|\bsglang\.launch_server)\b")
 
 
@@ -207,7 +211,6 @@ class Startup:
     from_warnings: dict[str, Stated] = field(default_factory=dict)
     auto: set[str] = field(default_factory=set)  # fields a warning says SGLang chose
     notes: list[dict[str, Any]] = field(default_factory=list)
-    user_set_dsa: bool = False  # the "When specifying --nsa-*-backend ..." advice was logged
     deprecated_flags: dict[str, int] = field(default_factory=dict)  # field -> line of the deprecation note
 
     @property
@@ -331,9 +334,11 @@ class StartupReader:
                     self._close_command()
                 return
             self._close_command()
+        # a terminal may wrap inside the marker itself: look at the end of the previous line too
+        joined, found = text, _SERVER_ARGS.search(text)
+        if found is not None and self.startup.server_args is not None:
+            self._new_start()  # a restart (docker logs keeps every start): the last one counts
         if self.startup.server_args is None:
-            # a terminal may wrap inside the marker itself: look at the end of the previous line too
-            joined, found = text, _SERVER_ARGS.search(text)
             if found is None and self._tail:
                 joined = self._tail + text
                 found = _SERVER_ARGS.search(joined)
@@ -362,6 +367,10 @@ class StartupReader:
         if self._command is not None:
             self._close_command()
         return self.startup
+
+    def _new_start(self) -> None:
+        """Forget what an earlier start logged (the SGLang version named above still holds)."""
+        self.startup = Startup(version=self.startup.version, version_line=self.startup.version_line)
 
     # -- the server_args record --
 
@@ -421,7 +430,10 @@ class StartupReader:
                     startup.version, startup.version_line = hit.group(1), self.line_no
                     break
         continued = text.rstrip().endswith("\\")
-        if startup.argv_line is None and _COMMAND.search(text) and (" --" in text or continued):
+        command = _COMMAND.search(text) and (" --" in text or continued) and not _USAGE.match(text)
+        if command and (startup.argv_line is None or startup.server_args is not None):
+            if startup.server_args is not None:
+                self._new_start()  # a restart after a full start: the last start counts
             self._command = [text]
             self._command_line = self.line_no
             if not continued:
@@ -463,8 +475,6 @@ class StartupReader:
                     "warning",
                     kv,
                 )
-        elif rule.kind == "kv_dtype_advice":
-            startup.user_set_dsa = True
         elif rule.kind == "deprecated_flag":
             flagged = vocabulary.field_for_flag(values["flag"])
             if flagged:

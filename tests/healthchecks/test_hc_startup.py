@@ -256,3 +256,16 @@ def test_an_unclosed_record_is_bounded_and_marked_truncated() -> None:
     parsed = reader.result()
     assert parsed.server_args is not None and parsed.server_args["truncated"] is True
     assert parsed.effective()["attention_backend"].value == "triton"
+
+
+def test_the_last_start_of_a_restarted_container_counts() -> None:
+    log = (CORPUS / "cpu-v0.5.9_tiny-llama.log").read_text()
+    second = log.replace("--kv-cache-dtype bf16", "--kv-cache-dtype fp8_e4m3").replace(
+        "kv_cache_dtype='bf16'", "kv_cache_dtype='fp8_e4m3'"
+    )
+    parsed = startup.read_text(log + second)
+    lines = len(log.splitlines())
+    assert parsed.argv_line == lines + 1
+    assert parsed.effective()["kv_cache_dtype"].value == "fp8_e4m3"
+    assert parsed.effective()["kv_cache_dtype"].line == lines + 11
+    assert parsed.origin("kv_cache_dtype") == "flag"
