@@ -269,3 +269,22 @@ def test_the_last_start_of_a_restarted_container_counts() -> None:
     assert parsed.effective()["kv_cache_dtype"].value == "fp8_e4m3"
     assert parsed.effective()["kv_cache_dtype"].line == lines + 11
     assert parsed.origin("kv_cache_dtype") == "flag"
+
+
+@pytest.mark.parametrize(
+    ("name", "prefill", "decode", "line"),
+    [
+        ("rocm-v0.5.9_glm5-fp8_triton.log", "flashmla_auto", "flashmla_kv", 98),
+        ("sim-sm120-v0.5.9_glm5_triton.log", "flashmla_auto", "flashmla_kv", 12),
+        ("sim-sm120-v0.5.23_glm5_triton.log", "flashinfer_sparse_mla", "flashinfer_sparse_mla", 13),
+    ],
+)
+def test_triton_requested_dsa_set_by_sglang_in_both_pinned_versions(
+    name: str, prefill: str, decode: str, line: int
+) -> None:
+    parsed = startup.read_file(str(CORPUS / name))
+    evidence = startup.compare(parsed, {"attention_backend": "triton"})
+    assert [(e["kind"], e["field"], e["effective"], e["line"]) for e in evidence] == [
+        ("dsa_auto", "dsa_prefill_backend", prefill, line),
+        ("dsa_auto", "dsa_decode_backend", decode, line),
+    ]
