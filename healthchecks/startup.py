@@ -65,6 +65,25 @@ _VERSION = (
 )
 #: SGLang 0.5.23's own usage hint ("Example: sglang serve --model-path <model> [options]") is no command line
 _USAGE = re.compile(r"\s*(?:Example|Usage|usage):")
+#: what a line must contain to be worth the full look (every marker, command, version and rule; plain
+#: substrings: one regex alternation per line costs more than the whole parse of a startup)
+_INTERESTING = (
+    "server_args",
+    "launch_server",
+    "sglang",
+    "sgl-dev",
+    "backend",
+    "KV cache",
+    "page size",
+    "page_size",
+    "Force NSA",
+    "kv len",
+    "deprecated",
+    "DeepG",
+    "DSA with TP",
+)
+#: length of ``server_args=ServerArgs(``: how much of the previous line a wrapped marker may start in
+_MARK = len("server_args=ServerArgs(")
 _COMMAND = re.compile(r"(?:-m\s+sglang\.launch_server|\bsglang\s+serve|\bsglang\.launch_server)\b")
 
 
@@ -318,7 +337,16 @@ class StartupReader:
     def feed(self, raw: str) -> None:
         """Take the next line of the log (with or without its line end)."""
         self.line_no += 1
-        text = strip_prefixes(raw)
+        line = raw.rstrip("\r\n")
+        tail, self._tail = self._tail, line[-_MARK:]
+        if (
+            self._record is None
+            and self._command is None
+            and not any(word in line for word in _INTERESTING)
+            and "server_args" not in tail + line[:_MARK]
+        ):
+            return  # the common case (request logs, tracebacks): nothing about the startup
+        text = strip_prefixes(line)
         if self._record is not None:
             if _NEW_RECORD.match(_ANSI.sub("", raw)) or len(self._record) >= MAX_WRAPPED_LINES:
                 self._close_record(truncated=True)
@@ -339,10 +367,10 @@ class StartupReader:
         if found is not None and self.startup.server_args is not None:
             self._new_start()  # a restart (docker logs keeps every start): the last one counts
         if self.startup.server_args is None:
-            if found is None and self._tail:
-                joined = self._tail + text
+            if found is None and tail:
+                joined = tail + text
                 found = _SERVER_ARGS.search(joined)
-                if found is not None and found.start() >= len(self._tail):
+                if found is not None and found.start() >= len(tail):
                     found = None  # a word ending the last line glued to this one; not a wrapped marker
             if found:
                 self._record = [joined[found.start(1) :]]
@@ -352,7 +380,6 @@ class StartupReader:
                 self._tail = ""
                 self._try_close_record()
                 return
-            self._tail = text[-len("server_args=ServerArgs") :]
         self._scan(text[:MAX_LINE])
 
     def feed_all(self, lines: Iterable[str]) -> Startup:
