@@ -270,8 +270,9 @@ MAX_TEXT = 500
 
 #: SGLang's line once its own warmup request passed (srt/entrypoints/http_server.py, 0.2 .. 0.5.23)
 READY_TEXT = "The server is fired up and ready to roll"
-#: the lines that open a new server run in one log: SGLang's ServerArgs dump, this project's serve wrapper
-START_TEXTS: tuple[str, ...] = ("server_args=ServerArgs(", "bwstack-serve: starting ")
+#: the lines that open a new server run in one log: SGLang's ServerArgs dump (a repr up to 0.5.1x, a dict in
+#: 0.5.23: ``server_args={'model_path': …``, seen in real 0.5.23 logs), this project's serve wrapper
+START_TEXTS: tuple[str, ...] = ("server_args=ServerArgs(", "server_args={", "bwstack-serve: starting ")
 
 
 @dataclass(frozen=True)
@@ -915,7 +916,7 @@ _SCAN_WORDS: tuple[str, ...] = (
     "not compatible with the current pytorch", "out of resource: shared memory",
     "should have a `model_type` key", "resources requested for launch", "unable to determine the device",
     "dynamic shared memory size", "out of range float values", "is not defined for option", "repo",
-    "server_args=serverargs(", "terminate called after", "trtllm fmhav2 prefill", "init state: traceback",
+    "server_args=serverargs(", "server_args={", "terminate called after", "trtllm fmhav2 prefill", "init state: traceback",
     "ninja: build stopped", "_kv_cache_store_fp8", "fallen off the bus", "segmentation fault", "nccl",
     "misaligned address", "size mismatch for", "tllmgenfmharunner", "not enough memory", "undefined symbol",
     "hit an exception", "unknown recipe", "gloo/transport", "exception in ", "nan detected", "contains nan",

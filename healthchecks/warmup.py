@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, signatures
+from healthchecks import common, signatures, startup, vocabulary
 
 PROMPT = "The capital city of France is"
 TEMPERATURE = 0.7  # > 0 and no top-k/top-p/min-p: the plain multinomial path that trips on NaN
@@ -48,16 +48,10 @@ SNIPPET = 160
 LOG_SNIPPET = 200
 STATE_SCHEMA = "bwstack.hc-state/1"
 LOG_CHUNK = 1 << 20
+STARTUP_BYTES = 4 << 20  # the startup record is near the top of the log (rotated at every start)
 
-KEY_ALIASES: dict[str, tuple[str, ...]] = {
-    "dsa_prefill_backend": ("dsa_prefill_backend", "nsa_prefill_backend"),
-    "nsa_prefill_backend": ("nsa_prefill_backend", "dsa_prefill_backend"),
-    "dsa_decode_backend": ("dsa_decode_backend", "nsa_decode_backend"),
-    "nsa_decode_backend": ("nsa_decode_backend", "dsa_decode_backend"),
-    "fp4_gemm_backend": ("fp4_gemm_runner_backend", "fp4_gemm_backend"),
-    "fp4_gemm_runner_backend": ("fp4_gemm_runner_backend", "fp4_gemm_backend"),
-}
-VALUE_ALIASES = {"bf16": "bfloat16", "nsa": "dsa"}
+KEY_ALIASES = vocabulary.KEY_ALIASES  # field -> the names /server_info reports it under
+VALUE_ALIASES = vocabulary.VALUE_ALIASES
 SUMMARY_KEYS = ("attention_backend", "dsa_decode_backend", "nsa_decode_backend", "kv_cache_dtype", "tp_size")
 
 
@@ -631,12 +625,39 @@ def _decode_due(run: Run) -> bool:
     return not isinstance(last, int | float) or time.time() - last >= run.cfg.decode_every
 
 
+def startup_look(run: Run) -> Unhealthy | None:
+    """--expect against the server log's own startup record (healthchecks/startup.py): a cheap first look
+    that works before /server_info answers and when it never does. Re-read until the record is seen."""
+    if not run.cfg.expect:
+        return None
+    expect_key = json.dumps(run.cfg.expect, sort_keys=True)
+    try:
+        inode = os.stat(run.cfg.log).st_ino
+    except OSError:
+        return None
+    if run.state.get("startup_ok") == [inode, expect_key]:
+        return None
+    try:
+        parsed = startup.read_file(run.cfg.log, max_bytes=STARTUP_BYTES)
+    except OSError:
+        return None
+    problems = [e["message"] for e in startup.compare(parsed, run.cfg.expect) if e["kind"] == "mismatch"]
+    if problems:
+        return Unhealthy("backend_override", "; ".join(problems) + " in the server log")
+    if parsed.server_args is not None:
+        run.state["startup_ok"] = [inode, expect_key]
+    return None
+
+
 def run_checks(run: Run) -> str:
     """All checks in order; returns the healthy summary or raises Unhealthy."""
     run.stage = "log scan"
     match = scan_log(run).result(strong_only=True)
     if match is not None and match.cls not in signatures.NOT_FATAL_WHILE_ALIVE:
         raise _log_verdict(match)
+    early = startup_look(run)
+    if early is not None:
+        raise early
     dead = check_liveness(run)
     if dead is not None:
         raise _root_cause_or(run, dead)  # the log may have just said why

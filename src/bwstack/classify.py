@@ -1,7 +1,9 @@
 """Host-side log classification for ``bwstack classify-log``: the healthcheck's catalog applied to a file.
 
-The catalog itself lives in ``healthchecks/signatures.py`` (the one copy); this module only reads the file and
-turns unreadable input into a :class:`bwstack.errors.UserError`.
+The catalog itself lives in ``healthchecks/signatures.py`` (the one copy); the requested-vs-effective backends
+come from ``healthchecks/startup.py`` (the parse the in-container healthcheck uses too). This module only
+reads the file, builds the request (``--expect`` items or a profile) and turns bad input into a
+:class:`bwstack.errors.UserError`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
-from healthchecks import signatures
+from healthchecks import signatures, startup, vocabulary
 
 
 def classify_log_file(path: str | Path) -> dict[str, Any]:
@@ -21,11 +23,7 @@ def classify_log_file(path: str | Path) -> dict[str, Any]:
 
     Raises UserError when the file is missing, not a regular file or unreadable.
     """
-    target = Path(path)
-    if not target.exists():
-        raise UserError("no such log file", file=target)
-    if not target.is_file():
-        raise UserError("not a regular file", file=target)
+    target = _log_path(path)
     try:
         scanner = signatures.scan_file(str(target))
     except OSError as exc:
@@ -43,3 +41,51 @@ def _as_dict(scanner: signatures.Scanner) -> dict[str, Any]:
     if match is None:
         return {"class": scanner.verdict(), "line": None, "text": "", "also": []}
     return match.to_dict()
+
+
+def _log_path(path: str | Path) -> Path:
+    target = Path(path)
+    if not target.exists():
+        raise UserError("no such log file", file=target)
+    if not target.is_file():
+        raise UserError("not a regular file", file=target)
+    return target
+
+
+def backends_of_log_file(
+    path: str | Path, expect: dict[str, str] | None = None, by: str = "--expect"
+) -> dict[str, Any]:
+    """What the log's startup says about the backends (:meth:`healthchecks.startup.Startup.to_dict`), plus
+    ``overrides``: the ``backend_override`` evidence against ``expect`` (else against the log's command line).
+    """
+    target = _log_path(path)
+    try:
+        parsed = startup.read_file(str(target))
+    except OSError as exc:
+        raise UserError(f"cannot read the log: {exc.strerror or exc}", file=target) from exc
+    result = parsed.to_dict()
+    result["overrides"] = startup.compare(parsed, expect, by)
+    return result
+
+
+def parse_expect(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items (semantic field or SGLang's name) -> {semantic field: value}; else UserError."""
+    expect: dict[str, str] = {}
+    valid = ", ".join(vocabulary.REPORT_FIELDS)
+    for item in items:
+        key, sep, value = item.partition("=")
+        field = vocabulary.field_for_name(key.strip().replace("-", "_").lstrip("_"))
+        if not sep or not value.strip():
+            raise UserError(f"--expect {item!r}: expected KEY=VALUE (keys: {valid})")
+        if field is None:
+            raise UserError(f"--expect {item!r}: unknown key {key.strip()!r} (valid: {valid})")
+        expect[field] = value.strip()
+    return expect
+
+
+def profile_request(stack_file: Path, name: str) -> dict[str, str]:
+    """What profile ``name`` of the stack file asks for (its backend fields and the TP size)."""
+    from bwstack import model
+    from bwstack.sweep import requested_backends
+
+    return requested_backends(model.load_stack(stack_file), name)
