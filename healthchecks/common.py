@@ -12,6 +12,8 @@ import os
 import tempfile
 from typing import Any
 
+from healthchecks import signatures
+
 ENV_HC_URL = "BWSTACK_HC_URL"
 ENV_HC_TIMEOUT = "BWSTACK_HC_TIMEOUT"
 ENV_HC_EXPECT = "BWSTACK_HC_EXPECT"
@@ -20,6 +22,7 @@ ENV_HC_MODE = "BWSTACK_HC_MODE"
 ENV_HC_DECODE_EVERY = "BWSTACK_HC_DECODE_EVERY"
 ENV_HC_STATE = "BWSTACK_HC_STATE"
 ENV_LOG = "BWSTACK_LOG"
+ENV_HC_STALL_AFTER = "BWSTACK_HC_STALL_AFTER"
 ENV_LOG_MAX_BYTES = "BWSTACK_LOG_MAX_BYTES"
 ENV_API_KEY_FILE = "BWSTACK_API_KEY_FILE"
 ENV_HF_TOKEN_FILE = "BWSTACK_HF_TOKEN_FILE"  # noqa: S105 - an env var name, not a secret
@@ -34,6 +37,8 @@ DEFAULT_HC_MODE = "full"
 DEFAULT_HC_DECODE_EVERY = 300.0
 DEFAULT_HC_STATE = "/tmp/bwstack-hc.json"  # noqa: S108 - fixed path inside the container, by design
 DEFAULT_LOG = "/var/log/bwstack/server.log"
+#: seconds a server log may stay unchanged while the port refuses before the server counts as dead
+DEFAULT_HC_STALL_AFTER = 900.0
 DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_API_KEY_FILE = "/run/secrets/api_key"
 DEFAULT_HF_TOKEN_FILE = "/run/secrets/hf_token"  # noqa: S105 - a path, not a secret
@@ -43,23 +48,10 @@ REDACTED = "***"
 
 #: verdicts that do not heal by waiting: with fail-fast on, serve.py stops the server when the healthcheck
 #: records one, so the container exits (Docker then reports it unhealthy) instead of serving garbage.
-#: Not here: starting, timeout and health_timeout (a busy or loading server), crash (already gone) and
-#: warmup_failed (covers transient HTTP errors; SGLang kills itself after a real warmup failure).
-FAIL_FAST_CLASSES = frozenset(
-    {
-        "nan",
-        "device_assert",
-        "assertion",
-        "unsupported_arch",
-        "no_kernel_image",
-        "shared_memory",
-        "oom",
-        "illegal_memory",
-        "model_load",
-        "nccl",
-        "backend_override",
-    }
-)
+#: Defined with each class in the failure catalog (signatures.CLASS_INFO): not starting, timeout and
+#: health_timeout (a busy or loading server), crash (already gone) and warmup_failed (covers transient HTTP
+#: errors; SGLang kills itself after a real warmup failure).
+FAIL_FAST_CLASSES = signatures.FAIL_FAST_CLASSES
 EXIT_FAIL_FAST = 3
 
 

@@ -4,20 +4,28 @@ Stdlib only; imported by the in-container healthcheck (``warmup.py``), by the se
 tools (``from healthchecks import signatures``). No other module maps log text to a class.
 
 Each :class:`Signature` carries the public source of its text (an issue/PR reference, or the wheel file it was
-read in) and a priority: when several signatures match one log, the lowest priority wins (the root cause, e.g.
-``nan`` before the ``device_assert`` it triggers, a specific ``AssertionError`` before the generic crash lines
-that follow it); ties go to the earliest line. The other classes seen are reported as ``also``.
+read in) and a priority taken from its class: when several signatures match one log, the root cause wins (the
+class earliest in the causal chain, e.g. ``nan`` before the ``device_assert`` it triggers, a specific
+``AssertionError`` before the generic crash lines that follow it); ties go to the earliest line. The other
+classes seen are reported as ``also``. Generic traceback evidence (an exception line, frames, a bare
+``Traceback`` header) is *weak*: it makes a log ``crash`` but, in the live healthcheck, only once the server
+has stopped answering. Only what follows the last start banner counts. A log without any match is
+``healthy`` when it reached SGLang's ready line and ``starting`` otherwise -- never ``healthy`` because
+nothing matched.
 
 Public API::
 
-    CLASSES                      all failure classes, in documentation order
-    DESCRIPTIONS                 class -> one-line meaning and typical fix
+    CLASS_INFO / CLASSES         every class with its meaning, typical fix, rank and fail-fast flag
+    DESCRIPTIONS                 class -> "meaning; fix: typical fix"
+    FAIL_FAST_CLASSES            classes that do not heal by waiting
     SEVERITY                     class -> 0 (healthy) .. 3 (serves wrong output), for comparing sweeps
     SIGNATURES                   the catalog (tuple of Signature)
-    classify_lines(lines)        -> Match | None   (Match: cls, line (1-based), text, also)
+    classify_lines(lines)        -> Match | None   (Match: cls, line (1-based), text, also, signature)
     classify_text(text)          -> Match | None
     classify_file(path)          -> Match | None   (streams the file; decodes as UTF-8 with replacement)
+    scan_text / scan_file        -> Scanner        (.result(), .verdict(): class or healthy/starting, .ready)
     Scanner                      incremental scanning (feed chunks, persist with to_state/from_state)
+    class_table()                the Markdown class table of the README and docs/healthcheck.md
 """
 
 from __future__ import annotations
@@ -25,99 +33,246 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-CLASSES: tuple[str, ...] = (
-    "nan",
-    "device_assert",
-    "assertion",
-    "unsupported_arch",
-    "no_kernel_image",
-    "shared_memory",
-    "oom",
-    "illegal_memory",
-    "warmup_failed",
-    "model_load",
-    "nccl",
-    "health_timeout",
-    "backend_override",
-    "timeout",
-    "crash",
-    "starting",
-    "healthy",
+
+class ClassInfo(NamedTuple):
+    """One failure class: what it means, its typical fix, its rank among root causes, whether it heals."""
+
+    name: str
+    meaning: str
+    fix: str
+    priority: int | None  # lower = closer to the root cause; None: the class never comes from a log line
+    fail_fast: bool  # does not heal by waiting: the serve wrapper stops the server on it (common.py)
+    #: how bad for someone serving the model, to compare two sweeps (``bwstack report diff``): 0 serves
+    #: correctly; 1 refuses to start, with a clear cause, before serving anything; 2 started but crashed,
+    #: hung, or runs other backends than asked; 3 serves wrong output. A verdict moving up a tier regressed.
+    severity: int
+
+
+_KV_BF16 = "pass --kv-cache-dtype bf16 explicitly (DSA models auto-select fp8_e4m3 on SM>=10)"
+
+#: every failure class, in documentation order (the README and docs/healthcheck.md tables render it)
+CLASS_INFO: tuple[ClassInfo, ...] = (
+    ClassInfo(
+        "nan",
+        "non-finite logits/logprobs (NaN or inf), or the multinomial 'probability tensor contains either "
+        "inf, "
+        "nan' assert",
+        "--kv-cache-dtype bf16 on the dense path; disable DeepGEMM on SM120 (SGLANG_ENABLE_JIT_DEEPGEMM=0); "
+        "FlashInfer with the PDL fixes",
+        10,
+        True,
+        3,
+    ),
+    ClassInfo(
+        "device_assert",
+        "a CUDA device-side assert fired, e.g. an in-kernel bounds check (an `index out of bounds` assertion "
+        "in IndexKernel.cu or a Triton kernel)",
+        "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; check token ids / vocab size of the "
+        "checkpoint",
+        50,
+        True,
+        2,
+    ),
+    ClassInfo(
+        "assertion",
+        "a Python AssertionError (also a truncated traceback whose `assert ...` source line is the only "
+        "evidence), e.g. the FP8 DSA KV pool written by a non-DSA backend",
+        "read the assert; for `dsa_kv_cache_store_fp8`: --kv-cache-dtype bf16",
+        85,
+        True,
+        2,
+    ),
+    ClassInfo(
+        "unsupported_arch",
+        "a backend or kernel gated to other GPU archs (`Unsupported architecture`, `Unsupported compute "
+        "capability`, `No supported CUDA architectures found`, DeepGEMM `Unknown recipe`, TRT-LLM "
+        "SM100-only)",
+        "pick a backend listed for the arch (bwstack explain); DeepGEMM with SM120 kernels or DeepGEMM off",
+        20,
+        True,
+        1,
+    ),
+    ClassInfo(
+        "no_kernel_image",
+        "a CUDA library ships no kernel for this GPU (no sm_120 SASS/PTX)",
+        "use an image whose CUDA libraries carry kernels for the arch (bwstack audit)",
+        25,
+        True,
+        1,
+    ),
+    ClassInfo(
+        "kernel_compile",
+        "a JIT kernel build failed: ptxas (`Value 'sm_120' is not defined for option 'gpu-name'`), Triton "
+        "(`... not supported in this architecture`), nvcc/gcc/ninja for FlashInfer, DeepGEMM or Triton "
+        "launchers",
+        "a toolchain that knows the arch: CUDA >= 12.8 ptxas (TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas), "
+        "a Triton/FlashInfer release with sm_120, a C compiler and CUDA headers in the image",
+        27,
+        True,
+        1,
+    ),
+    ClassInfo(
+        "shared_memory",
+        "a kernel needs more shared memory than the GPU has (SM120: ~99 KiB per block)",
+        "use another backend or smaller tiles / Triton num_stages",
+        30,
+        True,
+        1,
+    ),
+    ClassInfo(
+        "oom",
+        "out of GPU memory (weights, KV pool or CUDA-graph capture)",
+        "lower --mem-fraction-static, --cuda-graph-max-bs or the context length; more GPUs (TP)",
+        35,
+        True,
+        1,
+    ),
+    ClassInfo(
+        "import_error",
+        "the Python environment is broken: a module is missing or does not match (`ModuleNotFoundError`, "
+        "`ImportError`, `undefined symbol` in an extension)",
+        "rebuild the image from the pinned lock (bwstack build); do not pip-install over it",
+        38,
+        True,
+        1,
+    ),
+    ClassInfo(
+        "illegal_memory",
+        "a kernel faulted: illegal memory access / instruction, misaligned address, unspecified launch "
+        "failure",
+        "bisect the attention/MoE backend; try --disable-cuda-graph; report with CUDA_LAUNCH_BLOCKING=1",
+        40,
+        True,
+        2,
+    ),
+    ClassInfo(
+        "gpu_fault",
+        "the NVIDIA driver reported a GPU fault (`NVRM: Xid`, fallen off the bus, GPU lost)",
+        "read dmesg on the host: Xid 13/31/43 follow a kernel fault (as illegal_memory), "
+        "48/63/64/74/79/92/94/95 "
+        "are hardware (ECC, NVLink, power): reset or drain the GPU",
+        41,
+        True,
+        2,
+    ),
+    ClassInfo(
+        "peer_access",
+        "GPU peer-to-peer access failed, usually in SGLang's custom all-reduce (`peer access is not "
+        "supported "
+        "between these two devices`)",
+        "--disable-custom-all-reduce; on PCIe hosts check ACS/IOMMU (iommu=pt) and nvidia-smi topo -p2p r",
+        42,
+        True,
+        2,
+    ),
+    ClassInfo(
+        "model_load",
+        "the checkpoint or its config could not be loaded (unknown architecture or missing `model_type`, "
+        "shape "
+        "mismatch, gated or missing repository)",
+        "a transformers release that knows the model (GLM-5: >= 5.2), the right revision, the HF token "
+        "secret",
+        45,
+        True,
+        1,
+    ),
+    ClassInfo(
+        "nccl",
+        "a collective-communication failure between GPUs: NCCL errors (also only as `NCCL WARN` lines), "
+        "ProcessGroupNCCL watchdog, c10d store / gloo connection errors",
+        "NCCL_DEBUG=INFO; on PCIe hosts NCCL_P2P_LEVEL=SYS, iommu=pt; --disable-custom-all-reduce; check the "
+        "other ranks' logs",
+        60,
+        True,
+        2,
+    ),
+    ClassInfo(
+        "timeout",
+        "no answer within the time budget: SGLang's scheduler watchdog (every spelling) or the healthcheck "
+        "deadline",
+        "a forward pass hung (graph capture, collective): read the py-spy dump; raise --watchdog-timeout "
+        "only for "
+        "slow JIT warm-up",
+        68,
+        False,
+        2,
+    ),
+    ClassInfo(
+        "health_timeout",
+        "SGLang's own /health got no detokenizer output in time (server hung or unhealthy)",
+        "the scheduler is hung or busy past SGLANG_HEALTH_CHECK_TIMEOUT: read the log",
+        70,
+        False,
+        2,
+    ),
+    ClassInfo(
+        "backend_override",
+        "SGLang resolved a different backend/dtype than the profile requested",
+        "fix the profile or pin the flag",
+        None,
+        True,
+        2,
+    ),
+    ClassInfo(
+        "warmup_failed",
+        "SGLang's startup warmup failed, or the healthcheck's sampled decode could not be completed (HTTP "
+        "error "
+        "without a log signature, bad or empty response, aborted request)",
+        "read the reason and the scheduler error above it; SGLANG_WARMUP_TIMEOUT for slow JIT warm-up",
+        80,
+        False,
+        2,
+    ),
+    ClassInfo(
+        "crash",
+        "the server process died (traceback, `Fatal Python error`, killed by a signal, SGLang's crash "
+        "banner, a "
+        "CUDA error code) with no more specific signature",
+        "read the traceback / the lines before the crash",
+        90,
+        False,
+        2,
+    ),
+    ClassInfo(
+        "starting",
+        "still loading: the log has not reached SGLang's ready line and shows nothing fatal (refused or "
+        "/health "
+        "503 before the first healthy pass)",
+        "wait (start_period); a log that stops growing while the port refuses is reported as crash",
+        None,
+        False,
+        2,
+    ),
+    ClassInfo(
+        "healthy",
+        "the log reached the ready line with nothing fatal after it / every check passed",
+        "-",
+        None,
+        False,
+        0,
+    ),
 )
 
-DESCRIPTIONS: dict[str, str] = {
-    "nan": "non-finite logits/logprobs (NaN or inf); fix: --kv-cache-dtype bf16 on the dense path, "
-    "disable DeepGEMM on SM120 (SGLANG_ENABLE_JIT_DEEPGEMM=0), FlashInfer with the PDL fixes",
-    "device_assert": "a CUDA device-side assert fired; rerun with CUDA_LAUNCH_BLOCKING=1 to locate "
-    "the kernel",
-    "assertion": "a Python AssertionError, e.g. the FP8 DSA KV pool written by a non-DSA backend; "
-    "fix: --kv-cache-dtype bf16",
-    "unsupported_arch": "a backend or kernel that does not support this GPU arch (SM90/SM100-only kernels "
-    "on SM120, a gated backend choice); pick a backend listed for the arch",
-    "no_kernel_image": "a CUDA library ships no kernel for this GPU (no sm_120 SASS/PTX); "
-    "use an image built for the arch",
-    "shared_memory": "a kernel needs more shared memory than the GPU has (SM120: ~99 KiB per block); "
-    "use another backend or smaller tiles",
-    "oom": "out of GPU memory; lower --mem-fraction-static, --cuda-graph-max-bs or the context length",
-    "illegal_memory": "the GPU faulted (illegal memory access / instruction, misaligned address); "
-    "bisect backends, disable CUDA graphs",
-    "warmup_failed": "SGLang's startup warmup failed, or the healthcheck's sampled decode could not be "
-    "completed (HTTP error without a log signature, bad or empty response, aborted request)",
-    "model_load": "the checkpoint or its config could not be loaded (unknown architecture, shape mismatch, "
-    "gated or missing repository)",
-    "nccl": "a collective-communication (NCCL) failure or timeout between GPUs",
-    "health_timeout": "SGLang's own /health got no detokenizer output in time (server hung or unhealthy)",
-    "backend_override": "SGLang resolved a different backend/dtype than the profile requested",
-    "timeout": "no answer within the time budget (healthcheck deadline or SGLang watchdog)",
-    "crash": "the server process died or a worker raised, with no more specific signature",
-    "starting": "the server is still loading (connection refused or /health 503 before the first pass)",
-    "healthy": "all checks passed",
-}
-
-#: how bad each verdict is for someone serving the model, to compare two sweeps (``bwstack report diff``):
-#: 0 serves correctly; 1 refuses to start, with a clear cause, before serving anything; 2 started but
-#: crashed, hung, or runs other backends than asked; 3 serves wrong output (non-finite logprobs). A profile
-#: whose verdict moves to a higher tier has regressed.
-SEVERITY: dict[str, int] = {
-    "healthy": 0,
-    "unsupported_arch": 1,
-    "no_kernel_image": 1,
-    "shared_memory": 1,
-    "oom": 1,
-    "model_load": 1,
-    "device_assert": 2,
-    "assertion": 2,
-    "illegal_memory": 2,
-    "warmup_failed": 2,
-    "nccl": 2,
-    "health_timeout": 2,
-    "backend_override": 2,
-    "timeout": 2,
-    "crash": 2,
-    "starting": 2,
-    "nan": 3,
-}
-
-_CLASS_PRIORITY: dict[str, int] = {
-    "nan": 10,
-    "unsupported_arch": 20,
-    "no_kernel_image": 25,
-    "shared_memory": 30,
-    "oom": 35,
-    "illegal_memory": 40,
-    "model_load": 45,
-    "device_assert": 50,
-    "nccl": 60,
-    "health_timeout": 70,
-    "timeout": 72,
-    "warmup_failed": 80,
-    "assertion": 85,
-    "crash": 90,
-}
+CLASSES: tuple[str, ...] = tuple(info.name for info in CLASS_INFO)
+DESCRIPTIONS: dict[str, str] = {info.name: f"{info.meaning}; fix: {info.fix}" for info in CLASS_INFO}
+#: verdicts that do not heal by waiting (fail-fast stops the server on them)
+FAIL_FAST_CLASSES: frozenset[str] = frozenset(info.name for info in CLASS_INFO if info.fail_fast)
+#: class -> severity tier (see :class:`ClassInfo`), for ``bwstack report diff``
+SEVERITY: dict[str, int] = {info.name: info.severity for info in CLASS_INFO}
+#: classes a log line may carry that are no verdict while the server still answers (SGLang's /health timeout)
+NOT_FATAL_WHILE_ALIVE: tuple[str, ...] = ("health_timeout",)
+_CLASS_PRIORITY: dict[str, int] = {i.name: i.priority for i in CLASS_INFO if i.priority is not None}
 _SPECIFIC_ASSERTION = 20
+_WEAK = 95  # generic traceback evidence: ranks after every crash banner
 MAX_TEXT = 500
+
+#: SGLang's line once its own warmup request passed (srt/entrypoints/http_server.py, 0.2 .. 0.5.23)
+READY_TEXT = "The server is fired up and ready to roll"
+#: the lines that open a new server run in one log: SGLang's ServerArgs dump (a repr up to 0.5.1x, a dict in
+#: 0.5.23: ``server_args={'model_path': …``, seen in real 0.5.23 logs), this project's serve wrapper
+START_TEXTS: tuple[str, ...] = ("server_args=ServerArgs(", "server_args={", "bwstack-serve: starting ")
 
 
 @dataclass(frozen=True)
@@ -125,11 +280,24 @@ class Signature:
     """One regex -> class entry with its public source and a typical fix."""
 
     cls: str
-    pattern: re.Pattern[str]
+    regex: str
     keys: tuple[str, ...]  # literal texts, one of which every matching line contains (fast prefilter)
     priority: int
     source: str
     fix: str
+    weak: bool = False  # generic traceback evidence: a verdict only once the server stopped answering
+    generic: bool = False  # counts only on lines no specific signature explains (weak implies generic)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled regex, compiled on first use (a light probe with no new log lines compiles none)."""
+        found = _COMPILED.get(self.regex)
+        if found is None:
+            found = _COMPILED[self.regex] = re.compile(self.regex)
+        return found
+
+
+_COMPILED: dict[str, re.Pattern[str]] = {}
 
 
 @dataclass(frozen=True)
@@ -148,15 +316,47 @@ class Match:
 
 
 def _sig(
-    cls: str, regex: str, keys: tuple[str, ...], source: str, fix: str = "", *, priority: int | None = None
+    cls: str,
+    regex: str,
+    keys: tuple[str, ...],
+    source: str,
+    fix: str = "",
+    *,
+    priority: int | None = None,
+    weak: bool = False,
+    generic: bool = False,
 ) -> Signature:
     if cls not in _CLASS_PRIORITY:
         raise ValueError(f"unknown failure class {cls!r}")
     prio = _CLASS_PRIORITY[cls] if priority is None else priority
-    return Signature(cls=cls, pattern=re.compile(regex), keys=keys, priority=prio, source=source, fix=fix)
+    return Signature(
+        cls=cls,
+        regex=regex,
+        keys=keys,
+        priority=prio,
+        source=source,
+        fix=fix,
+        weak=weak,
+        generic=generic or weak,
+    )
 
 
-_KV_BF16 = "pass --kv-cache-dtype bf16 explicitly (DSA models auto-select fp8_e4m3 on SM>=10)"
+#: what launchers put before a log line: ANSI colour, Ray's ``(SGLangWorker pid=..)``, ``[/bin/sh@<0,0>]:``,
+#: mpirun's ``[1,0]<stderr>:``, the CRI ``<time> stdout F``, SGLang's ``[<time> DP1 PP1 TP3]``, compose's
+#: ``service-1  |``, srun's ``0:``, bare rank tags (``TP3``, ``PP1 TP1``); anchored patterns skip them
+_PREFIX = (
+    r"(?:\x1b\[[0-9;]*[A-Za-z]"
+    r"|\([\w.-]+ pid=\d+[^)\n]*\)"
+    r"|\[[^\]\n]*@<[\d,]+>\]:"
+    r"|\[\d+,\d+\]<std(?:out|err)>:"
+    r"|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:stdout|stderr)\s+[FP]"
+    r"|\[\d{4}-\d\d-\d\d[^\]\n]*\]"
+    r"|[\w.-]+\s+\|"
+    r"|\d+:"
+    r"|[A-Z]{2,}[A-Z_]*\d+"
+    r")"
+)
+LINE_START = rf"(?:^|\r)\s*(?:{_PREFIX}\s*)*"
 
 SIGNATURES: tuple[Signature, ...] = (
     # --- nan: the root cause of the device assert / crash that follows ---------------------------------
@@ -235,10 +435,42 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     _sig(
         "unsupported_arch",
-        r"Unsupported architecture",
-        ("Unsupported architecture",),
-        "generic kernel arch check (FlashInfer, DeepGEMM); sgl-project/sglang#37105, #26087",
+        r"Unsupported (?:CUDA |GPU )?arch(?:itecture)?\b",
+        ("Unsupported architecture", "Unsupported CUDA arch", "Unsupported GPU arch", "Unsupported arch"),
+        "generic kernel arch check (FlashInfer, DeepGEMM); sgl-project/sglang#37105, #26087, #25877; "
+        "sgl-project/mini-sglang#129; Comfy-Org/ComfyUI#7494 ('Unsupported CUDA architecture: sm120')",
         "pick a backend that ships kernels for this GPU arch",
+    ),
+    _sig(
+        "unsupported_arch",
+        r"Unsupported compute capability|No supported CUDA architectures found|No compiled \w+ for CUDA "
+        r"device "
+        r"capability|requires (?:GPUs with )?sm_?\d+|is only supported on (?:SM|sm_?)\d+",
+        (
+            "Unsupported compute capability",
+            "No supported CUDA architectures found",
+            "No compiled ",
+            "requires sm",
+            "requires GPUs with sm",
+            "only supported on SM",
+            "only supported on sm",
+        ),
+        "sgl-project/sglang#32933 (pdmux 'Unsupported compute capability: 12.0'); torch cpp_extension / "
+        "FlashInfer JIT ('No supported CUDA architectures found', 'FlashInfer requires sm75+', "
+        "flashinfer-ai/flashinfer#371, #3674); vllm-project/vllm#32109 ('No compiled cutlass_scaled_mm for "
+        "CUDA "
+        "device capability: 120'); ai-dynamo/aiconfigurator#975 ('Sparse Attention Forward Kernel is only "
+        "supported on SM90a and SM100f')",
+        "pick a backend/kernel built for this compute capability",
+    ),
+    _sig(
+        "unsupported_arch",
+        r"Assertion error \([^)]*layout\.hpp:\d+\): Unknown recipe",
+        ("Unknown recipe",),
+        "DeepGEMM scale-factor recipe missing for the arch (SM120 FP8 block GEMM); "
+        "ai-dynamo/aiconfigurator#975, "
+        "#1176; deepseek-ai/DeepGEMM#324",
+        "DeepGEMM with SM120 kernels, or SGLANG_ENABLE_JIT_DEEPGEMM=0",
     ),
     _sig(
         "unsupported_arch",
@@ -347,9 +579,17 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "illegal_memory",
         r"an illegal memory access was encountered|cudaErrorIllegalAddress|CUDA error: misaligned address"
-        r"|an illegal instruction was encountered",
-        ("illegal memory access", "cudaErrorIllegalAddress", "misaligned address", "illegal instruction"),
-        "CUDA errors 700/716/715; sgl-project/sglang#8296, #11968, #18785",
+        r"|an illegal instruction was encountered|unspecified launch failure|cudaErrorLaunchFailure",
+        (
+            "illegal memory access",
+            "cudaErrorIllegalAddress",
+            "misaligned address",
+            "illegal instruction",
+            "unspecified launch failure",
+            "cudaErrorLaunchFailure",
+        ),
+        "CUDA errors 700/716/715/719; sgl-project/sglang#8296, #11968, #18785, #15132; "
+        "deepseek-ai/DeepSeek-MoE#47",
         "bisect the attention/MoE backend; try --cuda-graph-backend-decode disabled / --disable-cuda-graph",
     ),
     # --- model_load --------------------------------------------------------------------------------------
@@ -366,6 +606,15 @@ SIGNATURES: tuple[Signature, ...] = (
         ("does not recognize this architecture",),
         "transformers AutoConfig; zai-org/GLM-5#22",
         "a transformers release that knows the model type",
+    ),
+    _sig(
+        "model_load",
+        r"Unrecognized model in |Should have a `model_type` key|Model architectures \[[^\]\n]*\] are not "
+        r"supported",
+        ("Unrecognized model in ", "Should have a `model_type` key", "are not supported"),
+        "transformers AutoConfig without a model_type (Ascend/sglang#602, QwenLM/Qwen3#1368); SGLang's model "
+        "registry (sgl-project/sglang#4253 title: 'Model architectures [...] are not supported for now')",
+        "a transformers/SGLang release that knows the model type; a complete config.json",
     ),
     _sig(
         "model_load",
@@ -414,6 +663,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "torch ProcessGroupNCCL watchdog",
         "a rank hung or died; check the other ranks' logs",
     ),
+    _sig(
+        "nccl",
+        r"\bNCCL WARN\b|ProcessGroupNCCL's watchdog got stuck|\bDistBackendError\b"
+        r"|gloo/transport/tcp/pair\.cc:\d+",
+        ("NCCL WARN", "watchdog got stuck", "DistBackendError", "gloo/transport"),
+        "NCCL's own warnings (sgl-project/sglang#6246 'NCCL WARN Cuda failure', #16015); ProcessGroupNCCL "
+        "heartbeat monitor (sgl-project/sglang#1691); c10d store (sgl-project/sglang#4096); gloo TCP pair "
+        "(sgl-project/sglang#4205)",
+        "NCCL_DEBUG=INFO; check P2P/IOMMU and the other ranks",
+    ),
     # --- health_timeout / timeout ------------------------------------------------------------------------
     _sig(
         "health_timeout",
@@ -424,9 +683,11 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     _sig(
         "timeout",
-        r"watchdog timeout \(self\.watchdog_timeout=",
-        ("watchdog timeout",),
-        "read in sglang 0.5.9/0.5.23 wheels srt/utils/watchdog.py",
+        r"(?i:watchdog timeout) \(self\.watchdog_timeout=",
+        ("atchdog timeout (self.watchdog_timeout=",),
+        "read in sglang 0.5.9/0.5.23 wheels srt/utils/watchdog.py ('Scheduler watchdog timeout', "
+        "'TokenizerManager watchdog timeout ... soft=True'); older schedulers: 'Watchdog timeout "
+        "(self.watchdog_timeout=300)' (sgl-project/sglang#7783, UCSB-AI/Soft-Thinking#10)",
         "a forward pass hung (graph capture, collective); raise --watchdog-timeout only for JIT warm-up",
     ),
     # --- warmup_failed -----------------------------------------------------------------------------------
@@ -444,6 +705,172 @@ SIGNATURES: tuple[Signature, ...] = (
         ("AssertionError",),
         "Python AssertionError in a traceback",
         "read the assert in the traceback above",
+    ),
+    # --- kernel_compile: JIT toolchains ---------------------------------------------------------------------
+    _sig(
+        "kernel_compile",
+        r"ptxas fatal|PTXASError|PTX codegen error|ptxas\b[^\n]*returned non-zero exit status"
+        r"|is not defined for option 'gpu-(?:name|architecture)'",
+        ("ptxas", "PTXAS", "PTX codegen", "is not defined for option"),
+        "Triton's bundled ptxas older than the GPU: RLinf/RLinf#92, InternLM/lmdeploy#3410 (sm_120), "
+        "triton-lang/triton#8539 (sm_121a), vllm-project/vllm#31338",
+        "TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas (CUDA >= 12.8) or a Triton release that knows the arch",
+    ),
+    _sig(
+        "kernel_compile",
+        r"not supported in this architecture",
+        ("not supported in this architecture",),
+        "Triton codegen ('type fp8e4nv not supported in this architecture'); sgl-project/sglang#7227",
+        "an FP8 path supported on this arch, or another kernel backend",
+    ),
+    _sig(
+        "kernel_compile",
+        r"Command '\[?'?[^'\n]*\b(?:gcc|g\+\+|cc|c\+\+|clang|nvcc|ninja)'?[^\n]*returned non-zero exit status"
+        r"|ninja: build stopped: subcommand failed|Error building extension|CompilationError\b"
+        r"|error: command '[^'\n]*nvcc' failed",
+        (
+            "returned non-zero exit status",
+            "ninja: build stopped",
+            "Error building extension",
+            "CompilationError",
+            "nvcc' failed",
+        ),
+        "Triton launcher / FlashInfer / DeepGEMM JIT builds (sgl-project/sglang#4253: gcc on Triton's "
+        "cuda_utils.c failed, the model import was skipped)",
+        "install a C compiler and the CUDA headers in the image; check the JIT cache directory is writable",
+    ),
+    # --- import_error: a broken Python environment ----------------------------------------------------------
+    _sig(
+        "import_error",
+        LINE_START + r"(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError)(?::|$)",
+        ("ModuleNotFoundError", "ImportError"),
+        "Python import failure at start: sgl-project/sglang#391, #362, #13276, #7942; real SGLang on a CPU "
+        "host "
+        "(docs: a ModuleNotFoundError traceback in the main process)",
+        "rebuild the image from the pinned lock; never pip-install over it",
+        weak=True,
+    ),
+    _sig(
+        "import_error",
+        r"\.so[^\n]*: undefined symbol: ",
+        ("undefined symbol",),
+        "an extension built against another torch: sgl-project/sglang#1321 (vllm _core_C)",
+        "rebuild the image from the pinned lock (torch and its extensions must match)",
+        weak=True,
+    ),
+    # --- peer_access: GPU P2P / custom all-reduce -----------------------------------------------------------
+    _sig(
+        "peer_access",
+        r"peer access is not supported between these two devices|cudaErrorPeerAccessUnsupported"
+        r"|custom_all_reduce\.cuh:\d+|(?i:custom ?all-?reduce)[^\n]*(?:failed|error)",
+        (
+            "peer access",
+            "cudaErrorPeerAccess",
+            "custom_all_reduce.cuh",
+            "ustom allreduce",
+            "ustomAllreduce",
+            "ustom all-reduce",
+            "ustom_all_reduce",
+        ),
+        "sgl-project/sglang#4814 (RTX 4090 TP2), #552 (T4, custom_all_reduce.cuh:307), "
+        "NVIDIA/TensorRT-LLM#1034",
+        "--disable-custom-all-reduce; check ACS/IOMMU (iommu=pt) and `nvidia-smi topo -p2p r`",
+    ),
+    # --- gpu_fault: the driver's view -----------------------------------------------------------------------
+    _sig(
+        "gpu_fault",
+        r"NVRM: Xid \(PCI:[^)\n]*\): \d+|fallen off the bus|\bGPU is lost\b|cudaErrorDevicesUnavailable"
+        r"|Unable to determine the device handle for GPU",
+        (
+            "Xid",
+            "fallen off the bus",
+            "GPU is lost",
+            "cudaErrorDevicesUnavailable",
+            "Unable to determine the device",
+        ),
+        "NVIDIA driver Xid messages (leptonai/gpud#46, akash-network/support#244, NVIDIA/NVSentinel#155)",
+        "dmesg on the host; reset or drain the GPU; Xid 79 is hardware (power, PCIe)",
+    ),
+    # --- crash: native crashes, signals, CUDA errors (specific enough to count while HTTP answers) ----------
+    _sig(
+        "crash",
+        r"Fatal Python error: |terminate called after throwing an instance of|\(core dumped\)"
+        r"|" + LINE_START + r"(?:Segmentation fault|Bus error|Aborted|Killed)\s*$",
+        (
+            "Fatal Python error",
+            "terminate called after",
+            "core dumped",
+            "Segmentation fault",
+            "Bus error",
+            "Aborted",
+            "Killed",
+        ),
+        "CPython faulthandler / libstdc++ abort / the shell's signal report: sgl-project/sglang#3451, #3778, "
+        "#10350, #10216; sgl-project/sglang#2468 ('Killed')",
+        "a native crash: read the thread dump; check driver/CUDA/torch versions match",
+    ),
+    _sig(
+        "crash",
+        r"crashed with exit code -?\d+|(?:terminated|killed) (?:with|by) signal|exited with (?:exit )?code "
+        r"-\d+",
+        (
+            "crashed with exit code",
+            "with signal",
+            "by signal",
+            "exited with code -",
+            "exited with exit code -",
+        ),
+        "read in sglang 0.5.23 wheel srt/utils/watchdog.py (SubprocessWatchdog: 'Subprocess scheduler_0 "
+        "(pid=..) "
+        "crashed with exit code -6'); sgl-project/sglang#18582",
+        "a child was killed by a signal: read the lines above (OOM killer: dmesg)",
+    ),
+    _sig(
+        "crash",
+        r"\bCUDA (?:error|Error|ERROR)(?: \d+)?: |\bcudaError[A-Z]\w+|\bCUDA_ERROR_[A-Z_]+|\bCUDART error: ",
+        ("CUDA error", "CUDA Error", "CUDA ERROR", "cudaError", "CUDA_ERROR_", "CUDART error"),
+        "CUDA runtime/driver error codes (torch c10 CUDAException, FlashInfer 'CUDA Error: ... (209)'); "
+        "sgl-project/sglang#7918 ('operation not permitted when stream is capturing')",
+        "read the CUDA error; CUDA_LAUNCH_BLOCKING=1 locates it",
+        priority=92,
+        generic=True,
+    ),
+    _sig(
+        "crash",
+        r"Exception in (?:run_tp_server|ModelTpServer|Controller\w*|DetokenizerManager|TokenizerManager)"
+        r"|\binit state: Traceback|Child process unexpectedly failed",
+        ("Exception in ", "init state: Traceback", "unexpectedly failed"),
+        "SGLang 0.1-0.2 crash banners: sgl-project/sglang#748, #350, #373, flashinfer-ai/flashinfer#402",
+        "read the traceback that follows",
+    ),
+    # --- generic traceback evidence (weak: a verdict once the port stops answering, and in classify-log) ----
+    _sig(
+        "assertion",
+        LINE_START + r"assert\s",
+        ("assert",),
+        "a traceback cut after its source line: the failing `assert ...` is the only evidence "
+        "(triton-lang/triton#7942)",
+        "read the assert",
+        weak=True,
+    ),
+    _sig(
+        "crash",
+        LINE_START + r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception)(?::\s|:?\s*$)",
+        ("Error", "Exception"),
+        "the exception line that ends a Python traceback (ValueError: .., torch.AcceleratorError: .., "
+        "tvm.error.InternalError: ..)",
+        "read the traceback above it",
+        priority=_WEAK,
+        weak=True,
+    ),
+    _sig(
+        "crash",
+        r"Traceback \(most recent call last\)|" + LINE_START + r'File "|\([\w.-]+ pid=\d+[^)\n]*\)\s+File "',
+        ("Traceback (most recent call last)", 'File "'),
+        "a Python traceback (also a truncated one that shows only its frames, or faulthandler's thread dump)",
+        "read the traceback",
+        priority=_WEAK + 1,
+        weak=True,
     ),
     # --- crash: generic lines that follow any root cause --------------------------------------------------
     _sig(
@@ -477,88 +904,179 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
 )
 
-_KEYS: tuple[str, ...] = tuple(dict.fromkeys(key for sig in SIGNATURES for key in sig.keys))
+_KEYS: tuple[str, ...] = tuple(
+    dict.fromkeys((*START_TEXTS, READY_TEXT, *(key for sig in SIGNATURES for key in sig.keys)))
+)
+#: lower-case scan words: the text is scanned once per word (not once per key), a line holding one is
+#: checked for the exact keys that contain it. Chosen to cover many keys, to be long (a longer needle scans
+#: faster) and rare in healthy logs; a key that contains none of them is scanned for itself.
+_SCAN_WORDS: tuple[str, ...] = (
+    "error", "support", "ustom", "requires", "watchdog", "exit", "assert", "fail", "bwstack-serve",
+    "recognize", "illegal", "sigquit", "signal", "kernel", "ptx", "tensor",
+    "not compatible with the current pytorch", "out of resource: shared memory",
+    "should have a `model_type` key", "resources requested for launch", "unable to determine the device",
+    "dynamic shared memory size", "out of range float values", "is not defined for option", "repo",
+    "server_args=serverargs(", "server_args={", "terminate called after", "trtllm fmhav2 prefill", "init state: traceback",
+    "ninja: build stopped", "_kv_cache_store_fp8", "fallen off the bus", "segmentation fault", "nccl",
+    "misaligned address", "size mismatch for", "tllmgenfmharunner", "not enough memory", "undefined symbol",
+    "hit an exception", "unknown recipe", "gloo/transport", "exception in ", "nan detected", "contains nan",
+    "no compiled ", "gpu is lost", "core dumped", "peer access", "config.json", "aborted", "killed",
+    "the server is fired up and ready to roll", "traceback (most recent call last)", "out of memory", "xid",
+    "exception", 'file "',
+)  # fmt: skip
+_KEYS_LOW: tuple[str, ...] = tuple(key.lower() for key in _KEYS)
+_SCAN: tuple[str, ...] = (
+    *_SCAN_WORDS,
+    *(low for low in _KEYS_LOW if not any(word in low for word in _SCAN_WORDS)),
+)
+_SCAN_BYTES: tuple[bytes, ...] = tuple(word.encode() for word in _SCAN)
+#: scan word index -> indexes (in _KEYS) of the keys that contain it
+_WORD_KEYS: tuple[tuple[int, ...], ...] = tuple(
+    tuple(i for i, low in enumerate(_KEYS_LOW) if word in low) for word in _SCAN
+)
+_START_KEYS = frozenset(range(len(START_TEXTS)))
+_READY_KEY = len(START_TEXTS)
+#: key index -> indexes of the signatures that list it
+_KEY_INDEX: dict[str, int] = {key: i for i, key in enumerate(_KEYS)}
+_SIGS_OF: list[set[int]] = [set() for _ in _KEYS]
+for _i, _sig_entry in enumerate(SIGNATURES):
+    for _key in _sig_entry.keys:
+        _SIGS_OF[_KEY_INDEX[_key]].add(_i)
+_KEY_SIGS: tuple[frozenset[int], ...] = tuple(frozenset(found) for found in _SIGS_OF)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_Best = tuple[int, int, str, Signature]
 
 
 def _clean(line: str) -> str:
-    text = line.strip()
+    text = _ANSI.sub("", line).strip()
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
 class Scanner:
-    """Incremental classifier: feed complete lines (or text chunks ending at a newline), read result()."""
+    """Incremental classifier: feed complete lines (or text chunks ending at a newline), read result().
+
+    Only what follows the last start banner (``START_TEXTS``) counts: a log that holds an earlier run keeps
+    the verdict of the newest one. ``ready`` tells whether that run reached SGLang's ready line.
+    """
 
     def __init__(self) -> None:
         self.lines_seen = 0
-        self._best: tuple[int, int, str, Signature] | None = None
+        self.start_line = 0  # 1-based line of the last start banner (0: none seen)
+        self.ready_line = 0  # 1-based line of the last ready line after it (0: none)
+        self._best: _Best | None = None
+        self._strong: _Best | None = None
         self._seen: dict[str, tuple[int, int]] = {}
 
-    def _consider(self, line: str, line_no: int) -> None:
-        for sig in SIGNATURES:
-            if not any(key in line for key in sig.keys) or not sig.pattern.search(line):
-                continue
-            if sig.cls not in self._seen or (sig.priority, line_no) < self._seen[sig.cls]:
-                self._seen[sig.cls] = (sig.priority, line_no)
-            if self._best is None or (sig.priority, line_no) < (self._best[0], self._best[1]):
+    @property
+    def ready(self) -> bool:
+        """True when the current run logged SGLang's ready line."""
+        return self.ready_line > 0
+
+    def _consider(self, line: str, line_no: int, keys: list[int]) -> None:
+        """Match one candidate line; ``keys`` are the indexes (in ``_KEYS``) of the literal keys it holds."""
+        if not _START_KEYS.isdisjoint(keys):
+            self.start_line, self.ready_line = line_no, 0
+            self._best = self._strong = None
+            self._seen = {}
+            return
+        if _READY_KEY in keys:
+            self.ready_line = line_no
+        candidates = sorted(frozenset().union(*(_KEY_SIGS[k] for k in keys)))
+        found = [SIGNATURES[i] for i in candidates if SIGNATURES[i].pattern.search(line)]
+        if any(not sig.generic for sig in found):
+            found = [sig for sig in found if not sig.generic]
+        for sig in found:
+            rank = (sig.priority, line_no)
+            if sig.cls not in self._seen or rank < self._seen[sig.cls]:
+                self._seen[sig.cls] = rank
+            if self._best is None or rank < (self._best[0], self._best[1]):
                 self._best = (sig.priority, line_no, _clean(line), sig)
+            if not sig.weak and (self._strong is None or rank < (self._strong[0], self._strong[1])):
+                self._strong = (sig.priority, line_no, _clean(line), sig)
 
     def feed(self, text: str) -> None:
         """Scan ``text``; its first character starts a new line (a partial last line counts as a line).
 
-        Candidate lines are found with str.find on each signature's literal keys (C speed), and only those
-        lines are matched against the regexes.
+        Candidate lines are found with bytes.find (C speed) on the lower-cased UTF-8 text, once per scan word
+        (each signature key contains one); only the signatures whose keys a line holds are matched against it.
         """
-        starts: set[int] = set()
-        for key in _KEYS:
-            pos = text.find(key)
+        raw = text.encode("utf-8", "surrogatepass")  # bytes: one byte per ASCII char, lower() keeps offsets
+        low = raw.lower()
+        found: dict[int, set[int]] = {}
+        for index, word in enumerate(_SCAN_BYTES):
+            pos = low.find(word)
             while pos >= 0:
-                starts.add(text.rfind("\n", 0, pos) + 1)
-                end = text.find("\n", pos)
-                pos = -1 if end < 0 else text.find(key, end)
+                found.setdefault(low.rfind(b"\n", 0, pos) + 1, set()).update(_WORD_KEYS[index])
+                end = low.find(b"\n", pos)
+                pos = -1 if end < 0 else low.find(word, end)
         line_idx = self.lines_seen
         counted = 0
-        for start in sorted(starts):
-            line_idx += text.count("\n", counted, start)
-            counted = start
-            end = text.find("\n", start)
-            self._consider(text[start : len(text) if end < 0 else end], line_idx + 1)
+        for start in sorted(found):
+            end = raw.find(b"\n", start)
+            line = raw[start : len(raw) if end < 0 else end].decode("utf-8", "surrogatepass")
+            keys = [k for k in sorted(found[start]) if _KEYS[k] in line]
+            if keys:
+                line_idx += raw.count(b"\n", counted, start)
+                counted = start
+                self._consider(line, line_idx + 1, keys)
         self.lines_seen += text.count("\n")
         if text and not text.endswith("\n"):
             self.lines_seen += 1
 
-    def result(self) -> Match | None:
-        """The root-cause match so far, or None when nothing matched."""
-        if self._best is None:
+    def result(self, strong_only: bool = False) -> Match | None:
+        """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence."""
+        best = self._strong if strong_only else self._best
+        if best is None:
             return None
-        _prio, line_no, text, sig = self._best
+        _prio, line_no, text, sig = best
         others = sorted((v, k) for k, v in self._seen.items() if k != sig.cls)
         return Match(cls=sig.cls, line=line_no, text=text, also=tuple(k for _, k in others), signature=sig)
 
+    def verdict(self) -> str:
+        """The log's class: the root cause, else ``healthy`` after the ready line, else ``starting``."""
+        match = self.result()
+        if match is not None:
+            return match.cls
+        return "healthy" if self.ready else "starting"
+
     def to_state(self) -> dict[str, Any]:
         """A JSON-able snapshot, so a later process can continue the scan."""
-        best = None
-        if self._best is not None:
-            best = {"index": SIGNATURES.index(self._best[3]), "line": self._best[1], "text": self._best[2]}
+
+        def best(found: _Best | None) -> dict[str, Any] | None:
+            if found is None:
+                return None
+            return {"index": SIGNATURES.index(found[3]), "line": found[1], "text": found[2]}
+
         return {
             "lines_seen": self.lines_seen,
-            "best": best,
+            "start": self.start_line,
+            "ready": self.ready_line,
+            "best": best(self._best),
+            "strong": best(self._strong),
             "seen": {k: list(v) for k, v in self._seen.items()},
         }
 
     @classmethod
     def from_state(cls, state: Any) -> Scanner:
         """Rebuild a scanner from :meth:`to_state`; anything malformed gives a fresh scanner."""
+
+        def best(found: Any) -> _Best | None:
+            if found is None:
+                return None
+            sig = SIGNATURES[int(found["index"])]
+            return (sig.priority, int(found["line"]), str(found["text"]), sig)
+
         scanner = cls()
         try:
             scanner.lines_seen = int(state["lines_seen"])
-            best = state["best"]
-            if best is not None:
-                sig = SIGNATURES[int(best["index"])]
-                scanner._best = (sig.priority, int(best["line"]), str(best["text"]), sig)
+            scanner.start_line = int(state.get("start", 0))
+            scanner.ready_line = int(state.get("ready", 0))
+            scanner._best = best(state["best"])
+            scanner._strong = best(state.get("strong"))
             scanner._seen = {
                 str(k): (int(v[0]), int(v[1])) for k, v in dict(state["seen"]).items() if k in _CLASS_PRIORITY
             }
-        except (KeyError, IndexError, TypeError, ValueError):
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             return cls()
         return scanner
 
@@ -573,13 +1091,23 @@ def classify_lines(lines: Iterable[str]) -> Match | None:
 
 def classify_text(text: str) -> Match | None:
     """Classify a whole log given as one string."""
+    return scan_text(text).result()
+
+
+def scan_text(text: str) -> Scanner:
+    """A scanner that has read ``text`` (for ``verdict()`` and ``ready`` besides ``result()``)."""
     scanner = Scanner()
     scanner.feed(text)
-    return scanner.result()
+    return scanner
 
 
 def classify_file(path: str, chunk_bytes: int = 1 << 20) -> Match | None:
     """Classify a log file by streaming it in chunks cut at line ends; raises OSError if unreadable."""
+    return scan_file(path, chunk_bytes).result()
+
+
+def scan_file(path: str, chunk_bytes: int = 1 << 20) -> Scanner:
+    """A scanner that has streamed the file (UTF-8 with replacement); raises OSError if unreadable."""
     scanner = Scanner()
     tail = b""
     with open(path, "rb") as fh:
@@ -594,4 +1122,15 @@ def classify_file(path: str, chunk_bytes: int = 1 << 20) -> Match | None:
                 scanner.feed(data[:cut].decode("utf-8", errors="replace"))
     if tail:
         scanner.feed(tail.decode("utf-8", errors="replace"))
-    return scanner.result()
+    return scanner
+
+
+def class_table() -> str:
+    """The Markdown table of every class with its meaning and typical fix (README, docs/healthcheck.md)."""
+    rows = ["| class | meaning | typical fix | fail-fast |", "| --- | --- | --- | --- |"]
+    rows += [f"| `{i.name}` | {i.meaning} | {i.fix} | {'yes' if i.fail_fast else '-'} |" for i in CLASS_INFO]
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python3 -m healthchecks.signatures: print the class table for the docs
+    print(class_table(), end="")

@@ -3,13 +3,17 @@
 
     python3 healthchecks/warmup.py --url URL [--timeout S] [--expect KEY=VALUE ...] [--log PATH]
         [--api-key-file PATH] [--mode full|light] [--expect-text TEXT] [--decode-every S] [--state PATH]
+        [--stall-after S]
 
 Exit 0 = healthy, 1 = unhealthy; the last stdout line is ``healthy: <summary>`` or
 ``unhealthy: <class>: <reason>``. Checks, cheapest first: liveness (GET /health), a scan of the server log for
 a fatal signature (incremental, via the state file), the effective config (GET /server_info, falling back to
 /get_server_info) against each --expect, and a sampled decode (POST /generate, temperature > 0,
-return_logprob) whose logprobs must all be finite. One overall deadline: every socket wait is bounded by the
-remaining budget and an interval timer ends the run at --timeout. Stdlib only; it runs every interval.
+return_logprob) whose logprobs must all be finite. While the port refuses, the log tells starting from dead:
+generic traceback evidence after the last start banner, a ready line, or a log that has not changed for
+--stall-after seconds mean ``crash`` (or the class of the evidence), not ``starting``. One overall deadline:
+every socket wait is bounded by the remaining budget and an interval timer ends the run at --timeout. Stdlib
+only; it runs every interval.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Any, NoReturn
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, signatures
+from healthchecks import common, signatures, startup, vocabulary
 
 PROMPT = "The capital city of France is"
 TEMPERATURE = 0.7  # > 0 and no top-k/top-p/min-p: the plain multinomial path that trips on NaN
@@ -44,26 +48,21 @@ SNIPPET = 160
 LOG_SNIPPET = 200
 STATE_SCHEMA = "bwstack.hc-state/1"
 LOG_CHUNK = 1 << 20
+STARTUP_BYTES = 4 << 20  # the startup record is near the top of the log (rotated at every start)
 
-KEY_ALIASES: dict[str, tuple[str, ...]] = {
-    "dsa_prefill_backend": ("dsa_prefill_backend", "nsa_prefill_backend"),
-    "nsa_prefill_backend": ("nsa_prefill_backend", "dsa_prefill_backend"),
-    "dsa_decode_backend": ("dsa_decode_backend", "nsa_decode_backend"),
-    "nsa_decode_backend": ("nsa_decode_backend", "dsa_decode_backend"),
-    "fp4_gemm_backend": ("fp4_gemm_runner_backend", "fp4_gemm_backend"),
-    "fp4_gemm_runner_backend": ("fp4_gemm_runner_backend", "fp4_gemm_backend"),
-}
-VALUE_ALIASES = {"bf16": "bfloat16", "nsa": "dsa"}
+KEY_ALIASES = vocabulary.KEY_ALIASES  # field -> the names /server_info reports it under
+VALUE_ALIASES = vocabulary.VALUE_ALIASES
 SUMMARY_KEYS = ("attention_backend", "dsa_decode_backend", "nsa_decode_backend", "kv_cache_dtype", "tp_size")
 
 
 class Unhealthy(Exception):
     """A verdict: the class and a one-line reason."""
 
-    def __init__(self, cls: str, reason: str) -> None:
+    def __init__(self, cls: str, reason: str, gone: bool = False) -> None:
         super().__init__(reason)
         self.cls = cls
         self.reason = reason
+        self.gone = gone  # nothing answers on the port (refused, dropped, unreachable)
 
 
 class UsageError(Exception):
@@ -99,6 +98,7 @@ class Config:
     mode: str
     decode_every: float
     state_path: str
+    stall_after: float = common.DEFAULT_HC_STALL_AFTER
 
 
 @dataclass
@@ -168,10 +168,16 @@ def parse_args(argv: list[str] | None) -> Config:
     p.add_argument("--mode", choices=("full", "light"), default=None)
     p.add_argument("--decode-every", type=_positive, default=None, help="light mode: seconds between decodes")
     p.add_argument("--state", default=env(common.ENV_HC_STATE, common.DEFAULT_HC_STATE))
+    p.add_argument(
+        "--stall-after", type=_positive, default=None, help="seconds of an unchanged log while refused = dead"
+    )
     args = p.parse_args(argv)
     timeout = args.timeout or _positive(env(common.ENV_HC_TIMEOUT, str(common.DEFAULT_HC_TIMEOUT)))
     decode_every = args.decode_every or _positive(
         env(common.ENV_HC_DECODE_EVERY, str(common.DEFAULT_HC_DECODE_EVERY))
+    )
+    stall_after = args.stall_after or _positive(
+        env(common.ENV_HC_STALL_AFTER, str(common.DEFAULT_HC_STALL_AFTER))
     )
     mode = args.mode or env(common.ENV_HC_MODE, common.DEFAULT_HC_MODE)
     if mode not in ("full", "light"):
@@ -190,6 +196,7 @@ def parse_args(argv: list[str] | None) -> Config:
         mode=mode,
         decode_every=decode_every,
         state_path=args.state,
+        stall_after=stall_after,
     )
 
 
@@ -330,7 +337,7 @@ def _scan_from(run: Run, path: str, offset: int, scanner: signatures.Scanner) ->
     return offset
 
 
-def scan_log(run: Run) -> signatures.Match | None:
+def scan_log(run: Run) -> signatures.Scanner:
     """Continue the incremental scan of the server log (and its rotated predecessor); sticky per run."""
     saved = run.state.get("log")
     saved = saved if isinstance(saved, dict) and saved.get("path") == run.cfg.log else {}
@@ -350,7 +357,15 @@ def scan_log(run: Run) -> signatures.Match | None:
     except OSError as exc:
         run.notes.append(f"log unreadable ({exc.strerror})")
     run.state["log"] = {"path": run.cfg.log, "inode": inode, "offset": offset, "scanner": scanner.to_state()}
-    return scanner.result()
+    return scanner
+
+
+def log_idle_seconds(run: Run) -> float | None:
+    """Seconds since the server log last changed (its mtime), or None when there is no log."""
+    try:
+        return max(0.0, time.time() - os.stat(run.cfg.log).st_mtime)
+    except OSError:
+        return None
 
 
 def _around_match(match: signatures.Match) -> str:
@@ -375,20 +390,50 @@ def _root_cause_or(run: Run, fallback: Unhealthy, wait: bool = False) -> Unhealt
     """After an HTTP failure: a fatal log signature (maybe just written) beats the generic class.
 
     SGLang's health_timeout line only backs up a /health 503 (long prefills trip it on a working server).
+    Generic traceback evidence counts only when nothing answers on the port (``fallback.gone``): a live
+    server may log a handled exception. With nothing answering and no evidence, a log that reached the
+    ready line, or that has not changed for --stall-after seconds, means the server is dead, not starting.
     """
 
     def usable(found: signatures.Match | None) -> bool:
-        return found is not None and (found.cls != "health_timeout" or fallback.cls == "health_timeout")
+        return found is not None and (
+            found.cls not in signatures.NOT_FATAL_WHILE_ALIVE or fallback.cls == "health_timeout"
+        )
 
-    match = scan_log(run)
+    def match_of(scanner: signatures.Scanner) -> signatures.Match | None:
+        return scanner.result(strong_only=not fallback.gone)
+
+    scanner = scan_log(run)
+    match = match_of(scanner)
     if not usable(match) and wait:
         time.sleep(max(0.0, min(1.0, run.deadline - time.monotonic() - 0.5)))
-        match = scan_log(run)
-    if match is None or not usable(match):
-        return fallback
-    verdict = _log_verdict(match)
-    verdict.reason = f"{fallback.reason}; {verdict.reason}"
-    return verdict
+        scanner = scan_log(run)
+        match = match_of(scanner)
+    if match is not None and usable(match):
+        verdict = _log_verdict(match)
+        verdict.reason = f"{fallback.reason}; {verdict.reason}"
+        return verdict
+    if fallback.gone and fallback.cls == "starting":
+        return _dead_or_starting(run, scanner, fallback)
+    return fallback
+
+
+def _dead_or_starting(run: Run, scanner: signatures.Scanner, fallback: Unhealthy) -> Unhealthy:
+    """Nothing answers and the log names no cause: dead when the log says so, else still starting."""
+    if scanner.ready:
+        return Unhealthy(
+            "crash",
+            f"{fallback.reason.split(':')[0]}, but the server log reached SGLang's ready line "
+            f"(line {scanner.ready_line}): the server process is gone",
+        )
+    idle = log_idle_seconds(run)
+    if idle is not None and idle > run.cfg.stall_after:
+        return Unhealthy(
+            "crash",
+            f"{fallback.reason.split(':')[0]} and the server log has not changed for {idle:.0f}s "
+            f"(> --stall-after {run.cfg.stall_after:g}s): the server is not starting any more",
+        )
+    return fallback
 
 
 def _http_failure(run: Run, what: str, reply: Reply, rescan: bool = True) -> Unhealthy:
@@ -414,12 +459,16 @@ def check_liveness(run: Run) -> Unhealthy | None:
         reply = http_call(run, "GET", "/health")
     except Refused:
         if healthy_once:
-            return Unhealthy("crash", "connection refused after a healthy pass: the server process is gone")
-        return Unhealthy("starting", "connection refused: the server is not listening yet (loading)")
+            return Unhealthy(
+                "crash", "connection refused after a healthy pass: the server process is gone", True
+            )
+        return Unhealthy(
+            "starting", "connection refused: the server is not listening yet (loading)", gone=True
+        )
     except Dropped as exc:
-        return Unhealthy("crash", f"connection dropped: {exc}")
+        return Unhealthy("crash", f"connection dropped: {exc}", gone=True)
     except Unreachable as exc:
-        return Unhealthy("crash" if healthy_once else "starting", f"server unreachable: {exc}")
+        return Unhealthy("crash" if healthy_once else "starting", f"server unreachable: {exc}", gone=True)
     if reply.status == 200:
         return None
     if reply.status == 503:
@@ -576,12 +625,39 @@ def _decode_due(run: Run) -> bool:
     return not isinstance(last, int | float) or time.time() - last >= run.cfg.decode_every
 
 
+def startup_look(run: Run) -> Unhealthy | None:
+    """--expect against the server log's own startup record (healthchecks/startup.py): a cheap first look
+    that works before /server_info answers and when it never does. Re-read until the record is seen."""
+    if not run.cfg.expect:
+        return None
+    expect_key = json.dumps(run.cfg.expect, sort_keys=True)
+    try:
+        inode = os.stat(run.cfg.log).st_ino
+    except OSError:
+        return None
+    if run.state.get("startup_ok") == [inode, expect_key]:
+        return None
+    try:
+        parsed = startup.read_file(run.cfg.log, max_bytes=STARTUP_BYTES)
+    except OSError:
+        return None
+    problems = [e["message"] for e in startup.compare(parsed, run.cfg.expect) if e["kind"] == "mismatch"]
+    if problems:
+        return Unhealthy("backend_override", "; ".join(problems) + " in the server log")
+    if parsed.server_args is not None:
+        run.state["startup_ok"] = [inode, expect_key]
+    return None
+
+
 def run_checks(run: Run) -> str:
     """All checks in order; returns the healthy summary or raises Unhealthy."""
     run.stage = "log scan"
-    match = scan_log(run)
-    if match is not None and match.cls != "health_timeout":
+    match = scan_log(run).result(strong_only=True)
+    if match is not None and match.cls not in signatures.NOT_FATAL_WHILE_ALIVE:
         raise _log_verdict(match)
+    early = startup_look(run)
+    if early is not None:
+        raise early
     dead = check_liveness(run)
     if dead is not None:
         raise _root_cause_or(run, dead)  # the log may have just said why

@@ -1,7 +1,9 @@
 """Host-side log classification for ``bwstack classify-log``: the healthcheck's catalog applied to a file.
 
-The catalog itself lives in ``healthchecks/signatures.py`` (the one copy); this module only reads the file and
-turns unreadable input into a :class:`bwstack.errors.UserError`.
+The catalog itself lives in ``healthchecks/signatures.py`` (the one copy); the requested-vs-effective backends
+come from ``healthchecks/startup.py`` (the parse the in-container healthcheck uses too). This module only
+reads the file, builds the request (``--expect`` items or a profile) and turns bad input into a
+:class:`bwstack.errors.UserError`.
 """
 
 from __future__ import annotations
@@ -10,32 +12,80 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
-from healthchecks import signatures
+from healthchecks import signatures, startup, vocabulary
 
 
 def classify_log_file(path: str | Path) -> dict[str, Any]:
-    """Classify a server log: ``{"class", "line" (1-based or None), "text", "also"}``; ``healthy`` if clean.
+    """Classify a server log: ``{"class", "line" (1-based or None), "text", "also"}``.
+
+    Without a fatal signature the class is ``healthy`` when the log reached SGLang's ready line, else
+    ``starting``.
 
     Raises UserError when the file is missing, not a regular file or unreadable.
     """
+    target = _log_path(path)
+    try:
+        scanner = signatures.scan_file(str(target))
+    except OSError as exc:
+        raise UserError(f"cannot read the log: {exc.strerror or exc}", file=target) from exc
+    return _as_dict(scanner)
+
+
+def classify_text(text: str) -> dict[str, Any]:
+    """Classify log text already in memory (e.g. ``docker logs`` output); same shape as classify_log_file."""
+    return _as_dict(signatures.scan_text(text))
+
+
+def _as_dict(scanner: signatures.Scanner) -> dict[str, Any]:
+    match = scanner.result()
+    if match is None:
+        return {"class": scanner.verdict(), "line": None, "text": "", "also": []}
+    return match.to_dict()
+
+
+def _log_path(path: str | Path) -> Path:
     target = Path(path)
     if not target.exists():
         raise UserError("no such log file", file=target)
     if not target.is_file():
         raise UserError("not a regular file", file=target)
+    return target
+
+
+def backends_of_log_file(
+    path: str | Path, expect: dict[str, str] | None = None, by: str = "--expect"
+) -> dict[str, Any]:
+    """What the log's startup says about the backends (:meth:`healthchecks.startup.Startup.to_dict`), plus
+    ``overrides``: the ``backend_override`` evidence against ``expect`` (else against the log's command line).
+    """
+    target = _log_path(path)
     try:
-        match = signatures.classify_file(str(target))
+        parsed = startup.read_file(str(target))
     except OSError as exc:
         raise UserError(f"cannot read the log: {exc.strerror or exc}", file=target) from exc
-    return _as_dict(match)
+    result = parsed.to_dict()
+    result["overrides"] = startup.compare(parsed, expect, by)
+    return result
 
 
-def classify_text(text: str) -> dict[str, Any]:
-    """Classify log text already in memory (e.g. ``docker logs`` output); same shape as classify_log_file."""
-    return _as_dict(signatures.classify_text(text))
+def parse_expect(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items (semantic field or SGLang's name) -> {semantic field: value}; else UserError."""
+    expect: dict[str, str] = {}
+    valid = ", ".join(vocabulary.REPORT_FIELDS)
+    for item in items:
+        key, sep, value = item.partition("=")
+        field = vocabulary.field_for_name(key.strip().replace("-", "_").lstrip("_"))
+        if not sep or not value.strip():
+            raise UserError(f"--expect {item!r}: expected KEY=VALUE (keys: {valid})")
+        if field is None:
+            raise UserError(f"--expect {item!r}: unknown key {key.strip()!r} (valid: {valid})")
+        expect[field] = value.strip()
+    return expect
 
 
-def _as_dict(match: signatures.Match | None) -> dict[str, Any]:
-    if match is None:
-        return {"class": "healthy", "line": None, "text": "", "also": []}
-    return match.to_dict()
+def profile_request(stack_file: Path, name: str) -> dict[str, str]:
+    """What profile ``name`` of the stack file asks for (its backend fields and the TP size)."""
+    from bwstack import model
+    from bwstack.sweep import requested_backends
+
+    return requested_backends(model.load_stack(stack_file), name)

@@ -436,14 +436,65 @@ def audit(
 
 
 @main.command("classify-log")
+@_file_option
 @click.argument("logfile", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print {class, line, text, also}.")
-def classify_log(logfile: Path, as_json: bool) -> None:
-    """Classify an SGLang server log with the healthcheck's failure catalog."""
+@click.option("--json", "as_json", is_flag=True, help="Print {class, line, text, also, startup}.")
+@click.option(
+    "--expect",
+    "expects",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A backend the server was asked for (attention_backend=triton); mismatches are reported.",
+)
+@click.option("--profile", default=None, help="Compare with what this profile of the stack file asks for.")
+def classify_log(
+    file: Path, logfile: Path, as_json: bool, expects: Sequence[str], profile: str | None
+) -> None:
+    """Classify an SGLang server log with the healthcheck's failure catalog.
+
+    Then the backends its startup logged: the SGLang version, each effective backend with its log line and
+    whether a flag or SGLang itself set it, and every ``backend_override`` against --expect / --profile (or,
+    without them, against the command line in the log).
+    """
     from bwstack import classify
 
     result = classify.classify_log_file(logfile)
-    click.echo(json.dumps(result, indent=2) if as_json else result["class"])
+    expect = classify.parse_expect(list(expects))
+    by = "--expect"
+    if profile is not None:
+        expect = {**classify.profile_request(file, profile), **expect}
+        by = f"profile {profile}"
+    result["startup"] = classify.backends_of_log_file(logfile, expect or None, by)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(result["class"])
+    for line in _startup_lines(result["startup"]):
+        click.echo(line)
+
+
+def _startup_lines(found: dict[str, Any]) -> list[str]:
+    """classify-log's text lines about the backends (none when the log has no startup)."""
+    lines = []
+    if found["version"]:
+        lines.append(f"sglang {found['version']} (line {found['version_line']})")
+    elif found["version_hint"]:
+        lines.append(f"sglang version not logged; {found['version_hint']}")
+    origin_words = {
+        "flag": "flag",
+        "sglang": "set by SGLang",
+        "default": "default",
+        "unknown": "origin unknown",
+    }
+    for name, stated in found["effective"].items():
+        logged = f", logged as {stated['logged']}" if stated.get("logged") else ""
+        where = f"line {stated['line']}"
+        if stated.get("warning_line"):
+            where = f"line {stated['warning_line']}, {stated['source']} line {stated['line']}"
+        lines.append(f"{name}: {stated['value']} ({origin_words[stated['origin']]}{logged}, {where})")
+    for evidence in found["overrides"]:
+        lines.append(f"backend_override: {evidence['message']}")
+    return lines
 
 
 @main.command("tiny-model")

@@ -241,7 +241,7 @@ def report_failure(
         ["docker", "logs", "--tail", "2000", cid], capture_output=True, text=True, timeout=60, check=False
     )
     match = classify.classify_text(logs.stdout + logs.stderr)
-    if match["class"] != "healthy":
+    if match["line"] is not None:  # a signature matched (no match: "healthy" or "starting", no line)
         console.print(f"  server log: {match['class']} at line {match['line']}: {str(match['text'])[:200]}")
     console.print(f"  details: docker inspect --format '{{{{json .State.Health}}}}' {cid[:12]}")
     cls = failure_class(reason, str(match["class"]))

@@ -18,8 +18,11 @@ Document shape (``schema_version`` 1)::
 
 A row: ``profile, variant, expect, verdict, match, fast, standin, fault, decided_by, reason, started_at,
 finished_at, elapsed_s, evidence`` where evidence holds ``log_match`` (line, text, also, source, context),
-``log_tail``, ``exit_code``, ``oom_killed``, ``health`` (status, probes, last), ``requested``, ``effective``,
-``server_version``, ``timeout_s``; a failed row also has ``next_try`` ({profile, why}: the profile worth
+``log_tail``, ``exit_code``, ``oom_killed``, ``health`` (status, probes, last), ``requested``, ``effective``
+(``/server_info``), ``startup`` (the server log's own startup record, ``healthchecks/startup.py``: each
+effective backend with its log line and whether a flag or SGLang set it, and the ``backend_override``
+evidence against the profile), ``server_version``, ``timeout_s``. Both views show "requested -> effective"
+per field; a failed row also has ``next_try`` ({profile, why}: the profile worth
 trying next, :mod:`bwstack.nextstep`; ``profile`` null when none is).
 """
 
@@ -35,6 +38,7 @@ from typing import Any
 
 from bwstack.errors import UserError
 from bwstack.render import atomic_write
+from healthchecks import vocabulary
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
@@ -393,6 +397,16 @@ def _markdown_evidence(name: str, row: Mapping[str, Any]) -> list[str]:
         lines.append("- requested: " + ", ".join(f"{k}={v}" for k, v in requested.items()))
     if effective:
         lines.append("- effective (/server_info): " + ", ".join(f"{k}={v}" for k, v in effective.items()))
+    for key, want, got in backend_rows(evidence):
+        log = got.get("log")
+        if log:
+            lines.append(
+                f"- {key}: {want if want is not None else '(auto)'} -> {log['value']} "
+                f"({_ORIGIN_WORDS.get(log['origin'], log['origin'])}; server log line {log['line']}: "
+                f"`{_cell(log['text'], 200)}`)"
+            )
+    for override in (evidence.get("startup") or {}).get("overrides") or []:
+        lines.append(f"- backend_override: {_cell(override['message'], 300)}")
     lines.append("")
     return lines
 
@@ -408,16 +422,45 @@ def verdict_tone(verdict: str) -> str:
     return _VERDICT_TONE.get(verdict, "bad")
 
 
-#: spellings SGLang reports differently from how profiles.yaml asks (docs/design.md backend table)
-_VALUE_ALIASES = {"bf16": "bfloat16", "nsa": "dsa"}
+_ORIGIN_WORDS = {
+    "flag": "from the flag",
+    "sglang": "set by SGLang",
+    "default": "default",
+    "unknown": "origin unknown",
+}
 
 
 def same_value(requested: Any, effective: Any) -> bool:
-    """Whether a requested backend value and the effective one name the same thing."""
-    a, b = (
-        _VALUE_ALIASES.get(str(v).strip().lower(), str(v).strip().lower()) for v in (requested, effective)
+    """Whether a requested backend value and the effective one name the same thing (SGLang spells some
+    values differently from profiles.yaml: healthchecks/vocabulary.py)."""
+    return vocabulary.semantic_value(requested) == vocabulary.semantic_value(effective)
+
+
+def backend_rows(evidence: Mapping[str, Any]) -> list[tuple[str, Any, dict[str, Any]]]:
+    """(field, requested value or None, {"server_info": value, "log": {value, line, origin, text}}) for every
+    field the profile asks for or the server reports, in the vocabulary's order."""
+    requested = evidence.get("requested") or {}
+    effective = evidence.get("effective") or {}
+    logged = (evidence.get("startup") or {}).get("effective") or {}
+    keys = [k for k in vocabulary.REPORT_FIELDS if k in requested or k in effective or k in logged]
+    keys += [k for k in (*requested, *effective) if k not in keys]
+    rows = []
+    for key in keys:
+        log = logged.get(key)
+        if log is not None:
+            line, text = log.get("warning_line") or log["line"], log.get("warning") or log["text"]
+            log = {"value": log["value"], "line": line, "origin": log["origin"], "text": text}
+        rows.append((key, requested.get(key), {"server_info": effective.get(key), "log": log}))
+    return rows
+
+
+def _differs(requested: Any, effective: Any) -> bool:
+    return (
+        requested is not None
+        and effective is not None
+        and requested != "auto"
+        and not same_value(requested, effective)
     )
-    return a == b
 
 
 @cache
@@ -434,9 +477,6 @@ def html_context(doc: Document) -> dict[str, Any]:
             rows.append({"profile": name, "pending": True})
             continue
         evidence = row.get("evidence") or {}
-        requested = evidence.get("requested") or {}
-        effective = evidence.get("effective") or {}
-        keys = list(dict.fromkeys([*requested, *effective]))
         rows.append(
             {
                 **row,
@@ -446,17 +486,18 @@ def html_context(doc: Document) -> dict[str, Any]:
                 "tone": verdict_tone(str(row.get("verdict"))),
                 "elapsed": f"{float(row.get('elapsed_s') or 0):.1f} s",
                 "evidence": evidence,
+                "overrides": (evidence.get("startup") or {}).get("overrides") or [],
                 "backends": [
                     {
                         "key": key,
-                        "requested": requested.get(key),
-                        "effective": effective.get(key),
-                        "differs": key in requested
-                        and key in effective
-                        and requested[key] != "auto"
-                        and same_value(requested[key], effective[key]) is False,
+                        "requested": want,
+                        "effective": got["server_info"],
+                        "log": got["log"],
+                        "origin": _ORIGIN_WORDS.get(got["log"]["origin"], "") if got["log"] else "",
+                        "differs": _differs(want, got["server_info"]),
+                        "log_differs": _differs(want, got["log"]["value"] if got["log"] else None),
                     }
-                    for key in keys
+                    for key, want, got in backend_rows(evidence)
                 ],
             }
         )

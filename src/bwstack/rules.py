@@ -302,8 +302,9 @@ class _Where:
 
 @functools.cache
 def rules_schema() -> dict[str, Any]:
-    """The JSON schema of the rules file."""
+    """The JSON schema of the rules file; its failure classes come from the failure catalog."""
     doc: dict[str, Any] = json.loads(RULES_SCHEMA.read_text(encoding="utf-8"))
+    doc["$defs"]["failure_class"]["enum"] = list(FAILURE_CLASSES)
     return doc
 
 

@@ -15,25 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
+from healthchecks import vocabulary
 
 SNAPSHOT_SCHEMA = "bwstack.sglang-args/1"
 
-#: semantic profile field -> candidate flags, preferred first (first one the snapshot has, not deprecated)
-SEMANTIC_FLAGS: dict[str, tuple[str, ...]] = {
-    "attention_backend": ("--attention-backend",),
-    "dsa_prefill_backend": ("--dsa-prefill-backend", "--nsa-prefill-backend"),
-    "dsa_decode_backend": ("--dsa-decode-backend", "--nsa-decode-backend"),
-    "kv_cache_dtype": ("--kv-cache-dtype",),
-    "moe_runner_backend": ("--moe-runner-backend",),
-    "fp4_gemm_backend": ("--fp4-gemm-backend",),
-}
+#: semantic profile field -> candidate flags, preferred first (the table lives in healthchecks/vocabulary.py,
+#: stdlib only, because the in-container healthcheck reads it too)
+SEMANTIC_FLAGS = vocabulary.SEMANTIC_FLAGS
 
 #: model settings -> flag (same in every supported version; checked against the snapshot all the same)
 MODEL_FLAGS: dict[str, str] = {
     "path": "--model-path",
     "revision": "--revision",
     "served_name": "--served-model-name",
-    "tp_size": "--tp-size",
+    "tp_size": vocabulary.TP_FLAGS[0],
     "quantization": "--quantization",
     "reasoning_parser": "--reasoning-parser",
     "tool_call_parser": "--tool-call-parser",
@@ -56,8 +51,7 @@ OWNED_FLAGS: dict[str, str] = {
     "--model": "set model.path",
     "--revision": "set model.revision (a commit of the model repo)",
     "--served-model-name": "set model.served_name",
-    "--tp-size": "set model.tp_size",
-    "--tensor-parallel-size": "set model.tp_size",
+    **{flag: "set model.tp_size" for flag in vocabulary.TP_FLAGS},
     **{flag: f"set the profile field {sem}" for sem, flags in SEMANTIC_FLAGS.items() for flag in flags},
 }
 

@@ -43,7 +43,7 @@ from bwstack import operate, render, report, sglang_cli
 from bwstack.compose import Project
 from bwstack.errors import ExternalError, UserError
 from bwstack.model import Stack
-from healthchecks import signatures, warmup
+from healthchecks import signatures, startup, vocabulary
 
 #: a fatal log signature waits this long for the root-cause line (the traceback follows the first crash line)
 SETTLE_S = 5.0
@@ -66,7 +66,7 @@ STANDIN_STOP_S = 5
 #: stand-in healthcheck timing (compose interpolates these; the real stack keeps profiles.yaml's values)
 STANDIN_HC_ENV = {"BWSTACK_HC_INTERVAL": "1s", "BWSTACK_HC_TIMEOUT": "20s", "BWSTACK_HC_CHECK_TIMEOUT": "15"}
 #: classes a log line may carry that are not a verdict while the server lives (SGLang's own /health timeout)
-NOT_FATAL_IN_LOG = ("health_timeout",)
+NOT_FATAL_IN_LOG = signatures.NOT_FATAL_WHILE_ALIVE
 #: expected class -> the stand-in fault that produces it
 STANDIN_FAULTS = {
     "healthy": "none",
@@ -82,7 +82,7 @@ STANDIN_FAULTS = {
 GLM5_FIRST_K_DENSE = 3
 #: /server_info keys per semantic field (docs/design.md), first present wins
 EFFECTIVE_KEYS: dict[str, tuple[str, ...]] = {
-    key: warmup.KEY_ALIASES.get(key, (key,)) for key in (*sglang_cli.SEMANTIC_FLAGS, "tp_size")
+    key: vocabulary.KEY_ALIASES.get(key, (key,)) for key in vocabulary.REPORT_FIELDS
 }
 
 
@@ -179,6 +179,7 @@ class Judge:
         keep_lines: int = KEEP_LINES,
     ) -> None:
         self.scanner = signatures.Scanner()
+        self.startup = startup.StartupReader()  # what the server log's startup says about the backends
         self.lines: deque[tuple[int, str]] = deque(maxlen=keep_lines)
         self.line_count = 0
         self.probes: list[Probe] = []
@@ -228,6 +229,7 @@ class Judge:
         self.line_count += 1
         self.lines.append((self.line_count, text))
         self.scanner.feed(text.replace("\n", " ") + "\n")
+        self.startup.feed(text)
         if not had_fatal and self.fatal_log() is not None:
             self._settle(now + self.settle_s)
 
@@ -237,8 +239,9 @@ class Judge:
     # -- state --
 
     def fatal_log(self) -> signatures.Match | None:
-        """The log's root-cause match, unless it is one that is no verdict while the server lives."""
-        match = self.scanner.result()
+        """The log's root-cause match, unless it is one that is no verdict while the server lives (generic
+        traceback evidence, SGLang's /health timeout)."""
+        match = self.scanner.result(strong_only=True)
         if match is None or match.cls in NOT_FATAL_IN_LOG:
             return None
         return match
@@ -329,6 +332,14 @@ class Judge:
         low, high = match.line - CONTEXT_BEFORE, match.line + CONTEXT_AFTER
         context = [{"line": n, "text": t} for n, t in self.lines if low <= n <= high]
         return {**match.to_dict(), "source": match.signature.source, "context": context}
+
+    def startup_evidence(self, requested: Mapping[str, str]) -> dict[str, Any] | None:
+        """The backends the server log's startup states (value, line, flag or SGLang) and every
+        ``backend_override`` of the request; None when the log has no startup record."""
+        found = self.startup.result()
+        if not found.found:
+            return None
+        return {**found.to_dict(), "overrides": startup.compare(found, requested, "profile")}
 
     def log_tail(self, count: int = TAIL_LINES) -> list[str]:
         return [text for _, text in list(self.lines)[-count:]]
@@ -886,14 +897,16 @@ class Runner:
         if watch.info is None and state.get("Running"):
             watch.info = self.server_info()
         info = watch.info
+        requested = requested_backends(self.stack, watch.name)
         return {
             "log_match": judge.log_evidence(),
             "log_tail": judge.log_tail(),
             "exit_code": judge.exit_code if stopped else None,
             "oom_killed": judge.oom_killed,
             "health": judge.health_evidence(),
-            "requested": requested_backends(self.stack, watch.name),
+            "requested": requested,
             "effective": effective_from(info) if info else None,
+            "startup": judge.startup_evidence(requested),
             "server_version": str(info["version"]) if info and info.get("version") is not None else None,
             "timeout_s": self.options.timeout_s,
         }

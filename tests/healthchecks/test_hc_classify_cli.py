@@ -21,7 +21,7 @@ def test_cli_prints_the_class(name: str) -> None:
     expected = EXPECTED[name][0] if name in EXPECTED else "healthy"
     result = CliRunner().invoke(main, ["classify-log", str(LOGS / name)])
     assert result.exit_code == 0, result.output
-    assert result.output == f"{expected}\n"
+    assert result.output.splitlines()[0] == expected  # the startup's backends follow on later lines
 
 
 def test_cli_json_object() -> None:
@@ -38,13 +38,22 @@ def test_cli_json_object() -> None:
 
 def test_cli_json_for_a_clean_log() -> None:
     result = CliRunner().invoke(main, ["classify-log", "--json", str(LOGS / "healthy_0.5.23_dsa.log")])
-    assert json.loads(result.output) == {"class": "healthy", "line": None, "text": "", "also": []}
+    data = json.loads(result.output)
+    assert {k: data[k] for k in ("class", "line", "text", "also")} == {
+        "class": "healthy",
+        "line": None,
+        "text": "",
+        "also": [],
+    }
+    assert data["startup"]["effective"]["dsa_decode_backend"]["value"] == "flashinfer_sparse_mla"
 
 
 def test_classify_text_helper_has_the_same_shape() -> None:
     text = (LOGS / "oom_cuda_graph_capture.log").read_text()
     assert classify.classify_text(text) == classify.classify_log_file(LOGS / "oom_cuda_graph_capture.log")
-    assert classify.classify_text("all good\n")["class"] == "healthy"
+    # issue 11: a log without the ready line is "starting", never "healthy" (this said "healthy" before)
+    assert classify.classify_text("all good\n")["class"] == "starting"
+    assert classify.classify_text("x\n[t] The server is fired up and ready to roll!\n")["class"] == "healthy"
 
 
 def test_missing_file_or_folder_is_a_user_error(tmp_path: Path) -> None:
@@ -63,7 +72,7 @@ def test_read_error_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def denied(path: str) -> None:
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr("healthchecks.signatures.classify_file", denied)
+    monkeypatch.setattr("healthchecks.signatures.scan_file", denied)
     result = CliRunner().invoke(main, ["classify-log", str(log)])
     assert result.exit_code == 2
     assert result.output.strip() == f"bwstack: {log}: cannot read the log: Permission denied"

@@ -40,6 +40,12 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "timeout_watchdog.log": ("timeout", {"crash"}),
     "crash_generic.log": ("crash", set()),
     "crash_killed.log": ("crash", set()),
+    # issue 11 classes, excerpts of the real-world corpus (tests/healthchecks/corpus:
+    # sgl-project/sglang#391, #552, akash-network/support#244, triton-lang/triton#8539)
+    "kernel_compile_ptxas.log": ("kernel_compile", set()),
+    "import_error_vllm.log": ("import_error", {"crash"}),
+    "peer_access_custom_all_reduce.log": ("peer_access", set()),
+    "gpu_fault_xid.log": ("gpu_fault", set()),
 }
 HEALTHY = ["healthy_0.5.9_dense.log", "healthy_0.5.23_dsa.log"]
 LOG_CLASSES = set(signatures.CLASSES) - {"backend_override", "starting", "healthy"}  # these come from HTTP
@@ -166,6 +172,127 @@ EXAMPLES: list[tuple[str, str]] = [
     ("SIGQUIT received. signum=None, frame=None. It usually means one child failed.", "crash"),
     ("Exception: Capture cuda graph failed: boom", "crash"),
     ("bwstack-serve: server crashed: exit status 1", "crash"),
+    # issue 11: arch gates in their other wordings
+    ("ValueError: Unsupported CUDA architecture: sm120", "unsupported_arch"),
+    ("ValueError: Unsupported compute capability: 12.0", "unsupported_arch"),
+    ("RuntimeError: No supported CUDA architectures found for major versions [12].", "unsupported_arch"),
+    ("RuntimeError: No compiled cutlass_scaled_mm for CUDA device capability: 120", "unsupported_arch"),
+    ("RuntimeError: FlashInfer requires sm75+", "unsupported_arch"),
+    (
+        "RuntimeError: Sparse Attention Forward Kernel is only supported on SM90a and SM100f architectures.",
+        "unsupported_arch",
+    ),
+    ("RuntimeError: Assertion error (.../utils/layout.hpp:56): Unknown recipe", "unsupported_arch"),
+    # watchdog spellings by version
+    ("[2025-08-02 19:24:30 TP3] Watchdog timeout (self.watchdog_timeout=300)", "timeout"),
+    (
+        "[2026-03-27 20:52:54] TokenizerManager watchdog timeout (self.watchdog_timeout=300, self.soft=True)",
+        "timeout",
+    ),
+    # launch failures
+    ("RuntimeError: CUDA error: unspecified launch failure", "illegal_memory"),
+    ("cudaErrorLaunchFailure", "illegal_memory"),
+    # NCCL shown only as warnings, its watchdog, the c10d store, gloo
+    ("host:4167:5269 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 'invalid argument'", "nccl"),
+    (
+        "[rank6]:[F1019 01:14:03.358 ProcessGroupNCCL.cpp:1224] ProcessGroupNCCL's watchdog got stuck for 600 seconds",
+        "nccl",
+    ),
+    ("torch.distributed.DistBackendError: [1] is setting up NCCL communicator", "nccl"),
+    (
+        "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection cl",
+        "nccl",
+    ),
+    # kernel_compile
+    ("ptxas fatal   : Value 'sm_120' is not defined for option 'gpu-name'", "kernel_compile"),
+    ("triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error", "kernel_compile"),
+    (
+        "subprocess.CalledProcessError: Command '/x/triton/backends/nvidia/bin/ptxas -lineinfo -v --gpu-name=sm_120 "
+        "/tmp/a.ptx -o /tmp/a.ptx.o' returned non-zero exit status 255.",
+        "kernel_compile",
+    ),
+    ("nvcc fatal   : Value 'sm_130' is not defined for option 'gpu-architecture'", "kernel_compile"),
+    (
+        "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')\")",
+        "kernel_compile",
+    ),
+    (
+        "Command '['/usr/bin/gcc', '/tmp/x/main.c', '-O3', '-shared']' returned non-zero exit status 1.",
+        "kernel_compile",
+    ),
+    ("ninja: build stopped: subcommand failed.", "kernel_compile"),
+    ("RuntimeError: Error building extension 'flashinfer_jit'", "kernel_compile"),
+    ("triton.compiler.errors.CompilationError: at 12:4:", "kernel_compile"),
+    ("error: command '/usr/local/cuda/bin/nvcc' failed with exit code 1", "kernel_compile"),
+    # import_error, also behind launcher prefixes
+    ("ModuleNotFoundError: No module named 'pybase64'", "import_error"),
+    (
+        "ImportError: cannot import name '_set_default_torch_dtype' from 'vllm.model_executor.model_loader'",
+        "import_error",
+    ),
+    ("[/bin/sh@<0,0>]: ModuleNotFoundError: No module named 'sgl_kernel'", "import_error"),
+    (
+        "\x1b[36m(SGLangWorker pid=38138)\x1b[0m ImportError: libcudart.so.12: cannot open shared object file",
+        "import_error",
+    ),
+    ("OSError: /opt/vllm/_core_C.abi3.so: undefined symbol: _ZN5torch6detail10class_base", "import_error"),
+    # peer_access
+    ("RuntimeError: CUDART error: peer access is not supported between these two devices", "peer_access"),
+    ("cudaErrorPeerAccessUnsupported", "peer_access"),
+    ("Failed: Cuda error /x/csrc/custom_all_reduce.cuh:307 'invalid argument'", "peer_access"),
+    ("RuntimeError: custom allreduce failed: invalid device pointer", "peer_access"),
+    # gpu_fault
+    (
+        "[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception",
+        "gpu_fault",
+    ),
+    ("               NVRM: fallen off the bus and is not responding to commands.", "gpu_fault"),
+    (
+        "Unable to determine the device handle for GPU0000:01:00.0: GPU is lost.  Reboot the system",
+        "gpu_fault",
+    ),
+    ("cudaErrorDevicesUnavailable", "gpu_fault"),
+    # model_load: config errors
+    (
+        "ValueError: Unrecognized model in /m. Should have a `model_type` key in its config.json, or contain",
+        "model_load",
+    ),
+    ("ValueError: Model architectures ['DeepseekV3ForCausalLM'] are not supported for now.", "model_load"),
+    # crash: native crashes, signals, CUDA error codes, old crash banners
+    ("Fatal Python error: Segmentation fault", "crash"),
+    ("Fatal Python error: Aborted", "crash"),
+    ("terminate called after throwing an instance of 'c10::Error'", "crash"),
+    ("Aborted (core dumped)", "crash"),
+    ("Killed", "crash"),
+    ("Segmentation fault", "crash"),
+    ("Bus error", "crash"),
+    ("Subprocess scheduler_0 (pid=54464) crashed with exit code -6.", "crash"),
+    ("Exception: process 0 terminated with signal SIGABRT", "crash"),
+    ("container sglang exited with code -9", "crash"),
+    ("RuntimeError: CUDA error: operation not permitted when stream is capturing", "crash"),
+    ("CUDA Error 999: unknown error", "crash"),
+    ("cudaErrorUnknown", "crash"),
+    ("CUDA_ERROR_LAUNCH_TIMEOUT", "crash"),
+    ("RuntimeError: CUDART error: initialization error", "crash"),
+    ("Exception in run_tp_server:", "crash"),
+    ("router init state: Traceback (most recent call last):", "crash"),
+    ("Child process unexpectedly failed with an exit code 1. pid=1234", "crash"),
+    # generic traceback evidence (weak), behind every launcher prefix
+    ("    assert num_stages >= 1", "assertion"),
+    ("IndexError: list index out of range", "crash"),
+    ('  File "/sgl/scheduler.py", line 2740, in run_scheduler_process', "crash"),
+    ('(SGLangWorker pid=38135) File "/x/jit.py", line 662, in run', "crash"),
+    ('x (SGLangWorker pid=38135) File "/x/jit.py", line 662, in run', "crash"),
+    ("Traceback (most recent call last):", "crash"),
+    ("sglang-1  | ValueError: boom", "crash"),
+    ("2025-07-25T07:53:08.21748708+08:00 stdout F NameError: name 'deep_gemm' is not defined", "crash"),
+    ("[2025-12-15 00:02:05 PP1 TP1] torch.AcceleratorError: boom", "crash"),
+    ("TP3 RuntimeError: boom", "crash"),
+    ("PP1 TP1 RuntimeError: boom", "crash"),
+    ("[1,0]<stderr>:tvm.error.InternalError: boom", "crash"),
+    ("0: KeyError: 'model_type'", "crash"),
+    ("Capturing batches: 29%|##  | 8/28\r[2025-05-16 10:48:21 TP1] RuntimeError: boom", "crash"),
+    ("Exception:", "crash"),
 ]
 
 # Lines that must never raise an alarm (warnings, deprecations, help texts, server_args dumps).
@@ -185,6 +312,17 @@ BENIGN = [
     "[2026-03-02 10:14:58] Ignore import error when loading sglang.srt.models.glm4v_moe: No module named 'decord'",
     "bwstack-serve: server stopped: exit status 143 after SIGTERM",
     "bwstack-serve: starting python3 -m sglang.launch_server --model-path m --api-key ***",
+    "WARNING 12-29 15:21:09 [custom_all_reduce.py:154] Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs.",
+    "adp-1:235:235 [1] NCCL INFO Channel 13/0 : 1[1] -> 2[2] via P2P/IPC",
+    "Loading safetensors checkpoint shards: 100% Completed | 14/14 [00:07<00:00,  1.85it/s]",
+    "(SGLangWorker pid=3) [2025-03-08 12:29:29] INFO:     Started server process [3207]",
+    "[2025-03-08 12:29:21 TP0] KV Cache is allocated. #tokens: 46611, K size: 1.42 GB, V size: 1.42 GB",
+    "[2026-01-12 02:47:10] Endpoint '/get_model_info' is deprecated and will be removed",
+    "/usr/lib/python3/transformers/utils/hub.py:128: FutureWarning: Using `TRANSFORMERS_CACHE` is deprecated",
+    "  warnings.warn(",
+    "[2025-06-19 15:12:18] server_args=ServerArgs(disable_custom_all_reduce=False, enable_p2p_check=False)",
+    "[2025-03-10 14:17:52 TP6] Ignore import error when loading sglang.srt.models.foo: No module named 'bar'",
+    "Capture cuda graph bs [1, 2, 4, 8] Exceptions=0",
 ]
 
 

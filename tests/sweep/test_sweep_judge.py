@@ -154,7 +154,9 @@ def test_exit_without_any_class_is_a_crash_and_waits_for_the_log_to_drain() -> N
     judge, decided = run([(1.0, STARTING), (2.0, Exited(2)), (4.0, LogLine("Killed"))], until=5.0)
     assert decided == 5.0  # 2.0 + drain 3.0: the log stream never reported its end
     verdict = judge.verdict()
-    assert (verdict.cls, verdict.decided_by) == ("crash", "exit") and "status 2" in verdict.reason
+    # issue 11: the shell's "Killed" line is itself crash evidence (a process killed by a signal), so the log
+    # decides; it used to be a line without a signature, and the exit status decided
+    assert (verdict.cls, verdict.decided_by) == ("crash", "log") and verdict.reason == "Killed"
     assert judge.log_tail() == ["Killed"]
 
 
