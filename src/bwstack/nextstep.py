@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from bwstack.model import BACKEND_FIELDS, Stack
@@ -65,7 +66,13 @@ def _config(stack: Stack, name: str, arch: str) -> tuple[dict[str, str | None], 
     prediction on ``arch``."""
     from bwstack import rules
 
+    if arch == CPU:  # the rules and predictions are about GPU archs: on the CPU stack, expect alone decides
+        return stack.profile(name).backends(), _NO_PREDICTION
     return stack.profile(name).backends(), rules.predict(stack, name, arch)
+
+
+CPU = "cpu"
+_NO_PREDICTION = SimpleNamespace(verdict="healthy", decision=SimpleNamespace(rule=None, fix=None))
 
 
 def _changed(a: Mapping[str, str | None], b: Mapping[str, str | None]) -> list[str]:
@@ -87,7 +94,7 @@ def suggest(
     verdicts: Mapping[str, str] | None = None,
 ) -> Suggestion:
     """The next profile worth trying after ``failed`` ended with class ``cls`` (see the module docstring)."""
-    arch = arch or stack.arch_for(failed)
+    arch = arch or (CPU if stack.is_cpu else stack.arch_for(failed))
     verdicts = verdicts or {}
     failed_eff, failed_pred = _config(stack, failed, arch)
     implicated = FIELDS_FOR_CLASS.get(cls, ())
