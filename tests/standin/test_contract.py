@@ -1,0 +1,89 @@
+"""The stand-in against recorded real SGLang: same probes, same structure, same NaN behaviour, per version.
+
+The recordings (``data/real/<version>/<case>.json``) come from real SGLang on the CPU
+(``python tests/standin/record_real.py``; ``tests/real/test_standin_contract_live.py`` re-records live and checks
+they have not drifted). Here the stand-in imitating the same version, started with the same argv (the CPU
+variant's parser snapshot, ``--device cpu`` …) and the matching fault, answers the same probes; every
+difference in structure (``support.contract.compare``) fails the test with its JSON path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from standin_helpers import ROOT, StandinFactory
+
+from bwstack import classify, tinymodel
+from support import contract
+from support.realsglang import CPU_VARIANTS, cpu_flags
+
+RECORDED = sorted(
+    (path.parent.name, path.stem) for path in contract.DATA.glob("*/*.json") if path.stem in contract.PROBES
+)
+
+
+def test_every_pinned_cpu_variant_and_case_is_recorded() -> None:
+    from bwstack import pins
+
+    versions = {pins.load_variant(ROOT / "images", v).sglang_version for v in CPU_VARIANTS}
+    assert {(v, c) for v in versions for c in contract.PROBES} <= set(RECORDED)
+
+
+@pytest.mark.parametrize(("version", "case"), RECORDED)
+def test_recordings_are_the_recorders_and_hold_no_machine_path(version: str, case: str) -> None:
+    path = contract.fixture_path(version, case)
+    text = path.read_text(encoding="utf-8")
+    data = contract.load(version, case)
+    assert data["schema"] == contract.SCHEMA and data["sglang_version"] == version and data["case"] == case
+    assert [p.name for p in contract.PROBES[case]] == list(data["answers"])
+    for needle in ("/tmp/", "/root/", "/work/", "/home/"):
+        assert needle not in text, f"{path.name} holds a path of the recording machine ({needle})"
+
+
+def standin_recording(standin: StandinFactory, tmp_path: Path, variant: str, case: str) -> dict[str, Any]:
+    """Start the stand-in as the recorder started real SGLang; answer the same probes."""
+    model = tinymodel.write(
+        tmp_path / "model", tinymodel.TinySpec(fault="none" if case == "healthy" else case)
+    )
+    server = standin.start(
+        ["--model-path", str(model), *cpu_flags(variant)],
+        fault=contract.STANDIN_FAULT[case],
+        extra_env={"BWSTACK_STANDIN_ARGS": str(ROOT / "images" / variant / "sglang-args.json")},
+    )
+    server.wait_ready()
+
+    def call(method: str, path: str, body: Mapping[str, Any] | None) -> tuple[int, bytes]:
+        reply = server.request(method, path, body)
+        return reply.status, reply.body
+
+    answers = contract.run_probes(case, call)
+    if any(a["kind"] == "no_answer" for a in answers.values()):
+        deadline = time.monotonic() + contract.EXIT_WAIT
+        while server.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    exited = server.proc.poll() is not None
+    log_class = str(classify.classify_text(server.log())["class"])
+    return {"answers": answers, "facts": contract.facts(answers, exited=exited, log_class=log_class)}
+
+
+def variant_of(version: str) -> str:
+    from bwstack import pins
+
+    for name in CPU_VARIANTS:
+        if pins.load_variant(ROOT / "images", name).sglang_version == version:
+            return name
+    raise AssertionError(f"no pinned CPU variant runs SGLang {version}")
+
+
+@pytest.mark.parametrize(("version", "case"), RECORDED)
+def test_standin_answers_like_the_recorded_real_server(
+    standin: StandinFactory, tmp_path: Path, version: str, case: str
+) -> None:
+    real = contract.load(version, case)
+    mine = standin_recording(standin, tmp_path, variant_of(version), case)
+    problems = contract.compare(real, mine)
+    assert problems == [], f"stand-in {version} {case} differs from real SGLang:\n" + "\n".join(problems)
