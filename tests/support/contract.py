@@ -182,7 +182,7 @@ def _label(s: Any) -> str:
     return s if isinstance(s, str) else json.dumps(s, sort_keys=True)
 
 
-def differences(real: Any, other: Any, path: str = "$") -> list[str]:
+def differences(real: Any, other: Any, path: str = "$", label: str = "stand-in") -> list[str]:
     """Where the shape ``other`` differs from ``real``: one line per difference, with its JSON path."""
     if real == other:
         return []
@@ -193,48 +193,54 @@ def differences(real: Any, other: Any, path: str = "$") -> list[str]:
             missing = [k for k in rk if k not in ok]
             extra = [k for k in ok if k not in rk]
             if missing:
-                out.append(f"{path}: keys missing in the stand-in: {missing}")
+                out.append(f"{path}: keys missing in the {label}: {missing}")
             if extra:
                 out.append(f"{path}: keys the real server does not have: {extra}")
             for key in rk:
                 if key in ok:
-                    out += differences(rk[key], ok[key], f"{path}.{key}")
+                    out += differences(rk[key], ok[key], f"{path}.{key}", label)
             return out
         if "[]" in real and "[]" in other:
             out = []
             if real["len"] != other["len"]:
-                out.append(f"{path}: length real {real['len']}, stand-in {other['len']}")
+                out.append(f"{path}: length real {real['len']}, {label} {other['len']}")
             if real["[]"] is not None and other["[]"] is not None:
-                out += differences(real["[]"], other["[]"], f"{path}[*]")
+                out += differences(real["[]"], other["[]"], f"{path}[*]", label)
             return out
         if "tuple" in real and "tuple" in other and len(real["tuple"]) == len(other["tuple"]):
             out = []
             for index, (x, y) in enumerate(zip(real["tuple"], other["tuple"], strict=True)):
-                out += differences(x, y, f"{path}[{index}]")
+                out += differences(x, y, f"{path}[{index}]", label)
             return out
-    return [f"{path}: real {_label(real)}, stand-in {_label(other)}"]
+    return [f"{path}: real {_label(real)}, {label} {_label(other)}"]
 
 
 def answer_shape(reply: Mapping[str, Any]) -> dict[str, Any]:
     return {"{}": {"status": str(reply["status"]), "kind": reply["kind"], "body": shape(reply.get("body"))}}
 
 
-def compare(real: Mapping[str, Any], other: Mapping[str, Any], *, skip_body: Sequence[str] = ()) -> list[str]:
+def compare(
+    real: Mapping[str, Any],
+    other: Mapping[str, Any],
+    *,
+    skip_body: Sequence[str] = (),
+    label: str = "stand-in",
+) -> list[str]:
     """Every difference between two recordings of one case (answers by probe name, then the facts)."""
     out: list[str] = []
     for name, reply in real["answers"].items():
         mine = other["answers"].get(name)
         if mine is None:
-            out.append(f"{name}: not answered by the stand-in")
+            out.append(f"{name}: not answered by the {label}")
             continue
         real_shape, other_shape = answer_shape(reply), answer_shape(mine)
         if name in skip_body:
             real_shape["{}"].pop("body")
             other_shape["{}"].pop("body")
-        out += [f"{name}: {d}" for d in differences(real_shape, other_shape)]
+        out += [f"{name}: {d}" for d in differences(real_shape, other_shape, label=label)]
     for key, value in real["facts"].items():
         if other["facts"].get(key) != value:
-            out.append(f"facts.{key}: real {value!r}, stand-in {other['facts'].get(key)!r}")
+            out.append(f"facts.{key}: real {value!r}, {label} {other['facts'].get(key)!r}")
     return out
 
 
