@@ -448,6 +448,8 @@ def server_info(site: Site) -> dict[str, Any]:
         info["version"] = site.version_text
         info["frontend"] = "python"
         return info
+    if site.version >= (0, 5, 17):  # scheduler get_init_info startup_time: 0.5.17 wheel (no recording yet)
+        scheduler["startup_time"] = site.startup_time
     internal.update(  # 0.5.9 wheel http_server.py L605-610, scheduler get_internal_state
         {
             "use_mla_backend": False,
