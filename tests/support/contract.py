@@ -292,7 +292,7 @@ def record_real(variant: str, case: str, workdir: Path) -> dict[str, Any]:
             "at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "server": "real SGLang from the host venv of the variant's wheelhouse.lock, on 127.0.0.1",
             "argv": ["--model-path", "<model>", *cpu_flags(variant)],
-            "env": dict(CPU_ENV),
+            "env": {**CPU_ENV, **pins.load_variant(ROOT / "images", variant).env},
             "tiny_model": {"fault": spec.fault, "arch": spec.arch, "seed": spec.seed},
         },
         "answers": scrub(answers, replacements),

@@ -137,7 +137,10 @@ def real_server(
     port = free_port()
     argv = [str(python), "-m", "sglang.launch_server", "--model-path", str(model), "--host", "127.0.0.1",
             "--port", str(port), *cpu_flags(variant), *extra_args]  # fmt: skip
-    full_env = {**os.environ, **CPU_ENV, **dict(env or {})}
+    from bwstack import pins
+
+    baked = pins.load_variant(ROOT / "images", variant).env  # what the image bakes in ([env] of pins.toml)
+    full_env = {**os.environ, **CPU_ENV, **dict(baked), **dict(env or {})}
     handle = log.open("wb")
     process = subprocess.Popen(
         argv, stdout=handle, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
