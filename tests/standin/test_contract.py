@@ -9,6 +9,7 @@ difference in structure (``support.contract.compare``) fails the test with its J
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -87,3 +88,49 @@ def test_standin_answers_like_the_recorded_real_server(
     mine = standin_recording(standin, tmp_path, variant_of(version), case)
     problems = contract.compare(real, mine)
     assert problems == [], f"stand-in {version} {case} differs from real SGLang:\n" + "\n".join(problems)
+
+
+def _mutated(data: dict[str, Any], edit: Any) -> dict[str, Any]:
+    copy: dict[str, Any] = json.loads(json.dumps(data))
+    edit(copy)
+    return copy
+
+
+def test_the_comparison_sees_each_kind_of_difference() -> None:
+    """The contract can fail: each old stand-in mistake, applied to a copy of a real recording, is reported."""
+    real = contract.load("0.5.23", "healthy")
+
+    def meta(d: dict[str, Any], probe: str = "greedy_logprob") -> dict[str, Any]:
+        found: dict[str, Any] = d["answers"][probe]["body"]["meta_info"]
+        return found
+
+    def renamed(d: dict[str, Any]) -> None:
+        meta(d)["total_retractions"] = meta(d).pop("num_retractions")
+
+    def prompt_logprob(d: dict[str, Any]) -> None:
+        meta(d)["input_token_logprobs"] = [[-1.5, 7, None]]
+
+    def null_logprob(d: dict[str, Any]) -> None:
+        meta(d, "sampled_logprob")["output_token_logprobs"][1][0] = None
+
+    def startup_float(d: dict[str, Any]) -> None:
+        d["answers"]["server_info"]["body"]["startup_time"] = 1.0
+
+    def status(d: dict[str, Any]) -> None:
+        d["answers"]["health"]["status"] = 503
+
+    def survived(d: dict[str, Any]) -> None:
+        d["facts"]["server_exited"] = True
+
+    expected = {
+        renamed: "keys missing in the stand-in: ['num_retractions']",
+        prompt_logprob: "input_token_logprobs: length real 0, stand-in 1",
+        null_logprob: "output_token_logprobs[*][0]: real float, stand-in float|null",
+        startup_float: "startup_time: real {",
+        status: "health: $.status: real 200, stand-in 503",
+        survived: "facts.server_exited",
+    }
+    assert contract.compare(real, real) == []
+    for edit, needle in expected.items():
+        problems = contract.compare(real, _mutated(real, edit))
+        assert any(needle in p for p in problems), (edit.__name__, problems)
