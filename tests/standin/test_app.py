@@ -100,10 +100,12 @@ def test_generate_shape_and_logprob_triples() -> None:
     body = reply.body
     assert set(body) == {"text", "output_ids", "meta_info"}
     meta = body["meta_info"]
-    assert list(meta)[:5] == ["id", "finish_reason", "prompt_tokens", "weight_version", "total_retractions"]
+    # 0.5.23 names it num_retractions (0.5.9: total_retractions): tests/standin/data/real/*/healthy.json
+    assert list(meta)[:5] == ["id", "finish_reason", "prompt_tokens", "weight_version", "num_retractions"]
     assert meta["finish_reason"] == {"type": "length", "length": 8}
-    assert meta["completion_tokens"] == 8 == len(body["output_ids"])
-    assert meta["cached_tokens"] == 0 and meta["e2e_latency"] >= 0
+    assert meta["completion_tokens"] == 8 == len(body["output_ids"]) == meta["output_token_logprobs_length"]
+    assert isinstance(meta["cached_tokens"], int) and meta["e2e_latency"] >= 0
+    assert meta["input_token_logprobs"] == []  # 0.5.23: no prompt logprobs unless logprob_start_len is set
     triples = meta["output_token_logprobs"]
     assert [t[1] for t in triples] == body["output_ids"]
     assert all(isinstance(t[0], float) and t[0] < 0 and t[2] is None for t in triples)
@@ -139,19 +141,26 @@ def test_generate_batch_topk_and_errors() -> None:
     assert call(app, "GET", "/nope").body == {"detail": "Not Found"}
 
 
-def test_nan_fault_nulls_logprobs_on_sampled_requests_only() -> None:
-    app, _ = make_app(fault="nan")
-    greedy = call(app, "POST", "/generate", GREEDY).body["meta_info"]["output_token_logprobs"]
-    assert all(isinstance(t[0], float) for t in greedy)
-    sampled = call(app, "POST", "/generate", SAMPLED).body
-    assert [t[0] for t in sampled["meta_info"]["output_token_logprobs"]] == [None] * 4
-    default_temperature = call(
-        app,
-        "POST",
-        "/generate",
-        {"text": "x", "return_logprob": True, "sampling_params": {"max_new_tokens": 2}},
-    ).body
-    assert default_temperature["meta_info"]["output_token_logprobs"][0][0] is None  # SGLang's default is 1.0
+def test_0_5_9_meta_info_and_prompt_logprobs() -> None:
+    app, _ = make_app(version=(0, 5, 9))
+    meta = call(app, "POST", "/generate", GREEDY).body["meta_info"]
+    assert list(meta)[:5] == ["id", "finish_reason", "prompt_tokens", "weight_version", "total_retractions"]
+    assert "output_token_logprobs_length" not in meta and meta["cached_tokens_details"] is None
+    # the last prompt token, whose logprob is null (nothing before it in the range was scored)
+    assert [t[0] for t in meta["input_token_logprobs"]] == [None]
+    full = call(app, "POST", "/generate", {**GREEDY, "logprob_start_len": 0}).body["meta_info"]
+    lps = [t[0] for t in full["input_token_logprobs"]]
+    assert len(lps) == full["prompt_tokens"] and lps[0] is None and all(isinstance(x, float) for x in lps[1:])
+
+
+def test_nan_0_5_23_gumbel_nulls_every_logprob_and_stays_up() -> None:
+    app, events = make_app(fault="nan")
+    for body in (GREEDY, SAMPLED):
+        reply = call(app, "POST", "/generate", body)
+        assert reply.status == 200
+        assert set(reply.body["output_ids"]) == {0}
+        assert {t[0] for t in reply.body["meta_info"]["output_token_logprobs"]} == {None}
+    assert call(app, "GET", "/health").status == 200 and events == []
     chat = call(
         app,
         "POST",
@@ -165,6 +174,18 @@ def test_nan_fault_nulls_logprobs_on_sampled_requests_only() -> None:
         },
     ).body
     assert [c["logprob"] for c in chat["choices"][0]["logprobs"]["content"]] == [None] * 3
+
+
+def test_nan_0_5_9_greedy_logprobs_500_sampled_kills_the_scheduler() -> None:
+    app, events = make_app(version=(0, 5, 9), fault="nan")
+    plain = call(app, "POST", "/generate", {**GREEDY, "return_logprob": False})
+    assert plain.status == 200 and set(plain.body["output_ids"]) == {0}
+    assert call(app, "GET", "/health").status == 200  # greedy, no logprobs: nothing to serialise
+    failed = call(app, "POST", "/generate", GREEDY)
+    assert (failed.status, failed.text) == (500, "Internal Server Error")
+    with pytest.raises(Crashed):
+        call(app, "POST", "/generate", SAMPLED)
+    assert events == ["nan_sampled"]
 
 
 def test_device_assert_fires_on_first_sampled_decode_only() -> None:

@@ -28,7 +28,10 @@ import pytest
 from support.stack import ROOT
 
 CPU_VARIANT = "v0.5.23-cpu"
-#: the flags every CPU profile passes (see profiles.cpu.yaml); tests add their own after these
+#: every pinned CPU variant (images/<v>/pins.toml with ``[variant] device = "cpu"``), oldest SGLang first
+CPU_VARIANTS: tuple[str, ...] = ("v0.5.9-cpu", "v0.5.23-cpu")
+#: the flags every CPU profile passes (see profiles.cpu.yaml); tests add their own after these. A flag the
+#: variant's parser snapshot lacks is left out for that variant (:func:`cpu_flags`).
 CPU_FLAGS: tuple[str, ...] = (
     "--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
     "--max-total-tokens", "4096", "--sleep-on-idle",
@@ -59,6 +62,29 @@ def venv_python(variant: str = CPU_VARIANT) -> Path:
         require(f"cannot build the real SGLang venv for {variant}: {exc}")
         raise AssertionError("unreachable") from exc
     return root / "bin" / "python"
+
+
+def cpu_flags(variant: str = CPU_VARIANT) -> list[str]:
+    """:data:`CPU_FLAGS` less the options the variant's SGLang does not have (its ``sglang-args.json``)."""
+    from bwstack import sglang_cli
+
+    snapshot = sglang_cli.load_snapshot(ROOT / "images" / variant / "sglang-args.json")
+    out: list[str] = []
+    skip_value = False
+    for index, item in enumerate(CPU_FLAGS):
+        if skip_value:
+            skip_value = False
+            continue
+        if not item.startswith("--"):
+            out.append(item)
+            continue
+        flag = snapshot.flag(item)
+        if flag is None:
+            has_value = index + 1 < len(CPU_FLAGS) and not CPU_FLAGS[index + 1].startswith("--")
+            skip_value = has_value
+            continue
+        out.append(item)
+    return out
 
 
 def free_port() -> int:
@@ -110,8 +136,11 @@ def real_server(
     python = venv_python(variant)
     port = free_port()
     argv = [str(python), "-m", "sglang.launch_server", "--model-path", str(model), "--host", "127.0.0.1",
-            "--port", str(port), *CPU_FLAGS, *extra_args]  # fmt: skip
-    full_env = {**os.environ, **CPU_ENV, **dict(env or {})}
+            "--port", str(port), *cpu_flags(variant), *extra_args]  # fmt: skip
+    from bwstack import pins
+
+    baked = pins.load_variant(ROOT / "images", variant).env  # what the image bakes in ([env] of pins.toml)
+    full_env = {**os.environ, **CPU_ENV, **dict(baked), **dict(env or {})}
     handle = log.open("wb")
     process = subprocess.Popen(
         argv, stdout=handle, stderr=subprocess.STDOUT, env=full_env, start_new_session=True

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bwstack.standin import generate, log
+from bwstack.standin import generate, log, texts
 
 Version = tuple[int, ...]
 JSONResponse = tuple[int, Any]
@@ -73,7 +73,17 @@ class Site:
     max_total_num_tokens: int
 
 
-Crash = Callable[[str], None]  # called with the fault event ("first_forward" or "sampled"); does not return
+#: called with the fault event ("first_forward", "sampled" or "nan_sampled"); does not return
+Crash = Callable[[str], None]
+
+
+def gumbel_sampling(version: Version) -> bool:
+    """SGLang 0.5.23 samples by Gumbel argmax (``SGLANG_OPT_USE_GUMBEL_SAMPLE`` on): NaN logits give id 0 and
+    null logprobs, greedy or sampled, and the server stays up. 0.5.9 samples with torch.multinomial (a NaN
+    sampled decode kills the scheduler) and writes its response with ``json.dumps`` (a NaN logprob is a 500).
+    Both as real SGLang did on the CPU (tests/standin/data/real/<version>/nan-lm-head.json).
+    """
+    return version >= (0, 5, 23)
 
 
 class App:
@@ -288,6 +298,12 @@ class App:
             "token usage: 0.00, #running-req: 0, #queue-req: 0, ",
             tp=0,
         )
+        if (
+            self.site.fault == "nan"
+            and not request.sampling.greedy
+            and not gumbel_sampling(self.site.version)
+        ):
+            self.crash("nan_sampled")  # torch.multinomial over NaN probabilities
         return generate.run(request, nan=self.site.fault == "nan")
 
     def generate(self, body: Mapping[str, Any]) -> Response:
@@ -303,7 +319,15 @@ class App:
         results = []
         for request in requests:
             output = self.forward(request)
-            results.append(generate.generate_response(request, output, started, weight_version))
+            if output.nan and request.return_logprob and not gumbel_sampling(self.site.version):
+                # 0.5.9 serialises with json.dumps: a NaN logprob is a 500, the server stays up
+                log.write(
+                    f"[{log.timestamp()}] ERROR:    Exception in ASGI application\n" + texts.nan_json_500()
+                )
+                return Response(500, text="Internal Server Error", content_type="text/plain; charset=utf-8")
+            results.append(
+                generate.generate_response(request, output, started, weight_version, self.site.version)
+            )
         if body.get("stream"):
             return Response(200, stream=_sse_generate(results), content_type="text/event-stream")
         return Response(200, results if batch else results[0])
@@ -374,29 +398,110 @@ def _sse_chat(response: dict[str, Any]) -> Iterator[bytes]:
 
 
 def server_info(site: Site) -> dict[str, Any]:
-    """``/server_info``: every resolved ServerArgs field at top level plus the version's extra fields."""
-    info: dict[str, Any] = {key: _redact(key, value) for key, value in site.args.items()}
+    """``/server_info``: every resolved ServerArgs field at top level plus the version's extra fields.
+
+    Keys and value types as real SGLang answered on the CPU (tests/standin/data/real/<version>/healthy.json):
+    ``internal_states[0]`` is the scheduler's own copy of the args plus its memory and throughput figures.
+    """
+    args: dict[str, Any] = {key: _redact(key, value) for key, value in site.args.items()}
+    info = dict(args)
     scheduler: dict[str, Any] = {
         "status": "ready",
         "max_total_num_tokens": site.max_total_num_tokens,
         "max_req_input_len": min(site.context_len, site.max_total_num_tokens) - 1,
     }
-    if site.version >= (0, 5, 17):  # scheduler get_init_info startup_time: 0.5.17 and 0.5.23 wheels
-        scheduler["startup_time"] = site.startup_time
-    internal = [{"last_gen_throughput": 0.0, "#running-req": 0, "#queue-req": 0}]
+    internal = _scheduler_args(site, args)
+    running = int(args.get("max_running_requests") or 2048)
     if site.version >= (0, 5, 23):  # 0.5.23 wheel http_server.py L864-892, utils/common.py build_server_info
+        startup = _startup_time(site)
+        cuda_graphs = [] if args.get("disable_cuda_graph") else list(args.get("cuda_graph_bs") or [])
+        internal.update(
+            {
+                "startup_time": {k: v for k, v in startup.items() if k != "tokenizer_e2e"},
+                "world_size": int(args.get("tp_size") or 1) * int(args.get("pp_size") or 1),
+                "effective_max_running_requests_per_dp": running,
+                "last_gen_throughput": 0.0,
+                "memory_usage": {
+                    "weight": 0.0,
+                    "kvcache": 0.0,
+                    "startup_available": 0.0,
+                    "token_capacity": site.max_total_num_tokens,
+                    "token_capacity_swa": None,
+                    "graph": dict.fromkeys(CUDA_GRAPH_PHASES, 0.0),
+                },
+                "decode_cuda_graph_bs": cuda_graphs,
+                "decode_cuda_graph_memory_gb": 0.0,
+            }
+        )
         info["launch_command"] = site.launch_command
         info.update(scheduler)
+        info["startup_time"] = startup
+        info["hicache_object_layout"] = {
+            "enabled": False,
+            "backend": None,
+            "page_size": int(args.get("page_size") or 1),
+            "hicache_object_layout": {"pools": []},
+            "reason": "Hierarchical cache is disabled",
+        }
         info["kv_events"] = None
-        info["startup_time"] = site.startup_time
-        info["internal_states"] = internal
+        info["internal_states"] = [internal]
         info["version"] = site.version_text
         info["frontend"] = "python"
         return info
-    info.update(scheduler)  # 0.5.9 wheel http_server.py L605-610
-    info["internal_states"] = internal
+    if site.version >= (0, 5, 17):  # scheduler get_init_info startup_time: 0.5.17 wheel (no recording yet)
+        scheduler["startup_time"] = site.startup_time
+    internal.update(  # 0.5.9 wheel http_server.py L605-610, scheduler get_internal_state
+        {
+            "use_mla_backend": False,
+            "last_gen_throughput": 0.0,
+            "memory_usage": {
+                "weight": 0.0,
+                "kvcache": 0.0,
+                "token_capacity": site.max_total_num_tokens,
+                "graph": 0,
+            },
+            "effective_max_running_requests_per_dp": running,
+        }
+    )
+    info.update(scheduler)
+    info["internal_states"] = [internal]
     info["version"] = site.version_text
     return info
+
+
+#: the CUDA-graph phases 0.5.23 times at startup (``startup_time.cuda_graph``, ``memory_usage.graph``)
+CUDA_GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
+
+
+def _scheduler_args(site: Site, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The scheduler's copy of the args: what it resolved for itself differs from the top level."""
+    own = dict(args)
+    attention = own.get("attention_backend")
+    if site.version >= (0, 5, 23):
+        own.pop("custom_sigquit_handler", None)  # not sent to the scheduler
+        if (
+            "disaggregation_decode_retraction_backup" in own
+            and own["disaggregation_decode_retraction_backup"] is None
+        ):
+            own["disaggregation_decode_retraction_backup"] = "cpu_tensor"
+    else:
+        for key in ("decode_attention_backend", "prefill_attention_backend"):
+            if key in own and own[key] is None:
+                own[key] = attention
+    if "pp_max_micro_batch_size" in own and own["pp_max_micro_batch_size"] is None:
+        own["pp_max_micro_batch_size"] = int(args.get("max_running_requests") or 2048)
+    return own
+
+
+def _startup_time(site: Site) -> dict[str, Any]:
+    """0.5.23's startup timings (seconds per phase); the stand-in loads nothing, so they are small."""
+    return {
+        "load_weight": 0.0,
+        "kv_cache_allocation": 0.0,
+        "scheduler_e2e": 0.0,
+        "cuda_graph": dict.fromkeys(CUDA_GRAPH_PHASES, 0.0),
+        "tokenizer_e2e": round(max(time.time() - site.startup_time, 0.0), 6),
+    }
 
 
 def _redact(key: str, value: Any) -> Any:

@@ -1,10 +1,12 @@
 """Deterministic pseudo-generation in SGLang's ``/generate`` and OpenAI response shapes.
 
 No model runs: token ids come from a hash of the prompt (greedy) or of the prompt and a per-request seed
-(sampled), the text is a word per token. The shapes follow ``tokenizer_manager.py`` of the 0.5.9/0.5.23
-wheels: ``{"text", "output_ids", "meta_info": {id, finish_reason, prompt_tokens, weight_version,
-total_retractions, [input|output]_token_logprobs, completion_tokens, cached_tokens, e2e_latency}}``, logprobs
-as ``[logprob, token_id, token_text|null]`` triples. A NaN logprob is written as ``null``, as orjson does.
+(sampled), the text is a word per token. The shapes are those real SGLang answered on the CPU
+(``tests/standin/data/real/<version>/``, held by ``tests/standin/test_contract.py``): ``{"text", "output_ids",
+"meta_info": {…}}`` with the version's meta_info keys (:func:`meta_keys`), logprobs as
+``[logprob, token_id, token_text|null]`` triples. ``input_token_logprobs`` covers the prompt from
+``logprob_start_len`` (default: the last prompt token on 0.5.9, none on 0.5.23); the first prompt position's
+logprob is always ``null``. A NaN logprob is written as ``null``, as orjson does.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ class Request:
     top_logprobs_num: int = 0
     return_text_in_logprobs: bool = False
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: SGLang's default -1: from the last prompt token (0.5.9) / no prompt logprobs (0.5.23)
+    logprob_start_len: int = -1
 
 
 @dataclass(frozen=True)
@@ -100,10 +104,9 @@ def _draw(key: str, modulo: int) -> int:
 
 
 def run(request: Request, *, nan: bool) -> Output:
-    """Generate ``max_new_tokens`` tokens; ``nan`` makes logits NaN (sampled requests only see it)."""
+    """Generate ``max_new_tokens`` tokens; ``nan``: every logit NaN, so id 0 and NaN logprobs every time."""
     count = max(request.sampling.max_new_tokens, 0)
-    poisoned = nan and not request.sampling.greedy
-    if poisoned:
+    if nan:
         return Output(ids=(NAN_TOKEN_ID,) * count, logprobs=(None,) * count, nan=True)
     seed = "greedy" if request.sampling.greedy else f"seed{request.sampling.seed or next(_SEEDS)}"
     prompt_key = ",".join(str(i) for i in request.prompt_ids)
@@ -131,38 +134,107 @@ def _top(logprob: float | None, token_id: int, n: int, with_text: bool) -> list[
     return entries
 
 
+LOGPROBS = "<logprobs>"  # where the logprob fields go among the meta_info keys
+
+#: 0.5.9's meta_info keys (``total_retractions``; no per-device cache details)
+LEGACY_META_KEYS: tuple[str, ...] = (
+    "id", "finish_reason", "prompt_tokens", "weight_version", "total_retractions", LOGPROBS,
+    "completion_tokens", "cached_tokens", "cached_tokens_details", "e2e_latency",
+    "response_sent_to_client_ts",
+)  # fmt: skip
+#: 0.5.23's: ``num_retractions``, reasoning tokens, weight_versions spans, cache details per device, dp_rank
+MODERN_META_KEYS: tuple[str, ...] = (
+    "id", "finish_reason", "prompt_tokens", "weight_version", "num_retractions", LOGPROBS,
+    "reasoning_tokens", "completion_tokens", "cached_tokens", "weight_versions", "cached_tokens_details",
+    "dp_rank", "e2e_latency", "response_sent_to_client_ts",
+)  # fmt: skip
+
+
+def meta_keys(version: tuple[int, ...]) -> tuple[str, ...]:
+    """The ``meta_info`` keys of a non-streaming ``/generate``, in the version's order.
+
+    As real SGLang 0.5.9 and 0.5.23 answered on the CPU (tests/standin/data/real/<version>/healthy.json).
+    """
+    return MODERN_META_KEYS if version >= (0, 5, 23) else LEGACY_META_KEYS
+
+
 def generate_response(
-    request: Request, output: Output, started: float, weight_version: str
+    request: Request,
+    output: Output,
+    started: float,
+    weight_version: str,
+    version: tuple[int, ...] = (0, 5, 23),
 ) -> dict[str, Any]:
     """SGLang's non-streaming ``/generate`` body for one prompt."""
-    meta: dict[str, Any] = {
+    now = time.time()
+    modern = version >= (0, 5, 23)
+    cached = cached_tokens(request)
+    values: dict[str, Any] = {
         "id": request.rid,
         "finish_reason": {"type": "length", "length": len(output.ids)},
         "prompt_tokens": len(request.prompt_ids),
         "weight_version": weight_version,
         "total_retractions": 0,
+        "num_retractions": 0,
+        "reasoning_tokens": 0,
+        "completion_tokens": len(output.ids),
+        "cached_tokens": cached,
+        "weight_versions": [{"version": weight_version, "start": 0, "end": len(output.ids)}],
+        "cached_tokens_details": {"device": cached, "host": 0} if modern and cached else None,
+        "dp_rank": None,
+        "e2e_latency": round(now - started, 6),
+        "response_sent_to_client_ts": now,
     }
-    if request.return_logprob:
-        meta.update(_logprob_fields(request, output))
-    meta["completion_tokens"] = len(output.ids)
-    meta["cached_tokens"] = 0
-    meta["e2e_latency"] = round(time.time() - started, 6)
+    meta: dict[str, Any] = {}
+    for key in meta_keys(version):
+        if key == LOGPROBS:
+            if request.return_logprob:
+                meta.update(_logprob_fields(request, output, version))
+        else:
+            meta[key] = values[key]
     return {"text": detokenize(output.ids), "output_ids": list(output.ids), "meta_info": meta}
 
 
-def _logprob_fields(request: Request, output: Output) -> dict[str, Any]:
+def cached_tokens(request: Request) -> int:
+    """Prompt tokens the radix cache serves: the first one (every prompt starts like the warmup's), but
+    never past ``logprob_start_len`` when input logprobs are asked (SGLang's prefix match stops there)."""
+    cached = min(1, len(request.prompt_ids) - 1)
+    if request.return_logprob and request.logprob_start_len >= 0:
+        cached = min(cached, request.logprob_start_len)
+    return max(cached, 0)
+
+
+def _input_positions(request: Request, version: tuple[int, ...]) -> range:
+    """The prompt positions ``input_token_logprobs`` covers (SGLang's ``logprob_start_len``)."""
+    count = len(request.prompt_ids)
+    start = request.logprob_start_len
+    if start < 0:
+        if version >= (0, 5, 23):
+            return range(count, count)
+        start = count - 1
+    return range(min(start, count), count)
+
+
+def _logprob_fields(request: Request, output: Output, version: tuple[int, ...]) -> dict[str, Any]:
     with_text = request.return_text_in_logprobs
-    last_prompt = request.prompt_ids[-1]
-    prompt_logprob = None if output.nan else -1.5
+    positions = _input_positions(request, version)
+    prompt: list[tuple[float | None, int]] = []
+    for index, position in enumerate(positions):
+        token = request.prompt_ids[position]
+        # the first position of the range has no logprob (nothing before it was scored); NaN is null
+        logprob = None if index == 0 or output.nan else -round(1.0 + (token % 97) / 50, 6)
+        prompt.append((logprob, token))
     fields: dict[str, Any] = {
-        "input_token_logprobs": [_triple(prompt_logprob, last_prompt, with_text)],
+        "input_token_logprobs": [_triple(lp, tid, with_text) for lp, tid in prompt],
         "output_token_logprobs": [
             _triple(lp, tid, with_text) for lp, tid in zip(output.logprobs, output.ids, strict=True)
         ],
     }
+    if version >= (0, 5, 23):
+        fields["output_token_logprobs_length"] = len(output.ids)
     if request.top_logprobs_num > 0:
         n = request.top_logprobs_num
-        fields["input_top_logprobs"] = [_top(prompt_logprob, last_prompt, n, with_text)]
+        fields["input_top_logprobs"] = [_top(lp, tid, n, with_text) for lp, tid in prompt]
         fields["output_top_logprobs"] = [
             _top(lp, tid, n, with_text) for lp, tid in zip(output.logprobs, output.ids, strict=True)
         ]
@@ -200,6 +272,7 @@ def parse_generate(body: Mapping[str, Any]) -> tuple[list[Request], bool]:
     logprob = _per_item(body.get("return_logprob", False), count)
     top_n = _per_item(body.get("top_logprobs_num", 0), count)
     rids = _per_item(body.get("rid"), count)
+    starts = _per_item(body.get("logprob_start_len", -1), count)
     requests = [
         Request(
             prompt_ids=prompts[i],
@@ -208,10 +281,19 @@ def parse_generate(body: Mapping[str, Any]) -> tuple[list[Request], bool]:
             top_logprobs_num=int(top_n[i] or 0),
             return_text_in_logprobs=bool(body.get("return_text_in_logprobs", False)),
             rid=str(rids[i]) if rids[i] is not None else uuid.uuid4().hex,
+            logprob_start_len=_start_len(starts[i]),
         )
         for i in range(count)
     ]
     return requests, batch
+
+
+def _start_len(raw: Any) -> int:
+    if raw is None:
+        return -1
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise RequestError("logprob_start_len must be an integer")
+    return raw
 
 
 def _prompts(body: Mapping[str, Any]) -> tuple[list[tuple[int, ...]], bool]:

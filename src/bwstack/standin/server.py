@@ -65,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for dest, field_name in ARG_DEST_FIELDS.items():
         if dest in args:
             args[field_name] = args.pop(dest)
+    for dest in not_server_args(snapshot):
+        args.pop(dest, None)
     try:
         model = load_model(str(args.get("model_path")), args.get("json_model_override_args"))
     except ModelError as exc:
@@ -82,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in resolution.lines:
         log.log(line.text)
     args.update(resolution.updates)
-    _fill_derived(args)
+    _fill_derived(args, version)
     server = Standin(
         env=env,
         version=version,
@@ -95,14 +97,95 @@ def main(argv: Sequence[str] | None = None) -> int:
     return server.run()
 
 
-def _fill_derived(args: dict[str, Any]) -> None:
+def not_server_args(snapshot: Mapping[str, Any]) -> set[str]:
+    """Parser dests that are no ServerArgs field, so /server_info lacks them: ``--config`` (read before
+    parsing) and deprecated flags that map to nothing (0.5.9's ``--hybrid-kvcache-ratio``)."""
+    out = {"config"}
+    for flag in snapshot.get("flags") or []:
+        deprecated = flag.get("deprecated")
+        if isinstance(deprecated, Mapping) and deprecated.get("use") is None:
+            out.add(str(flag.get("dest")))
+    return out
+
+
+#: fields ``ServerArgs.__post_init__`` fills when left unset, with the values real SGLang reported in
+#: /server_info on the CPU (tests/standin/data/real/<version>/healthy.json); only the types are contract
+POST_INIT_DEFAULTS: dict[str, Any] = {
+    "mem_fraction_static": 0.828,
+    "chunked_prefill_size": 2048,
+    "page_size": 1,
+    "grammar_backend": "xgrammar",
+    "speculative_moe_runner_backend": "auto",
+    "expert_distribution_recorder_buffer_size": 1000,
+    "cuda_graph_max_bs": 24,
+    "cuda_graph_bs": [1, 2, 4, 8, 12, 16, 24],
+    "piecewise_cuda_graph_max_tokens": 2048,
+    "piecewise_cuda_graph_tokens": [4, 8, 12, 16, 20, 24, 28, 32, 48, 64, 80, 96, 112, 128, 192, 256, 512,
+                                    1024, 2048],
+    "custom_weight_loader": [],
+    "mm_process_config": {},
+    # 0.5.23
+    "enable_tf32_matmul": False,
+    "prefill_decode_interval": 0,
+    "swa_full_tokens_ratio": 0.8,
+    "dcp_comm_backend": "ag_rs",
+    "enable_tp_lm_head_all_to_all": False,
+    "mamba_full_memory_ratio": 0.9,
+    "hicache_ratio": 2.0,
+    "mm_enable_dp_encoder": False,
+    "mm_feature_transport": "cpu",
+    "watermark_config": "<redacted>",  # real 0.5.23 redacts it even when unset
+    "cuda_graph_config": {
+        "decode": {"backend": "disabled", "max_bs": 32, "bs": [1, 2, 4, 8, 16, 24, 32],
+                   "tc_compiler": "eager", "max_context_size": None, "full_prefill_max_req": None,
+                   "full_prefill_prefix_chunk_tokens": None, "max_seq_len": None},
+        "prefill": {"backend": "disabled", "max_bs": 4096,
+                    "bs": [4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096], "tc_compiler": "eager",
+                    "max_context_size": None, "full_prefill_max_req": None,
+                    "full_prefill_prefix_chunk_tokens": None, "max_seq_len": None},
+    },
+}  # fmt: skip
+#: ServerArgs fields of 0.5.23 that no flag sets (the parser snapshot lacks them), as /server_info shows them
+FIELDS_WITHOUT_FLAG_0_5_23: dict[str, Any] = {
+    "custom_sigquit_handler": None,
+    "grpc_worker_threads": 4,
+    "stat_loggers": None,
+    "_speculative_draft_quantization_explicitly_set": False,
+    "uses_mamba_radix_cache": False,
+    "_radix_eviction_policy_explicitly_set": False,
+    "_swa_full_tokens_ratio_explicitly_set": False,
+    "speculative_boundary_reduction": "rs+rsv",
+    "enable_cp_tp_group_sharing": False,
+    "watermark_key": "<redacted>",
+    "watermark_key_b": "<redacted>",
+    "watermark_context_window": 4,
+    "watermark_mixing_probability": 0.5,
+    "watermark_max_probability": 1.0,
+    "watermark_default_enabled": False,
+    "watermark_enforce_all": False,
+    "aux_hidden_state_capture": None,
+}
+
+
+def _fill_derived(args: dict[str, Any], version: tuple[int, ...] = (0, 5, 23)) -> None:
     """Fields ``ServerArgs.__post_init__`` fills in every version (0.5.9 and 0.5.23 wheels)."""
+    if version >= (0, 5, 23):
+        for key, value in FIELDS_WITHOUT_FLAG_0_5_23.items():
+            args.setdefault(key, value)
     if args.get("served_model_name") is None:
         args["served_model_name"] = args.get("model_path")
     if "tokenizer_path" in args and args.get("tokenizer_path") is None:
         args["tokenizer_path"] = args.get("model_path")
     if "device" in args and args.get("device") is None:
         args["device"] = "cuda"
+    for key, value in POST_INIT_DEFAULTS.items():
+        if key in args and args[key] is None:
+            args[key] = json.loads(json.dumps(value))
+    if "random_seed" in args and args["random_seed"] is None:
+        args["random_seed"] = int.from_bytes(os.urandom(4), "big") >> 2
+    if "sampling_backend" in args and args["sampling_backend"] is None:
+        # flashinfer where it is importable (every CUDA image), PyTorch's sampler on the CPU
+        args["sampling_backend"] = "pytorch" if args.get("device") == "cpu" else "flashinfer"
 
 
 class Standin:
@@ -265,7 +348,9 @@ class Standin:
     def crash(self, event: str) -> None:
         """A model fault reached the GPU: the scheduler dies and the parent kills the tree."""
         self._dying.acquire()  # one report only; concurrent requests wait here until the process is gone
-        if event == "sampled":
+        if event == "nan_sampled" and str(self.args.get("device")) == "cpu":
+            self.die_running(texts.multinomial_cpu_error(self.version))
+        if event in ("sampled", "nan_sampled"):
             device_line, trace = texts.device_assert_report(self.version)
             log.write(device_line)
             self.die_running(trace)

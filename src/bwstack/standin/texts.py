@@ -26,6 +26,9 @@ DEVICE_ASSERT_LINE = (
     "thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed."
 )
 
+#: torch.multinomial's check on the CPU (aten/src/ATen/native/Distributions.cpp), seen on real SGLang 0.5.9
+MULTINOMIAL_CPU_ERROR = "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0"
+
 #: torch >= 2.8 raises AcceleratorError for CUDA errors (sgl-project/sglang#21460 shows this exact block)
 ACCELERATOR_ERROR = (
     "torch.AcceleratorError: CUDA error: device-side assert triggered\n"
@@ -154,6 +157,38 @@ def _event_loop_frames(version: Version) -> list[Frame]:
 
 def device_assert_report(version: Version) -> tuple[str, str]:
     """(device line printed by the CUDA runtime, scheduler traceback) for NaN reaching torch.multinomial."""
+    trace = format_traceback(
+        _event_loop_frames(version) + _multinomial_frames(version), ACCELERATOR_ERROR.rstrip("\n")
+    )
+    return DEVICE_ASSERT_LINE, trace + "\n"
+
+
+def multinomial_cpu_error(version: Version) -> str:
+    """The scheduler traceback when NaN probabilities reach torch.multinomial on the CPU (no device line).
+
+    Seen on real SGLang 0.5.9 (and 0.5.23 with ``SGLANG_OPT_USE_GUMBEL_SAMPLE=0``) on the CPU: the sampled
+    decode of a NaN model ends the scheduler with this RuntimeError (shared reference real-sglang-on-cpu.md).
+    """
+    return (
+        format_traceback(_event_loop_frames(version) + _multinomial_frames(version), MULTINOMIAL_CPU_ERROR)
+        + "\n"
+    )
+
+
+def nan_json_500() -> str:
+    """What uvicorn logs when a response holding a NaN logprob goes through ``json.dumps`` (0.5.9)."""
+    frames = [
+        (f"{SITE}/uvicorn/protocols/http/httptools_impl.py", 416, "run_asgi",
+         "result = await app(  # type: ignore[func-returns-value]"),
+        (f"{SITE}/starlette/responses.py", 198, "render",
+         "return json.dumps("),
+        ("/usr/lib/python3.12/json/encoder.py", 261, "iterencode",
+         "return _iterencode(o, 0)"),
+    ]  # fmt: skip
+    return format_traceback(frames, "ValueError: Out of range float values are not JSON compliant") + "\n"
+
+
+def _multinomial_frames(version: Version) -> list[Frame]:
     if is_legacy(version):
         frames = [
             (
@@ -205,8 +240,7 @@ def device_assert_report(version: Version) -> tuple[str, str]:
                 "sampled_index = torch.multinomial(probs, num_samples=1)",
             ),
         ]
-    trace = format_traceback(_event_loop_frames(version) + frames, ACCELERATOR_ERROR.rstrip("\n"))
-    return DEVICE_ASSERT_LINE, trace + "\n"
+    return frames
 
 
 def kv_store_assertion(version: Version) -> str:
