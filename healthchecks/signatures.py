@@ -419,6 +419,23 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- unsupported_arch --------------------------------------------------------------------------------
     _sig(
         "unsupported_arch",
+        r"CPU FP8 KV cache requires (?:Intel AMX support|the intel_amx attention backend)",
+        ("CPU FP8 KV cache requires",),
+        "SGLang 0.5.23 srt/mem_cache/kv_cache_configurator.py; seen in a real run of profiles.cpu.yaml "
+        "cpu-fp8-kv (docs/cpu.md)",
+        "the CPU FP8 KV cache needs Intel AMX and SGLang's CPU kernels (intel_amx); use kv_cache_dtype auto "
+        "with torch_native",
+    ),
+    _sig(
+        "unsupported_arch",
+        r"RuntimeError: 0 active drivers \(\[\]\)",
+        ("0 active drivers",),
+        "Triton runtime/driver.py finds no GPU driver; seen in a real run of profiles.cpu.yaml cpu-triton "
+        "(SGLang 0.5.23 on the CPU, docs/cpu.md)",
+        "Triton kernels need a GPU: on the CPU use attention_backend torch_native",
+    ),
+    _sig(
+        "unsupported_arch",
         r"TllmGenFmhaRunner",
         ("TllmGenFmhaRunner",),
         "FlashInfer trtllm fmhaRunner.cuh:37 'Unsupported architecture'; sgl-project/sglang#29562, #37105, "
@@ -756,6 +773,15 @@ SIGNATURES: tuple[Signature, ...] = (
         ("undefined symbol",),
         "an extension built against another torch: sgl-project/sglang#1321 (vllm _core_C)",
         "rebuild the image from the pinned lock (torch and its extensions must match)",
+        weak=True,
+    ),
+    _sig(
+        "import_error",
+        LINE_START + r"(?:[\w.]+\.)?PackageNotFoundError: No package metadata was found for",
+        ("PackageNotFoundError",),
+        "a backend whose package the image lacks: SGLang 0.5.23 asks importlib.metadata for "
+        "flashinfer_python; seen in a real run of profiles.cpu.yaml cpu-flashinfer (docs/cpu.md)",
+        "pick a backend whose package the image carries, or an image that has it",
         weak=True,
     ),
     # --- peer_access: GPU P2P / custom all-reduce -----------------------------------------------------------

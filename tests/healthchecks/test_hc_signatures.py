@@ -52,6 +52,13 @@ LOG_CLASSES = set(signatures.CLASSES) - {"backend_override", "starting", "health
 
 # One line per alternative of every pattern (texts from the pinned wheels and the cited issues).
 EXAMPLES: list[tuple[str, str]] = [
+    # seen in real runs of SGLang 0.5.23 on the CPU (profiles.cpu.yaml; docs/cpu.md)
+    ("ValueError: CPU FP8 KV cache requires Intel AMX support.", "unsupported_arch"),
+    ("RuntimeError: 0 active drivers ([]). There should only be one.", "unsupported_arch"),
+    (
+        "importlib.metadata.PackageNotFoundError: No package metadata was found for flashinfer_python",
+        "import_error",
+    ),
     ("Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed.", "nan"),
     ("RuntimeError: probability tensor contains either inf, nan or element < 0", "nan"),
     ("ValueError: Input probs contains NaN.", "nan"),
