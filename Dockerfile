@@ -42,7 +42,7 @@ COPY images/${BWSTACK_VARIANT}/ /tmp/bwstack-variant/
 RUN mkdir -p /site; \
     if [ "${PINNED_INSTALL}" = "1" ] && [ -f /tmp/bwstack-variant/wheelhouse.lock ]; then \
       wh=/tmp/bwstack-variant/wheelhouse; \
-      pipwhl=$(compgen -G "$wh/pip-*.whl" | head -1) || true; \
+      pipwhl=""; for found in "$wh"/pip-*.whl; do if [ -e "$found" ]; then pipwhl="$found"; fi; done; \
       if [ -z "${pipwhl}" ]; then \
         echo "bwstack: no wheelhouse in the build context; build with 'bwstack build --variant ${BWSTACK_VARIANT}'" >&2; \
         exit 1; \
@@ -74,8 +74,8 @@ ARG PYTHON_PINS=""
 ARG SOURCES=""
 ARG ENV_SWITCHES=""
 # gpu (the CUDA variants) or cpu (real SGLang on the CPU; no CUDA args); PYTHON_SITE: where /site lands
-ARG DEVICE="gpu"
-ARG PYTHON_SITE="/opt/bwstack/site"
+ARG DEVICE=""
+ARG PYTHON_SITE=""
 # 1: install and verify the pinned overrides and source builds. 0 only for the CPU stand-in build (tests, demo),
 # whose Debian base carries none of the pinned packages and which must not reach PyPI from a build container.
 ARG PINNED_INSTALL=1
@@ -84,8 +84,8 @@ USER 0
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
 
 # Refuse a build without the pins (a plain `docker build .`): the values live in images/<variant>/pins.toml.
-RUN required="BWSTACK_VARIANT CUDA_VERSION TORCH_CUDA_ARCH_LIST FLASHINFER_CUDA_ARCH_LIST GPU_ARCHS"; \
-    if [ "${DEVICE}" = "cpu" ]; then required="BWSTACK_VARIANT"; fi; \
+RUN required="BWSTACK_VARIANT PYTHON_SITE CUDA_VERSION TORCH_CUDA_ARCH_LIST FLASHINFER_CUDA_ARCH_LIST GPU_ARCHS"; \
+    if [ "${DEVICE}" = "cpu" ]; then required="BWSTACK_VARIANT PYTHON_SITE"; fi; \
     for arg in ${required}; do \
       if [ -z "${!arg}" ]; then \
         echo "bwstack: build arg $arg is empty; build with 'bwstack build --variant V' or 'docker compose build'" >&2; \
