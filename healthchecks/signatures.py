@@ -777,12 +777,13 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     _sig(
         "import_error",
-        LINE_START + r"(?:[\w.]+\.)?PackageNotFoundError: No package metadata was found for",
-        ("PackageNotFoundError",),
+        LINE_START + r"(?:(?:[\w.]+\.)?PackageNotFoundError: No package metadata was found for"
+        r"|Exception: [\w.-]+ with minimum required version [\w.]+ is not installed)",
+        ("PackageNotFoundError", "with minimum required version"),
         "a backend whose package the image lacks: SGLang 0.5.23 asks importlib.metadata for "
         "flashinfer_python; seen in a real run of profiles.cpu.yaml cpu-flashinfer (docs/cpu.md)",
         "pick a backend whose package the image carries, or an image that has it",
-        weak=True,
+        weak=False,
     ),
     # --- peer_access: GPU P2P / custom all-reduce -----------------------------------------------------------
     _sig(

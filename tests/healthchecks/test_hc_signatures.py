@@ -59,6 +59,10 @@ EXAMPLES: list[tuple[str, str]] = [
         "importlib.metadata.PackageNotFoundError: No package metadata was found for flashinfer_python",
         "import_error",
     ),
+    (
+        "Exception: flashinfer_python with minimum required version 0.7.2 is not installed. Please uninstall",
+        "import_error",
+    ),
     ("Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed.", "nan"),
     ("RuntimeError: probability tensor contains either inf, nan or element < 0", "nan"),
     ("ValueError: Input probs contains NaN.", "nan"),
