@@ -3,7 +3,7 @@
 Cold: the CPU serving image, its build cache (``bwstack/build-stage:…``) and the stand-in images are removed
 first, so the run includes the image builds (the host wheelhouse download is cached separately, as on any
 developer machine after the first `bwstack lock` or build). Warm: the same command again. Figures: wall time
-of each run, its two parts (from the sub-reports), and each as a ratio against the issue's budget (cold 10 min,
+of each run, its two parts (from the sub-reports), each as a ratio against the budget (cold 10 min,
 warm 5 min) and warm against cold. Nothing is asserted.
 
     .venv/bin/python benchmarks/demo_budget.py [--skip-cold]

@@ -139,5 +139,7 @@ def suggest(
     decision = failed_pred.decision
     if decision.rule and failed_pred.verdict == cls and decision.fix:
         parts.append(f"rule {decision.rule}: {decision.fix}")
-    parts.append("expected healthy on the CPU" if arch == CPU else f"expected and predicted healthy on {arch}")
+    parts.append(
+        "expected healthy on the CPU" if arch == CPU else f"expected and predicted healthy on {arch}"
+    )
     return Suggestion(failed, cls, arch, name, "; ".join(parts))
