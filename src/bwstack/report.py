@@ -190,6 +190,8 @@ def grids(doc: Document) -> list[dict[str, Any]]:
         row = doc["results"][name]
         requested = (row.get("evidence") or {}).get("requested") or {}
         fields = {str(k): str(v) for k, v in requested.items() if k not in _NOT_BACKENDS}
+        if row.get("model"):  # a CPU stack's profiles may serve different (e.g. faulty) checkpoints
+            fields["model"] = str(row["model"])
         by_variant.setdefault(str(row.get("variant")), []).append((name, fields))
     out = []
     for variant, members in by_variant.items():
@@ -276,11 +278,19 @@ def pins_summary(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
     pairs = [
         ("sglang", str(sglang.get("version") or f"git {sglang.get('commit') or '?'}")),
         ("base image", str(base.get("ref") or base.get("image") or "?")),
-        ("locked", "yes" if manifest.get("locked") else "no (base image without digest)"),
-        ("CUDA toolkit", str(cuda.get("toolkit") or "?")),
-        ("TORCH_CUDA_ARCH_LIST", str(cuda.get("torch_cuda_arch_list") or "?")),
-        ("GPU archs", ", ".join(cuda.get("gpu_archs") or []) or "?"),
     ]
+    if manifest.get("device") == "cpu":
+        pairs += [
+            ("device", "cpu (no CUDA; Python closure from a hash-locked wheelhouse)"),
+            ("base built", "locally (mmdebstrap, Debian bookworm), no registry digest"),
+        ]
+    else:
+        pairs += [
+            ("locked", "yes" if manifest.get("locked") else "no (base image without digest)"),
+            ("CUDA toolkit", str(cuda.get("toolkit") or "?")),
+            ("TORCH_CUDA_ARCH_LIST", str(cuda.get("torch_cuda_arch_list") or "?")),
+            ("GPU archs", ", ".join(cuda.get("gpu_archs") or []) or "?"),
+        ]
     for package, version in (manifest.get("python") or {}).items():
         pairs.append((str(package), str(version)))
     for name, source in (manifest.get("sources") or {}).items():

@@ -929,6 +929,7 @@ class Runner:
         return {
             "profile": name,
             "variant": self.stack.variant_name_for(name),
+            "model": self.stack.model_path_for(name),
             "expect": profile.expect,
             "verdict": verdict.cls,
             "match": verdict.cls == profile.expect,
@@ -1033,7 +1034,7 @@ def document_for(plan: Plan, options: Options, variant: str | None) -> report.Do
             "model": stack.model.path,
             "revision": stack.model.revision,
             "served_name": stack.model.served_name,
-            "gpu_arch": settings.gpu_arch,
+            "gpu_arch": "cpu" if stack.is_cpu else settings.gpu_arch,
             "tp_size": stack.model.tp_size,
         },
         mode={
