@@ -282,9 +282,10 @@ def build(
 ) -> int:
     """``docker build`` of one variant with every pin as a build arg; returns docker's exit status."""
     variant = stack.variant(variant_name)
+    context = None
     if variant.is_cpu and not dry_run and base_image is None:
-        prepare_cpu_build(variant, echo=(lambda _m: None) if quiet else print)
-    argv = build_argv(stack, variant_name, tag=tag, base_image=base_image)
+        context = prepare_cpu_build(stack, variant, echo=(lambda _m: None) if quiet else print)
+    argv = build_argv(stack, variant_name, tag=tag, base_image=base_image, context=context)
     if dry_run:
         print(" ".join(_shell_quote(a) for a in argv))
         return 0
@@ -295,13 +296,14 @@ def build(
     return result.returncode
 
 
-def prepare_cpu_build(variant: Variant, *, echo: Callable[[str], object]) -> None:
-    """A CPU variant's build inputs: its Debian base (mmdebstrap, no registry) and its verified wheelhouse."""
+def prepare_cpu_build(stack: Stack, variant: Variant, *, echo: Callable[[str], object]) -> Path:
+    """A CPU variant's build inputs: its Debian base (mmdebstrap, no registry), its verified wheelhouse, and
+    the build context that carries both (the repository's context never holds the wheels)."""
     from bwstack import standin_image, wheelhouse
 
     if variant.base_image == standin_image.ROOTFS_IMAGE:
         standin_image.ensure_rootfs(echo=echo)
-    wheelhouse.ensure(variant, echo=echo)
+    return wheelhouse.stage_context(stack.root, variant, echo=echo)
 
 
 BUILD_ID_ARG = "BWSTACK_BUILD_ID"
@@ -346,7 +348,14 @@ def _docker(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120, check=False)
 
 
-def build_argv(stack: Stack, variant_name: str, *, tag: str | None, base_image: str | None) -> list[str]:
+def build_argv(
+    stack: Stack,
+    variant_name: str,
+    *,
+    tag: str | None,
+    base_image: str | None,
+    context: Path | None = None,
+) -> list[str]:
     from bwstack import __version__, locking
 
     variant = stack.variant(variant_name)
@@ -375,7 +384,7 @@ def build_argv(stack: Stack, variant_name: str, *, tag: str | None, base_image: 
     ]
     for key, value in args.items():
         argv += ["--build-arg", f"{key}={value}"]
-    argv.append(str(stack.root))
+    argv.append(str(context or stack.root))
     return argv
 
 

@@ -19,7 +19,7 @@ from bwstack.errors import UserError
 PINS_FILE = "pins.toml"
 LOCK_FILE = "overrides.lock"
 WHEELHOUSE_LOCK_FILE = "wheelhouse.lock"
-#: where a CPU variant's wheelhouse is linked into the build context (gitignored; see bwstack.wheelhouse)
+#: the folder of a CPU variant's staged build context that holds its wheels (bwstack.wheelhouse.stage_context)
 WHEELHOUSE_DIR = "wheelhouse"
 SNAPSHOT_FILE = "sglang-args.json"
 MANIFEST_FILE = "versions.json"

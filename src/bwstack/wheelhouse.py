@@ -3,10 +3,11 @@
 A ``device = "cpu"`` variant (``images/<v>/pins.toml`` ``[wheelhouse]``) installs its whole Python closure
 ``--no-index --no-deps --require-hashes`` from ``images/<v>/wheelhouse.lock``. The files come from here:
 
-- ``ensure(variant)`` downloads them with the host's pip (which sees a local CPU torch wheel, or PyTorch's CPU
-  index) into ``$BWSTACK_CACHE/wheelhouse/<variant>/`` (cached between builds), builds the project's own
-  placeholder wheel, checks every file against the lock and links the set into ``images/<v>/wheelhouse/``
-  (gitignored), where the Dockerfile's first stage installs it. The build container never reaches a network.
+- ``stage_context(root, variant)`` downloads them with the host's pip (which sees a local CPU torch wheel, or
+  PyTorch's CPU index) into ``$BWSTACK_CACHE/wheelhouse/<variant>/`` (cached between builds), builds the
+  project's own placeholder wheel, checks every file against the lock, and stages a build context under
+  ``$BWSTACK_CACHE/contexts/<variant>/`` with the set linked into ``images/<v>/wheelhouse/``, where the
+  Dockerfile's first stage installs it. The build container never reaches a network.
 - ``lock_text(variant, folder)`` is what ``bwstack lock`` writes to wheelhouse.lock: one line per file with
   its sha256, the placeholder's included (its wheel is byte-reproducible: fixed timestamps, sorted entries).
 
@@ -24,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from bwstack import pins, sglang_env
@@ -58,10 +59,6 @@ def requirements(variant: pins.Variant) -> list[str]:
 
 def cache_dir(variant: pins.Variant) -> Path:
     return sglang_env.cache_root() / "wheelhouse" / variant.name
-
-
-def context_dir(variant: pins.Variant) -> Path:
-    return variant.dir / pins.WHEELHOUSE_DIR
 
 
 # --- the placeholder wheel ----------------------------------------------------------------------------------
@@ -254,31 +251,49 @@ def verify(variant: pins.Variant, folder: Path) -> dict[str, Path]:
     return files
 
 
-def link_into_context(variant: pins.Variant, files: Iterable[Path]) -> Path:
-    """Replace ``images/<v>/wheelhouse/`` by hard links (copies across file systems) to exactly ``files``."""
-    target = context_dir(variant)
-    staging = target.with_name(f".{target.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    for path in files:
-        try:
-            os.link(path, staging / path.name)
-        except OSError:
-            shutil.copy2(path, staging / path.name)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    return target
+#: what the Dockerfile reads from its context (see .dockerignore), copied into a CPU variant's staged context
+CONTEXT_ITEMS = (
+    "Dockerfile",
+    "healthchecks",
+    "images/build-sources.sh",
+    "images/verify_pins.py",
+)
 
 
-def ensure(variant: pins.Variant, echo: Echo = print) -> Path:
-    """Download (once), verify against wheelhouse.lock, link into the build context; returns that folder."""
+def stage_context(root: Path, variant: pins.Variant, echo: Echo = print) -> Path:
+    """The build context of a CPU variant: the files the Dockerfile reads plus ``images/<v>/wheelhouse/``
+    holding exactly the locked, verified wheels (hard links into the cache). Staged under the cache, rebuilt
+    each time, so the repository's own context (and every other build's upload) never carries the wheels."""
     if not variant.is_cpu:
         raise UserError(f"variant {variant.name} is not a CPU variant: it has no wheelhouse")
     locked_hashes(variant)  # a stale lock is the user's to fix before any download
     folder = cache_dir(variant)
     download(variant, folder, echo)
     files = verify(variant, folder)
-    return link_into_context(variant, files.values())
+    target = sglang_env.cache_root() / "contexts" / variant.name
+    staging = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    for item in CONTEXT_ITEMS:
+        source = root / item
+        dest = staging / item
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, dest)
+    shutil.copytree(
+        variant.dir, staging / "images" / variant.name, ignore=shutil.ignore_patterns("wheelhouse")
+    )
+    wheels = staging / "images" / variant.name / pins.WHEELHOUSE_DIR
+    wheels.mkdir()
+    for path in files.values():
+        try:
+            os.link(path, wheels / path.name)
+        except OSError:
+            shutil.copy2(path, wheels / path.name)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
 
 
 # --- the same closure on the host ---------------------------------------------------------------------------
