@@ -51,6 +51,7 @@ from ruamel.yaml import YAML
 
 from bwstack import model, render, sweep
 from bwstack.compose import Project
+from bwstack.files import atomic_write
 from bwstack.standin_image import ensure_standin_image
 
 POLL_S = 0.25
@@ -131,7 +132,7 @@ def write_project(setup: Setup, flavour: str, fault: str, root: Path) -> Project
     doc["name"] = f"bwbench{uuid.uuid4().hex[:8]}"
     doc["services"] = {flavour: service_for(setup, flavour, fault)}
     path = folder / "compose.json"
-    render.atomic_write(path, json.dumps(doc, indent=1))
+    atomic_write(path, json.dumps(doc, indent=1))
     return Project(files=(path,), name=str(doc["name"]), workdir=folder)
 
 

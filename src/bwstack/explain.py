@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -555,15 +554,9 @@ def _cache_path(sglang_version: str, query: Query) -> Path:
 
 
 def _store(path: Path, raw: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"format": CACHE_FORMAT, "result": dict(raw)}, handle, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from bwstack.files import atomic_write
+
+    atomic_write(path, json.dumps({"format": CACHE_FORMAT, "result": dict(raw)}, indent=1))
 
 
 def clear_cache() -> None:

@@ -537,7 +537,7 @@ def write_manifest(location: Location, stack: Stack, commit: str, files: Sequenc
     import json
 
     from bwstack import __version__
-    from bwstack.render import atomic_write
+    from bwstack.files import atomic_write
     from bwstack.report import utc_now
 
     data = {

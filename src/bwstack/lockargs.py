@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -114,16 +112,10 @@ def render_snapshot(snapshot: dict[str, Any]) -> str:
 
 
 def write_snapshot(path: Path, snapshot: dict[str, Any]) -> Path:
-    """Write atomically: temp file in the same folder, then os.replace."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(render_snapshot(snapshot))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write atomically (:func:`bwstack.files.atomic_write`)."""
+    from bwstack.files import atomic_write
+
+    atomic_write(path, render_snapshot(snapshot))
     return path
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bwstack import pins
 from bwstack.errors import ExternalError, UserError
-from bwstack.render import atomic_write
+from bwstack.files import atomic_write
 
 Echo = Callable[[str], None]
 

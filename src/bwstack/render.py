@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,6 +18,7 @@ from typing import Any
 
 from bwstack import pins, sglang_cli
 from bwstack.errors import UserError
+from bwstack.files import atomic_write
 from bwstack.model import Stack
 
 # Paths inside the serving image (the Dockerfile creates them; tests check both agree).
@@ -327,25 +326,6 @@ def write_outputs(outputs: Sequence[Output]) -> list[Path]:
         atomic_write(output.path, output.text)
         written.append(output.path)
     return written
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same folder and os.replace (never a torn file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def template(stack: Stack, name: str) -> Any:

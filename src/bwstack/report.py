@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
-from bwstack.render import atomic_write
+from bwstack.files import atomic_write
 from healthchecks import vocabulary
 
 SCHEMA_VERSION = 1

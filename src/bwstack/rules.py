@@ -34,13 +34,11 @@ reason, the fix, and public evidence. :func:`predict` answers "what will this pr
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1082,14 +1080,9 @@ def _file_absent(
 
 def write_kernel_facts(path: Path, doc: Mapping[str, Any]) -> None:
     """Write a kernel facts document atomically."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from bwstack.files import atomic_write
+
+    atomic_write(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
 def run_kernel_facts(
@@ -1263,11 +1256,9 @@ def _model_arch(config: Mapping[str, Any]) -> str:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    from bwstack.files import sha256_file
+
+    return sha256_file(path)
 
 
 def _dotted(loc: Iterable[str | int]) -> str:

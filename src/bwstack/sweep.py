@@ -42,6 +42,7 @@ from typing import Any
 from bwstack import operate, render, report, sglang_cli
 from bwstack.compose import Project
 from bwstack.errors import ExternalError, UserError
+from bwstack.files import atomic_write
 from bwstack.model import Stack
 from healthchecks import signatures, startup, vocabulary
 
@@ -1138,19 +1139,19 @@ def compose_project(
         env = {**STANDIN_HC_ENV, "BWSTACK_HC_START_PERIOD": f"{math.ceil(options.timeout_s)}s"}
         name = f"{stack.settings.project}-standin"
         files.append(out / STANDIN_OVERRIDE)
-        render.atomic_write(files[-1], gpu_reservation_reset(plan.names))
+        atomic_write(files[-1], gpu_reservation_reset(plan.names))
         if not engine_allows_unlimited_memlock(client, next(iter(images.values()))):
             files.append(out / "compose.host.yaml")
-            render.atomic_write(files[-1], memlock_reset(plan.names))
+            atomic_write(files[-1], memlock_reset(plan.names))
             adjustments.append(MEMLOCK_NOTE)
     else:
         env = model_env(stack, options)
         if stack.is_cpu:
             prepare_real_cpu(plan, console)
-    render.atomic_write(files[0], render.render_compose(stack, overrides))
+    atomic_write(files[0], render.render_compose(stack, overrides))
     if options.fast:
         files.append(out / "compose.fast.yaml")
-        render.atomic_write(files[-1], fast_override(stack, plan.names))
+        atomic_write(files[-1], fast_override(stack, plan.names))
     return Project(files=tuple(files), name=name, workdir=stack.root, env=env), adjustments
 
 

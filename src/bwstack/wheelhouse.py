@@ -30,6 +30,7 @@ from pathlib import Path
 
 from bwstack import pins, sglang_env
 from bwstack.errors import ExternalError, UserError
+from bwstack.files import sha256_file
 
 Echo = Callable[[str], object]
 
@@ -113,14 +114,6 @@ def _urlsafe_digest(data: bytes) -> str:
 
 
 # --- download, lock, link -----------------------------------------------------------------------------------
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def files_by_requirement(variant: pins.Variant, folder: Path) -> dict[str, Path]:

@@ -38,6 +38,7 @@ import pytest
 
 from bwstack import model, render, sweep
 from bwstack.compose import Project
+from bwstack.files import atomic_write
 from support.stack import ROOT, copy_stack
 
 #: label on the containers this test suite starts outside compose (throw-away image checks)
@@ -321,13 +322,13 @@ class StandinCompose:
         root.mkdir(parents=True, exist_ok=True)
         main = root / "compose.standin.yaml"
         overrides = render.Overrides(image_by_variant=dict(images), env_by_profile=env_by_profile)
-        render.atomic_write(main, render.render_compose(stack, overrides))
+        atomic_write(main, render.render_compose(stack, overrides))
         files = [main, root / "compose.ports.yaml", root / sweep.STANDIN_OVERRIDE]
-        render.atomic_write(files[1], ports_override(list(stack.profiles), stack.settings.port))
-        render.atomic_write(files[2], sweep.gpu_reservation_reset(list(stack.profiles)))
+        atomic_write(files[1], ports_override(list(stack.profiles), stack.settings.port))
+        atomic_write(files[2], sweep.gpu_reservation_reset(list(stack.profiles)))
         if memlock_reset:
             files.append(root / "compose.host.yaml")
-            render.atomic_write(files[-1], sweep.memlock_reset(list(stack.profiles)))
+            atomic_write(files[-1], sweep.memlock_reset(list(stack.profiles)))
         for secret in render.SECRETS:
             path = root / stack.settings.secrets_dir / secret
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -341,7 +342,7 @@ class StandinCompose:
         """The same project (name, folder, host overrides) with the services rendered again into ``filename``."""
         path = self.root / filename
         overrides = render.Overrides(image_by_variant=dict(images), env_by_profile=env_by_profile)
-        render.atomic_write(path, render.render_compose(self.stack, overrides))
+        atomic_write(path, render.render_compose(self.stack, overrides))
         return replace(self, files=(path, *self.files[1:]))
 
     def project(self, env: Mapping[str, str] | None = None) -> Project:

@@ -26,6 +26,7 @@ from click.testing import CliRunner, Result
 
 from bwstack import cli, model, operate, render, sweep
 from bwstack.compose import Project
+from bwstack.files import atomic_write
 from integration import dockerstack
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -96,11 +97,11 @@ def engine_adjusted(
     """Add the stand-in's overrides to the commands' compose project: no GPU reservation; memlock if needed."""
     names = list(cli_stack.stack.profiles)
     nogpu = cli_stack.stack.root / sweep.STANDIN_OVERRIDE
-    render.atomic_write(nogpu, sweep.gpu_reservation_reset(names))
+    atomic_write(nogpu, sweep.gpu_reservation_reset(names))
     extra = [nogpu]
     if dockerstack.engine_refuses_memlock(next(iter(standin_refs.values()))):
         extra.append(cli_stack.stack.root / "compose.host.yaml")
-        render.atomic_write(extra[-1], sweep.memlock_reset(names))
+        atomic_write(extra[-1], sweep.memlock_reset(names))
     shipped = operate.project_for
 
     def project_for(stack: model.Stack, compose_file: Path | None = None, env: Any = None) -> Project:
