@@ -28,6 +28,7 @@ from typing import Any
 
 CLASSES: tuple[str, ...] = (
     "nan",
+    "garbage",
     "device_assert",
     "assertion",
     "unsupported_arch",
@@ -49,6 +50,9 @@ CLASSES: tuple[str, ...] = (
 DESCRIPTIONS: dict[str, str] = {
     "nan": "non-finite logits/logprobs (NaN or inf); fix: --kv-cache-dtype bf16 on the dense path, "
     "disable DeepGEMM on SM120 (SGLANG_ENABLE_JIT_DEEPGEMM=0), FlashInfer with the PDL fixes",
+    "garbage": "finite but wrong output: the reference passage scores below the model's calibrated baseline, "
+    "or sampled logprobs are flat (uniform) or stuck on one token; fix: --kv-cache-dtype bf16 (FP8 KV on "
+    "dense backends), another attention/MoE backend, unset SGLANG_SANITIZE_NAN_LOGITS (it hides NaN)",
     "device_assert": "a CUDA device-side assert fired; rerun with CUDA_LAUNCH_BLOCKING=1 to locate "
     "the kernel",
     "assertion": "a Python AssertionError, e.g. the FP8 DSA KV pool written by a non-DSA backend; "
