@@ -28,7 +28,11 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
         if arch is not None:
             row["prediction"] = _predict(stack, name, arch)
         rows.append(row)
-    return {"file": str(stack.path), "arch": arch, "profiles": rows}
+    from bwstack.calibrate import load_baseline
+
+    baseline = load_baseline(stack)
+    quality = None if baseline is None else {k: v for k, v in baseline.__dict__.items()}
+    return {"file": str(stack.path), "arch": arch, "profiles": rows, "quality_baseline": quality}
 
 
 def _predict(stack: Stack, profile_name: str, arch: str) -> dict[str, Any]:
@@ -74,6 +78,9 @@ def print_list(stack: Stack, *, arch: str | None) -> None:
                 why = f"{why}\n[dim]{escape('; '.join(row['evidence']))}[/]"
             table.add_row(*cells, why)
         console.print(table)
+    from bwstack.calibrate import describe
+
+    console.print(escape(describe(stack)))
     console.print(
         "[dim]start one with: bwstack up PROFILE   (or: docker compose --profile PROFILE up -d --wait)[/]"
     )

@@ -7,7 +7,7 @@ to put the probe in front of real SGLang with a known-good and a known-garbage m
 
 Training needs torch and transformers (the CPU serving venv has both), imported lazily. Run it in that venv::
 
-    PYTHONPATH=<repo>/src:<repo> <venv>/bin/python -m bwstack.tinytrain DIR [--fault noise] [--steps N]
+    PYTHONPATH=<repo>/src:<repo> <venv>/bin/python -m bwstack.tinytrain --out none=DIR [--out noise=DIR2]
 
 :func:`write_in_venv` does exactly that from the host tools' own interpreter.
 """
@@ -15,6 +15,7 @@ Training needs torch and transformers (the CPU serving venv has both), imported 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
@@ -75,25 +76,24 @@ def train(spec: tinymodel.TinySpec, *, steps: int = DEFAULT_STEPS) -> tuple[dict
     return weights, summary
 
 
-def write_trained(target: Path, spec: tinymodel.TinySpec, *, steps: int = DEFAULT_STEPS) -> Path:
-    """Train, then write the model folder (the spec's fault applied to the trained weights)."""
+def write_trained(targets: dict[str, Path], spec: tinymodel.TinySpec, *, steps: int = DEFAULT_STEPS) -> None:
+    """Train once, then write one model folder per fault (``{fault: folder}``) from the same weights."""
     weights, summary = train(spec, steps=steps)
-    return tinymodel.write(
-        target,
-        spec,
-        weights=weights,
-        corpus=corpus(),
-        extra={"trained_on": "healthchecks.warmup.PASSAGE", **summary},
-    )
+    extra = {"trained_on": "healthchecks.warmup.PASSAGE", **summary}
+    for fault, target in targets.items():
+        faulty = dataclasses.replace(spec, fault=fault)
+        tinymodel.write(target, faulty, weights=weights, corpus=corpus(), extra=extra)
 
 
 def write_in_venv(
-    python: Path, target: Path, *, fault: str = "none", steps: int = DEFAULT_STEPS, timeout: float = 600.0
-) -> Path:
+    python: Path, targets: dict[str, Path], *, steps: int = DEFAULT_STEPS, timeout: float = 900.0
+) -> dict[str, Path]:
     """Run :func:`write_trained` in another interpreter (one with torch and transformers)."""
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
-    argv = [str(python), "-m", "bwstack.tinytrain", str(target), "--fault", fault, "--steps", str(steps)]
+    argv = [str(python), "-m", "bwstack.tinytrain", "--steps", str(steps)]
+    for fault, target in targets.items():
+        argv += ["--out", f"{fault}={target}"]
     try:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -101,20 +101,29 @@ def write_in_venv(
     if done.returncode != 0:
         tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
         raise ExternalError(f"training the tiny model with {python} failed (exit {done.returncode}): {tail}")
-    return target
+    return targets
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bwstack.tinytrain", description=__doc__.splitlines()[0])
-    parser.add_argument("target", type=Path)
+    parser.add_argument(
+        "--out", action="append", required=True, metavar="FAULT=DIR", help="write the model with FAULT to DIR"
+    )
     parser.add_argument("--arch", default="llama", choices=tuple(tinymodel.ARCHS))
-    parser.add_argument("--fault", default="none", choices=tinymodel.FAULTS)
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    spec = tinymodel.TinySpec(arch=args.arch, fault=args.fault, seed=args.seed)
-    path = write_trained(args.target, spec, steps=args.steps)
-    print(f"wrote {path} (trained on the reference passage, fault {args.fault})")
+    targets: dict[str, Path] = {}
+    for item in args.out:
+        fault, sep, folder = item.partition("=")
+        if not sep or fault not in tinymodel.FAULTS or not folder:
+            parser.error(
+                f"--out wants FAULT=DIR with FAULT one of {', '.join(tinymodel.FAULTS)}, got {item!r}"
+            )
+        targets[fault] = Path(folder)
+    write_trained(targets, tinymodel.TinySpec(arch=args.arch, seed=args.seed), steps=args.steps)
+    for fault, target in targets.items():
+        print(f"wrote {target} (trained on the reference passage, fault {fault})")
     return 0
 
 
