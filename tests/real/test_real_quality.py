@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,7 @@ def stack_for(tiny: Path, folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def good(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def good(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One server life of the trained model: plain healthcheck, calibrate, rendered healthcheck."""
     tmp = tmp_path_factory.mktemp("good")
     profiles = stack_for(models["none"], tmp)
@@ -77,7 +77,8 @@ def good(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> I
         rendered = healthcheck(
             server.url, tmp, log, env={k: v for k, v in env.items() if k.startswith("BWSTACK_HC")}
         )
-        yield {"plain": plain, "calibrate": calibrated, "env": env, "rendered": rendered, "folder": tmp}
+    # stopped before the other tests start theirs: one real server at a time
+    return {"plain": plain, "calibrate": calibrated, "env": env, "rendered": rendered, "folder": tmp}
 
 
 def test_trained_model_is_healthy_with_a_high_passage_score(good: dict[str, Any]) -> None:

@@ -139,6 +139,13 @@ def test_generate_batch_topk_and_errors() -> None:
     assert call(app, "GET", "/nope").body == {"detail": "Not Found"}
 
 
+def test_garbage_fault_is_finite_and_flat_like_sanitized_nan() -> None:
+    app, _ = make_app(fault="garbage")
+    for body in (GREEDY, SAMPLED):
+        entries = call(app, "POST", "/generate", body).body["meta_info"]["output_token_logprobs"]
+        assert [t[0] for t in entries] == [-11.950406] * len(entries)  # -ln(154880)
+
+
 def test_nan_fault_nulls_logprobs_on_sampled_requests_only() -> None:
     app, _ = make_app(fault="nan")
     greedy = call(app, "POST", "/generate", GREEDY).body["meta_info"]["output_token_logprobs"]
