@@ -3,14 +3,16 @@
 A tiny model is trained here on the probe's reference passage (``bwstack.tinytrain``, torch in the CPU venv,
 seconds), then served three ways: as trained (healthy, high passage score; ``bwstack calibrate`` records its
 baseline and the rendered compose passes it on), with noise added to its weights (finite garbage), and with a
-NaN ``lm_head`` under ``SGLANG_SANITIZE_NAN_LOGITS=1`` (NaN turned into a uniform distribution). Three server
-starts in all.
+NaN ``lm_head`` under ``SGLANG_SANITIZE_NAN_LOGITS=1`` (NaN turned into a uniform distribution), that last one
+under ``healthchecks/serve.py`` as the image runs it, whose readiness probe must stop it. Three server starts.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -22,7 +24,7 @@ from ruamel.yaml import YAML
 
 from bwstack import model, render, tinytrain
 from healthchecks import common
-from support.realsglang import real_server, venv_python
+from support.realsglang import CPU_ENV, CPU_FLAGS, START_TIMEOUT, free_port, real_server, venv_python
 from support.stack import ROOT
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
@@ -113,9 +115,30 @@ def test_noisy_weights_are_garbage_against_the_baseline(
     assert "below the calibrated baseline" in line
 
 
-def test_sanitized_nan_is_never_healthy(models: dict[str, Path], tmp_path: Path) -> None:
-    log = tmp_path / "server.log"
-    with real_server(models["nan-lm-head"], log, env={"SGLANG_SANITIZE_NAN_LOGITS": "1"}) as server:
-        code, line = healthcheck(server.url, tmp_path, log)  # no baseline: the baseline-free checks
-    assert code == 1, line
+def test_sanitized_nan_is_never_healthy_and_serve_stops_it_at_readiness(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    """serve.py (the image's entrypoint) wrapping real SGLang: its readiness probe finds the uniform logprobs
+    of SGLANG_SANITIZE_NAN_LOGITS=1 and stops the server at once, verdict recorded in the state file."""
+    state = tmp_path / "hc-state.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BWSTACK_")}
+    env.update({**CPU_ENV, "SGLANG_SANITIZE_NAN_LOGITS": "1", "BWSTACK_LOG": str(tmp_path / "server.log"),
+                "BWSTACK_HC_STATE": str(state), "BWSTACK_API_KEY_FILE": str(tmp_path / "no-key"),
+                "BWSTACK_HF_TOKEN_FILE": str(tmp_path / "no-token")})  # fmt: skip
+    argv = [str(venv_python()), str(ROOT / "healthchecks" / "serve.py"), "--model-path", str(models["nan-lm-head"]),
+            "--host", "127.0.0.1", "--port", str(free_port()), *CPU_FLAGS]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    try:
+        out, _ = proc.communicate(timeout=START_TIMEOUT + 120)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # forwarded to SGLang
+        out, _ = proc.communicate(timeout=60)
+        raise AssertionError(f"serve.py did not stop the server:\n{out[-3000:]}") from None
+    verdict = [line for line in out.splitlines() if "bwstack-serve: readiness probe: " in line]
+    assert verdict, out[-3000:]
+    line = verdict[0].split("readiness probe: ", 1)[1]
     assert line.startswith(("unhealthy: garbage: ", "unhealthy: nan: ")), line
+    assert proc.returncode == common.EXIT_FAIL_FAST, out[-3000:]
+    assert "server stopped by fail-fast" in out
+    recorded = json.loads(state.read_text())["verdict"]  # where Docker's healthcheck and the watcher read it
+    assert recorded["class"] in ("garbage", "nan") and recorded["line"] == line
