@@ -3,13 +3,17 @@
 
     python3 healthchecks/warmup.py --url URL [--timeout S] [--expect KEY=VALUE ...] [--log PATH]
         [--api-key-file PATH] [--mode full|light] [--expect-text TEXT] [--decode-every S] [--state PATH]
+        [--baseline PASSAGE_ID=SCORE] [--margin NATS]
 
 Exit 0 = healthy, 1 = unhealthy; the last stdout line is ``healthy: <summary>`` or
 ``unhealthy: <class>: <reason>``. Checks, cheapest first: liveness (GET /health), a scan of the server log for
 a fatal signature (incremental, via the state file), the effective config (GET /server_info, falling back to
-/get_server_info) against each --expect, and a sampled decode (POST /generate, temperature > 0,
-return_logprob) whose logprobs must all be finite. One overall deadline: every socket wait is bounded by the
-remaining budget and an interval timer ends the run at --timeout. Stdlib only; it runs every interval.
+/get_server_info) against each --expect, a sampled decode (POST /generate, temperature > 0,
+return_logprob, ignore_eos) whose logprobs must all be finite and not degenerate (flat, or one token looping),
+and the quality probe: the reference passage scored by teacher forcing (one prefill), compared with the
+calibrated --baseline (class ``garbage`` below baseline - margin). One overall deadline: every socket wait
+is bounded by the remaining budget and an interval timer ends the run at --timeout. Stdlib only; it runs
+every interval.
 """
 
 from __future__ import annotations
