@@ -12,10 +12,10 @@ started twice, one after the other, in the same run:
 
 Both runs have the same stand-in for Docker's healthcheck: the rendered probe command (``warmup.py --mode
 light ...``) run every ``--interval`` seconds from the wrapper's start, as Docker does (default 30 s, the
-rendered interval). Measured: from SGLang's "ready to roll" line to the wrapper's exit, the wrapper's exit
-status and the verdict that stopped it. Which moment of Docker's interval the server becomes ready in is
-chance: the old path waits U(0, interval) plus one probe; ``--runs N`` repeats both paths, interleaved, and
-the ratio is of the medians.
+rendered interval). Measured: from SGLang's "ready to roll" line to the wrapper's SIGTERM to the server and
+to the wrapper's exit, its exit status and the verdict that stopped it. Which moment of Docker's interval
+the server becomes ready in is chance: the old path waits U(0, interval) plus one probe; ``--runs N``
+repeats both paths, interleaved, and the ratios are of the medians.
 
     .venv/bin/python benchmarks/readiness.py [--interval 30] [--runs 1] [--json OUT]
 """
@@ -80,6 +80,7 @@ def one_run(python: Path, model: Path, interval: float, ready_probe: bool) -> di
     )
     prober.start()
     ready_at: float | None = None
+    signalled_at: float | None = None
     stopped_by = ""
     assert proc.stdout is not None
     timer = threading.Timer(WINDOW_S, proc.terminate)
@@ -89,6 +90,7 @@ def one_run(python: Path, model: Path, interval: float, ready_probe: bool) -> di
             ready_at = time.monotonic()
         if "fail-fast:" in line and "stopping the server" in line and not stopped_by:
             stopped_by = line.split("fail-fast:", 1)[1].strip()
+            signalled_at = time.monotonic()
     code = proc.wait()
     exited = time.monotonic()
     timer.cancel()
@@ -97,6 +99,9 @@ def one_run(python: Path, model: Path, interval: float, ready_probe: bool) -> di
         "path": "readiness" if ready_probe else "docker-interval",
         "interval_s": interval,
         "start_to_ready_s": None if ready_at is None else round(ready_at - started, 1),
+        "ready_to_sigterm_s": None
+        if ready_at is None or signalled_at is None
+        else round(signalled_at - ready_at, 1),
         "ready_to_exit_s": None if ready_at is None else round(exited - ready_at, 1),
         "exit_status": code,
         "stopped_by": stopped_by[:300],
@@ -117,13 +122,15 @@ def main(argv: list[str] | None = None) -> int:
             for ready_probe in (True, False):
                 runs.append(one_run(python, model, args.interval, ready_probe))
                 print(json.dumps(runs[-1]), flush=True)
-    medians: dict[str, float | None] = {}
-    for path in ("readiness", "docker-interval"):
-        times = [r["ready_to_exit_s"] for r in runs if r["path"] == path and r["ready_to_exit_s"] is not None]
-        medians[path] = statistics.median(times) if times else None
-    new, old = medians["readiness"], medians["docker-interval"]
-    ratio = round(old / new, 1) if new and old else None
-    result = {"runs": runs, "median_ready_to_exit_s": medians, "old_over_new": ratio}
+    result: dict[str, Any] = {"runs": runs}
+    for key in ("ready_to_sigterm_s", "ready_to_exit_s"):
+        medians: dict[str, float | None] = {}
+        for path in ("readiness", "docker-interval"):
+            times = [r[key] for r in runs if r["path"] == path and r[key] is not None]
+            medians[path] = statistics.median(times) if times else None
+        new, old = medians["readiness"], medians["docker-interval"]
+        result[f"median_{key}"] = medians
+        result[f"old_over_new_{key}"] = round(old / new, 1) if new and old else None
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
