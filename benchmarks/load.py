@@ -9,7 +9,7 @@ baseline), with the rendered ``--timeout``, one probe after another. Reported pe
 that were not ``healthy`` (false alarms: the model is fine), p50/p95 probe time, client requests completed;
 and the same probe figures on the idle server as the baseline of the ratio.
 
-    .venv/bin/python benchmarks/load.py [--concurrency 4,8] [--seconds 60] [--tokens 64] [--json OUT]
+    .venv/bin/python benchmarks/load.py [--concurrency 4,8,16] [--seconds 60] [--tokens 64] [--json OUT]
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def summary(times: list[float], lines: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--concurrency", default="4,8", help="client threads per level, comma-separated")
+    parser.add_argument("--concurrency", default="4,8,16", help="client threads per level, comma-separated")
     parser.add_argument("--seconds", type=float, default=60.0, help="load duration per level")
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per client request")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
