@@ -12,6 +12,10 @@
 - fail-fast (``BWSTACK_FAIL_FAST``, on unless ``0``): when the healthcheck records a verdict that does not
   heal (NaN, asserts, unsupported arch, backend override, ...: ``common.FAIL_FAST_CLASSES``) it stops the
   server and exits with status 3, so the container stops instead of serving garbage (Docker: unhealthy);
+- readiness probe (``BWSTACK_READY_PROBE``, on unless ``0``): the moment SGLang answers ``GET /health`` 200
+  (its own warmup done), runs ``warmup.py --mode full`` once itself (sampled decode + the quality probe, with
+  the calibrated baseline from the environment) and records its verdict in the healthcheck's state file, where
+  Docker's probes read it; a fatal class stops the server at once instead of at Docker's next probe;
 - linger (``BWSTACK_LINGER`` = the healthcheck interval, e.g. ``30s``): after the server dies on its own,
   stays up until one more health probe has recorded the crash's class in ``docker inspect`` (at most two
   intervals plus 5 s; SIGTERM ends it);
@@ -32,6 +36,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from types import FrameType
 from typing import BinaryIO
@@ -49,6 +55,10 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 READER_GRACE_S = 5.0
 WATCH_INTERVAL_S = 1.0
 STOP_GRACE_S = 30.0
+READY_POLL_S = 0.5
+READY_PROBE_TIMEOUT_S = 120  # the first real request may JIT-compile kernels
+READY_RETRIES = 5  # a probe that finds the server still "starting" (503 race) is repeated
+WARMUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmup.py")
 
 
 class BoundedLog:
@@ -236,6 +246,7 @@ class FailFast:
         self.pid = pid
         self.triggered: str | None = None
         self.done = threading.Event()
+        self._lock = threading.Lock()
 
     def verdict(self) -> tuple[str, str] | None:
         try:
@@ -253,15 +264,94 @@ class FailFast:
             found = self.verdict()
             if found is None or found[0] not in common.FAIL_FAST_CLASSES:
                 continue
-            self.triggered = found[1]
-            self.tee.say(f"fail-fast: the healthcheck reported '{found[1]}'; stopping the server")
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGTERM)
-            if not self.done.wait(STOP_GRACE_S):
-                self.tee.say(f"fail-fast: server still running after {STOP_GRACE_S:g}s; killing it")
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, signal.SIGKILL)
+            self.stop(f"the healthcheck reported '{found[1]}'", found[1])
             return
+
+    def stop(self, why: str, line: str) -> None:
+        """Stop the server (SIGTERM, SIGKILL after the grace); only the first caller acts."""
+        with self._lock:
+            if self.triggered is not None:
+                return
+            self.triggered = line
+        self.tee.say(f"fail-fast: {why}; stopping the server")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+        if not self.done.wait(STOP_GRACE_S):
+            self.tee.say(f"fail-fast: server still running after {STOP_GRACE_S:g}s; killing it")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def probe_url(args: list[str]) -> str:
+    """Where the readiness probe finds the server: ``BWSTACK_HC_URL``, else 127.0.0.1 and the ``--port``."""
+    port = "30000"
+    for i, arg in enumerate(args):
+        if arg == "--port" and i + 1 < len(args):
+            port = args[i + 1]
+        elif arg.startswith("--port="):
+            port = arg.split("=", 1)[1]
+    return common.env_or(common.ENV_HC_URL, f"http://127.0.0.1:{port}")
+
+
+class Readiness:
+    """Runs one full healthcheck as soon as SGLang reports ready; a fatal verdict stops the server at once."""
+
+    def __init__(self, url: str, tee: Tee, watcher: FailFast, fail_fast: bool) -> None:
+        self.url = url
+        self.tee = tee
+        self.watcher = watcher
+        self.fail_fast = fail_fast
+        self.verdict: str | None = None
+
+    def _ready(self) -> bool:
+        """Polls GET /health until 200; False when the server is gone first."""
+        while not self.watcher.done.is_set():
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=5) as resp:  # noqa: S310 - http(s) URL
+                    if resp.status == 200:
+                        return True
+            except (OSError, urllib.error.HTTPError):
+                pass
+            self.watcher.done.wait(READY_POLL_S)
+        return False
+
+    def _probe(self) -> str:
+        argv = [
+            sys.executable,
+            WARMUP,
+            "--mode",
+            "full",
+            "--url",
+            self.url,
+            "--timeout",
+            str(READY_PROBE_TIMEOUT_S),
+        ]
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=READY_PROBE_TIMEOUT_S + 30, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"unhealthy: timeout: readiness probe did not finish ({type(exc).__name__})"
+        lines = done.stdout.strip().splitlines()
+        return (
+            lines[-1]
+            if lines
+            else f"unhealthy: warmup_failed: readiness probe printed nothing ({done.returncode})"
+        )
+
+    def run(self) -> None:
+        if not self._ready():
+            return
+        for _attempt in range(READY_RETRIES):
+            line = self._probe()
+            cls = "healthy" if line.startswith("healthy") else line.split(":", 2)[1].strip()
+            if cls != "starting" or self.watcher.done.is_set():
+                break
+            self.watcher.done.wait(1.0)
+        self.verdict = line
+        self.tee.say(f"readiness probe: {line}")
+        if self.fail_fast and cls in common.FAIL_FAST_CLASSES and not self.watcher.done.is_set():
+            self.watcher.stop(f"the readiness probe reported '{line}'", line)
 
 
 def _exit_code(status: int) -> int:
@@ -320,8 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     reader = threading.Thread(target=tee.pump, args=(proc.stdout.fileno(),), daemon=True)
     reader.start()
     watcher = FailFast(state_file, tee, proc.pid)
-    if common.env_or(common.ENV_FAIL_FAST, "1") != "0":
+    fail_fast = common.env_or(common.ENV_FAIL_FAST, "1") != "0"
+    if fail_fast:
         threading.Thread(target=watcher.run, daemon=True).start()
+    if common.env_or(common.ENV_READY_PROBE, "1") != "0":
+        readiness = Readiness(probe_url(args), tee, watcher, fail_fast)
+        threading.Thread(target=readiness.run, daemon=True).start()
     code = wait_for(proc.pid)
     exited_at = time.time()
     watcher.done.set()

@@ -66,6 +66,16 @@ CLASS_INFO: tuple[ClassInfo, ...] = (
         3,
     ),
     ClassInfo(
+        "garbage",
+        "finite but wrong output: the reference passage scores below the model's calibrated baseline, or "
+        "sampled logprobs are flat (uniform) or stuck on one token",
+        "--kv-cache-dtype bf16 (FP8 KV on dense backends), another attention/MoE backend, unset "
+        "SGLANG_SANITIZE_NAN_LOGITS (it hides NaN)",
+        None,
+        True,
+        3,
+    ),
+    ClassInfo(
         "device_assert",
         "a CUDA device-side assert fired, e.g. an in-kernel bounds check (an `index out of bounds` assertion "
         "in IndexKernel.cu or a Triton kernel)",

@@ -4,22 +4,26 @@
     python3 healthchecks/warmup.py --url URL [--timeout S] [--expect KEY=VALUE ...] [--log PATH]
         [--api-key-file PATH] [--mode full|light] [--expect-text TEXT] [--decode-every S] [--state PATH]
         [--stall-after S]
+        [--baseline PASSAGE_ID=SCORE] [--margin NATS]
 
 Exit 0 = healthy, 1 = unhealthy; the last stdout line is ``healthy: <summary>`` or
 ``unhealthy: <class>: <reason>``. Checks, cheapest first: liveness (GET /health), a scan of the server log for
 a fatal signature (incremental, via the state file), the effective config (GET /server_info, falling back to
-/get_server_info) against each --expect, and a sampled decode (POST /generate, temperature > 0,
-return_logprob) whose logprobs must all be finite. While the port refuses, the log tells starting from dead:
-generic traceback evidence after the last start banner, a ready line, or a log that has not changed for
---stall-after seconds mean ``crash`` (or the class of the evidence), not ``starting``. One overall deadline:
-every socket wait is bounded by the remaining budget and an interval timer ends the run at --timeout. Stdlib
-only; it runs every interval.
+/get_server_info) against each --expect, a sampled decode (POST /generate, temperature > 0,
+return_logprob, ignore_eos) whose logprobs must all be finite and not degenerate (flat, or one token looping),
+and the quality probe: the reference passage scored by teacher forcing (one prefill), compared with the
+calibrated --baseline (class ``garbage`` below baseline - margin). While the port refuses, the log tells
+starting from dead: generic traceback evidence after the last start banner, a ready line, or a log that has
+not changed for --stall-after seconds mean ``crash`` (or the class of the evidence), not ``starting``. One
+overall deadline: every socket wait is bounded by the remaining budget and an interval timer ends the run at
+--timeout. Stdlib only; it runs every interval.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import http.client
 import json
 import math
@@ -39,11 +43,24 @@ if not __package__:  # run as a script: make the folder above importable so "hea
 from healthchecks import common, signatures, startup, vocabulary
 
 PROMPT = "The capital city of France is"
+#: the quality probe's reference passage (public domain: Lincoln, 1863); models know it by heart, so a working
+#: model scores it high and garbage scores it low. Changing it changes PASSAGE_ID: recalibrate every model.
+PASSAGE = (
+    "Four score and seven years ago our fathers brought forth on this continent, a new nation, conceived in "
+    "Liberty, and dedicated to the proposition that all men are created equal. Now we are engaged in a great "
+    "civil war, testing whether that nation, or any nation so conceived and so dedicated, can long endure."
+)
+PASSAGE_ID = "gettysburg-" + hashlib.sha256(PASSAGE.encode()).hexdigest()[:8]
 TEMPERATURE = 0.7  # > 0 and no top-k/top-p/min-p: the plain multinomial path that trips on NaN
 MAX_NEW_TOKENS = 8
 MAX_BODY_BYTES = 8 * 1024 * 1024
 READ_CHUNK = 64 * 1024
 SENTINEL_LOGPROB = -1e29  # SGLANG_SANITIZE_NAN_LOGITS replaces NaN by -1e30
+DEFAULT_MARGIN = 1.0  # nats/token a passage score may fall below its calibrated baseline
+FLAT_SPREAD = 1e-4  # logprobs closer than this are "all equal"
+FLAT_BELOW = -1.0  # ... and all equal below this (nats) means a flat (uniform) distribution
+MIN_SCORED = 4  # fewer scored tokens than this: too few to judge a distribution
+REPEAT_SPREAD = 1e-3  # one token sampled over and over with logprobs this close: a degenerate loop
 SNIPPET = 160
 LOG_SNIPPET = 200
 STATE_SCHEMA = "bwstack.hc-state/1"
@@ -99,6 +116,8 @@ class Config:
     decode_every: float
     state_path: str
     stall_after: float = common.DEFAULT_HC_STALL_AFTER
+    baseline: tuple[str, float] | None = None
+    margin: float = DEFAULT_MARGIN
 
 
 @dataclass
@@ -155,6 +174,20 @@ def parse_expect(items: list[str]) -> dict[str, str]:
     return result
 
 
+def parse_baseline(text: str) -> tuple[str, float] | None:
+    """``PASSAGE_ID=SCORE`` (what ``bwstack calibrate`` recorded) -> (id, score); None when empty."""
+    if not text.strip():
+        return None
+    passage, sep, score = text.strip().partition("=")
+    try:
+        value = float(score)
+    except ValueError:
+        value = math.nan
+    if not sep or not passage or not math.isfinite(value) or value > 0:
+        raise UsageError(f"--baseline wants PASSAGE_ID=SCORE (a logprob <= 0), got {text.strip()!r}")
+    return passage, value
+
+
 def parse_args(argv: list[str] | None) -> Config:
     """Flags first, then the BWSTACK_* env vars of docs/design.md, then the defaults."""
     env = common.env_or
@@ -171,6 +204,8 @@ def parse_args(argv: list[str] | None) -> Config:
     p.add_argument(
         "--stall-after", type=_positive, default=None, help="seconds of an unchanged log while refused = dead"
     )
+    p.add_argument("--baseline", default=None, metavar="PASSAGE_ID=SCORE", help="calibrated passage score")
+    p.add_argument("--margin", type=_positive, default=None, help="nats/token below the baseline = garbage")
     args = p.parse_args(argv)
     timeout = args.timeout or _positive(env(common.ENV_HC_TIMEOUT, str(common.DEFAULT_HC_TIMEOUT)))
     decode_every = args.decode_every or _positive(
@@ -186,6 +221,8 @@ def parse_args(argv: list[str] | None) -> Config:
     expect_text = args.expect_text
     if expect_text is None:
         expect_text = os.environ.get(common.ENV_HC_EXPECT_TEXT)
+    baseline = parse_baseline(args.baseline if args.baseline is not None else env(common.ENV_HC_BASELINE, ""))
+    margin = args.margin or _positive(env(common.ENV_HC_MARGIN, str(DEFAULT_MARGIN)))
     return Config(
         url=args.url,
         timeout=timeout,
@@ -197,6 +234,8 @@ def parse_args(argv: list[str] | None) -> Config:
         decode_every=decode_every,
         state_path=args.state,
         stall_after=stall_after,
+        baseline=baseline,
+        margin=margin,
     )
 
 
@@ -508,14 +547,7 @@ def fetch_server_info(run: Run) -> dict[str, Any]:
     return data
 
 
-def _norm(value: Any) -> str:
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif value is None:
-        text = "none"
-    else:
-        text = str(value).strip().lower()
-    return VALUE_ALIASES.get(text, text)
+_norm = vocabulary.semantic_value  # one spelling of values for requested vs effective
 
 
 def _same(requested: str, effective: Any) -> bool:
@@ -589,7 +621,8 @@ def check_decode(run: Run) -> str:
     """A sampled decode with logprobs; returns a short summary."""
     payload = {
         "text": PROMPT,
-        "sampling_params": {"temperature": TEMPERATURE, "max_new_tokens": MAX_NEW_TOKENS},
+        # ignore_eos: an early EOS is a legitimate sample, not an empty completion
+        "sampling_params": {"temperature": TEMPERATURE, "max_new_tokens": MAX_NEW_TOKENS, "ignore_eos": True},
         "return_logprob": True,
     }
     reply, data = _call_json(run, "POST", "/generate", payload)
@@ -608,6 +641,9 @@ def check_decode(run: Run) -> str:
         fallback = Unhealthy(cls, f"request aborted: {_snippet(message)!r}")
         raise _root_cause_or(run, fallback, wait=True)
     lowest = _check_logprobs(meta)
+    degenerate = degenerate_decode(meta["output_token_logprobs"])
+    if degenerate:
+        raise Unhealthy("garbage", degenerate)
     if not isinstance(text, str):
         raise Unhealthy("warmup_failed", "POST /generate: no text in the answer")
     tokens = len(meta["output_token_logprobs"])
@@ -616,6 +652,129 @@ def check_decode(run: Run) -> str:
     if run.cfg.expect_text is not None and run.cfg.expect_text not in text:
         raise Unhealthy("warmup_failed", f"completion lacks {run.cfg.expect_text!r}: got {_snippet(text)!r}")
     return f"sampled decode ok ({tokens} tokens, finish {kind}, min logprob {lowest:.2f})"
+
+
+# --- quality probe ------------------------------------------------------------------------------------------
+
+
+def degenerate_decode(entries: list[Any]) -> str | None:
+    """Why a sampled decode (finite logprobs, checked before) is degenerate, or None.
+
+    Baseline-free: every sampled token with one and the same logprob far below 0 is a flat distribution
+    (e.g. SGLANG_SANITIZE_NAN_LOGITS turning NaN into uniform logits); one token id sampled over and over with
+    logprobs that do not move is a loop (the classic ``!!!!!!!!`` of a broken kernel).
+    """
+    values = [float(e[0]) for e in entries]
+    ids = [e[1] if len(e) > 1 else None for e in entries]
+    if len(values) < MIN_SCORED:
+        return None
+    spread = max(values) - min(values)
+    if spread <= FLAT_SPREAD and max(values) < FLAT_BELOW:
+        return (
+            f"sampled decode: all {len(values)} tokens have logprob {values[0]:.4f} "
+            f"(= -ln {math.exp(-values[0]):.0f}: a flat distribution, the logits carry no information)"
+        )
+    if len(set(ids)) == 1 and spread <= REPEAT_SPREAD:
+        return (
+            f"sampled decode: token id {ids[0]} sampled {len(values)} times in a row with logprobs within "
+            f"{spread:.1e} of each other (a degenerate loop)"
+        )
+    return None
+
+
+def quality_payload() -> dict[str, Any]:
+    """Teacher forcing: the passage as the prompt, logprobs of every prompt token, one greedy token."""
+    return {
+        "text": PASSAGE,
+        "sampling_params": {"temperature": 0.0, "max_new_tokens": 1},
+        "return_logprob": True,
+        "logprob_start_len": 0,
+    }
+
+
+def passage_logprobs(meta: dict[str, Any]) -> list[float]:
+    """The prompt tokens' logprobs after the first; [] when the server returned none to score.
+
+    SGLang gives the first prompt token ``null`` (nothing precedes it); 0.5.23 returns ``[]`` without
+    ``logprob_start_len``; 0.5.9 may return only the first entry. A later ``null`` / non-finite / sentinel
+    value is NaN.
+    """
+    entries = meta.get("input_token_logprobs")
+    if not isinstance(entries, list):
+        return []
+    values: list[float] = []
+    for pos, entry in enumerate(entries):
+        if not isinstance(entry, list) or not entry:
+            raise Unhealthy(
+                "warmup_failed", f"passage probe: malformed prompt logprob entry {pos}: {entry!r}"
+            )
+        value = entry[0]
+        if pos == 0 and value is None:
+            continue
+        where = f"passage probe: prompt token {pos} (id {entry[1] if len(entry) > 1 else '?'})"
+        if value is None:
+            raise Unhealthy("nan", f"{where}: logprob null (NaN/inf serialized as null)")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise Unhealthy("warmup_failed", f"{where}: logprob is not a number: {value!r}")
+        if not math.isfinite(value):
+            raise Unhealthy("nan", f"{where}: logprob {value}")
+        if value <= SENTINEL_LOGPROB:
+            raise Unhealthy("nan", f"{where}: logprob {value:g} (NaN sanitized to a sentinel)")
+        values.append(float(value))
+    return values
+
+
+def judge_passage(values: list[float], baseline: tuple[str, float] | None, margin: float) -> str:
+    """The passage verdict: a summary when fine, Unhealthy('garbage') when not."""
+    if not values:
+        return "passage not scored (the server returned no prompt logprobs)"
+    score = sum(values) / len(values)
+    spread = max(values) - min(values)
+    if len(values) >= MIN_SCORED and spread <= FLAT_SPREAD and max(values) < FLAT_BELOW:
+        raise Unhealthy(
+            "garbage",
+            f"passage {PASSAGE_ID}: all {len(values)} prompt tokens have logprob {values[0]:.4f} "
+            f"(= -ln {math.exp(-values[0]):.0f}: a flat distribution, the logits carry no information)",
+        )
+    summary = f"passage {PASSAGE_ID} score {score:.3f} nats/token over {len(values)} tokens"
+    if baseline is None:
+        return f"{summary} (no calibrated baseline)"
+    passage, expected = baseline
+    if passage != PASSAGE_ID:
+        return f"{summary} (baseline is for passage {passage}, not this one: recalibrate)"
+    floor = expected - margin
+    if score < floor:
+        raise Unhealthy(
+            "garbage",
+            f"passage {PASSAGE_ID} score {score:.3f} nats/token over {len(values)} tokens, below the "
+            f"calibrated baseline {expected:.3f} - margin {margin:g} = {floor:.3f} (finite but wrong output)",
+        )
+    return f"{summary} (baseline {expected:.3f}, margin {margin:g})"
+
+
+def score_passage(run: Run) -> tuple[list[float], dict[str, Any]]:
+    """One prefill of the passage; its prompt logprobs and the answer's meta_info."""
+    reply, data = _call_json(run, "POST", "/generate", quality_payload())
+    if reply.status != 200:
+        raise _http_failure(run, "POST /generate (passage)", reply)
+    if isinstance(data, list) and data:
+        data = data[0]
+    if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
+        raise Unhealthy("warmup_failed", f"passage probe: unexpected answer {_snippet(json.dumps(data))!r}")
+    meta: dict[str, Any] = data["meta_info"]
+    kind, message = _finish(meta)
+    if kind == "abort":
+        found = signatures.classify_text(message)
+        fallback = Unhealthy(found.cls if found else "warmup_failed", f"passage probe aborted: {message!r}")
+        raise _root_cause_or(run, fallback, wait=True)
+    return passage_logprobs(meta), meta
+
+
+def check_quality(run: Run) -> str:
+    """The quality probe: score the reference passage, compare with the calibrated baseline."""
+    run.stage = "POST /generate (passage)"
+    values, _meta = score_passage(run)
+    return judge_passage(values, run.cfg.baseline, run.cfg.margin)
 
 
 def _decode_due(run: Run) -> bool:
@@ -669,6 +828,7 @@ def run_checks(run: Run) -> str:
     if _decode_due(run):
         run.stage = "POST /generate"
         parts.insert(0, check_decode(run))
+        parts.insert(1, check_quality(run))
         run.state["last_decode"] = time.time()
     else:
         age = time.time() - float(run.state["last_decode"])

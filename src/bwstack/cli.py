@@ -211,6 +211,34 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, as_json
         listing.print_list(stack, arch=arch, wide=wide)
 
 
+@main.command()
+@_file_option
+@click.argument("profile")
+@click.option("--url", default=None, help="The running known-good server (default http://127.0.0.1:<port>).")
+@click.option(
+    "--margin",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Nats/token below the baseline that read as garbage (default 1.0).",
+)
+def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -> None:
+    """Record the quality probe's baseline (passage score) of a running known-good server for the model."""
+    from bwstack import calibrate as calib
+    from bwstack import model
+    from healthchecks import warmup
+
+    stack = model.load_stack(file)
+    model.emit_warnings(stack)
+    baseline, path = calib.calibrate(
+        stack, profile, url=url, margin=warmup.DEFAULT_MARGIN if margin is None else margin
+    )
+    click.echo(
+        f"{path}: {stack.model.path} passage {baseline.passage}: {baseline.score:.4f} nats/token over "
+        f"{baseline.tokens} tokens (SGLang {baseline.sglang or '?'}, profile {profile}); healthchecks report "
+        f"garbage below {baseline.score - baseline.margin:.4f}. Run 'bwstack render' and commit both files."
+    )
+
+
 # --- running: up / down / build / lock ------------------------------------------------------------------
 
 
@@ -241,10 +269,12 @@ def up(
     profiles expected and predicted healthy there, the fastest measured, else the first in profiles.yaml.
     Refuses (exit 1) while the model is not fetched: run 'bwstack fetch' first.
     """
+    from bwstack import calibrate as calib
     from bwstack import choose, model, operate
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
+    click.echo(calib.describe(stack), err=True)
     if profile is None:
         from bwstack.doctor_probe import default_probe
 

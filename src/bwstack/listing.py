@@ -30,7 +30,24 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
         if arch is not None:
             row["prediction"] = _predict(stack, name, arch)
         rows.append(row)
-    return {"file": str(stack.path), "arch": arch, "model": model_ref(stack), "profiles": rows}
+    from bwstack.calibrate import load_baseline
+
+    baseline = load_baseline(stack)
+    quality = None if baseline is None else dict(baseline.__dict__.items())
+    return {
+        "file": str(stack.path),
+        "arch": arch,
+        "model": model_ref(stack),
+        "profiles": rows,
+        "quality_baseline": quality,
+        "quality": quality_words(stack),
+    }
+
+
+def quality_words(stack: Stack) -> str:
+    from bwstack.calibrate import describe
+
+    return describe(stack)
 
 
 def model_ref(stack: Stack) -> dict[str, Any]:
@@ -79,6 +96,7 @@ def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = 
     model = data["model"]
     pinned = model["revision"] or "not pinned (set model.revision)"
     lines.extend(textlayout.wrap(f"model: {model['path']} @ {pinned}", width))
+    lines.extend(textlayout.wrap(str(data["quality"]), width))
     hint = "start one: bwstack up PROFILE (or bwstack up: picks one for this host)"
     lines.extend(textlayout.wrap(hint, width))
     if not wide:

@@ -112,7 +112,11 @@ def expectations(stack: Stack, profile_name: str) -> list[str]:
 
 
 def environment(stack: Stack, profile_name: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Container environment: variant switches < model env < profile env < bwstack's own settings."""
+    """Container environment: variant switches < model env < profile env < bwstack's own settings.
+
+    bwstack's own include the quality probe's calibrated baseline (``bwstack calibrate``), which the Docker /
+    Kubernetes healthcheck and the serve wrapper's readiness probe both read from the environment.
+    """
     variant = stack.variant_for(profile_name)
     # `bwstack up` and the sweep set BWSTACK_HF_HUB_OFFLINE=1 once `bwstack fetch` verified the model (a
     # default: model or profile env may set HF_HUB_OFFLINE themselves)
@@ -123,6 +127,11 @@ def environment(stack: Stack, profile_name: str, extra: Mapping[str, str] | None
     env["BWSTACK_PROFILE"] = profile_name
     env["BWSTACK_FAIL_FAST"] = "1"
     env["BWSTACK_LINGER"] = "${BWSTACK_HC_INTERVAL:-" + stack.settings.healthcheck.interval + "}"
+    from bwstack.calibrate import load_baseline
+
+    baseline = load_baseline(stack)  # the quality probe's calibrated passage score (baselines.json)
+    if baseline is not None:
+        env.update(baseline.env())
     if extra:
         env.update(extra)
     return dict(sorted(env.items()))

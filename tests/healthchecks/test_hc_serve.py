@@ -33,6 +33,7 @@ def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
             "BWSTACK_API_KEY_FILE": str(tmp_path / "api_key"),
             "BWSTACK_HF_TOKEN_FILE": str(tmp_path / "hf_token"),
             "BWSTACK_HC_STATE": str(tmp_path / "hc-state.json"),
+            "BWSTACK_READY_PROBE": "0",  # test_hc_readiness.py covers it, against a fake server of its own
         }
     )
     env.update(extra)

@@ -79,11 +79,15 @@ def test_healthy_server_exits_0_with_summary(tmp_path: Path, era: str) -> None:
     assert result.last.startswith("healthy: sampled decode ok (8 tokens, finish length")
     assert f"sglang {era}" in result.last
     generate = [r for r in fake.requests if r[1] == "/generate"]
-    assert len(generate) == 1
+    assert len(generate) == 2  # the sampled decode, then the quality probe's passage
     payload = json.loads(generate[0][3])
     assert payload["return_logprob"] is True
     assert payload["sampling_params"]["temperature"] > 0
+    assert payload["sampling_params"]["ignore_eos"] is True  # an early EOS is no empty completion
     assert "top_p" not in payload["sampling_params"] and "top_k" not in payload["sampling_params"]
+    passage = json.loads(generate[1][3])
+    assert passage["logprob_start_len"] == 0 and passage["return_logprob"] is True
+    assert passage["sampling_params"]["max_new_tokens"] == 1
 
 
 def test_expectations_match_through_key_and_value_aliases_of_the_0_5_9_era(tmp_path: Path) -> None:
@@ -442,16 +446,16 @@ def test_key_echoed_by_the_server_is_redacted(tmp_path: Path) -> None:
 def test_light_mode_skips_the_decode_until_it_is_due(tmp_path: Path) -> None:
     with FakeSGLang() as fake:
         assert run_hc(tmp_path, fake.url, "--mode", "light").code == 0  # first pass is always full
-        assert len([r for r in fake.requests if r[1] == "/generate"]) == 1
+        assert len([r for r in fake.requests if r[1] == "/generate"]) == 2  # decode + passage
         result = run_hc(tmp_path, fake.url, "--mode", "light", "--decode-every", "300")
         assert result.code == 0 and "last sampled decode" in result.last
-        assert len([r for r in fake.requests if r[1] == "/generate"]) == 1
+        assert len([r for r in fake.requests if r[1] == "/generate"]) == 2
         state_file = tmp_path / "state.json"
         state = json.loads(state_file.read_text())
         state["last_decode"] -= 301  # age the last decode instead of sleeping
         state_file.write_text(json.dumps(state))
         assert run_hc(tmp_path, fake.url, "--mode", "light", "--decode-every", "300").code == 0
-        assert len([r for r in fake.requests if r[1] == "/generate"]) == 2
+        assert len([r for r in fake.requests if r[1] == "/generate"]) == 4  # the passage goes with the decode
 
 
 # --- units --------------------------------------------------------------------------------------------------

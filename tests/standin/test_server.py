@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import urllib.error
+from pathlib import Path
 
 import pytest
 from standin_helpers import ROOT, StandinFactory, snapshot_path
@@ -87,7 +88,7 @@ def test_unknown_fault_exits_2_with_the_valid_list(standin: StandinFactory) -> N
     assert server.wait_exit() == 2
     assert (
         "unknown fault 'melt'; valid: none, nan, device_assert, assertion, unsupported_arch, oom, hang, "
-        "slow_start, override" in server.log()
+        "slow_start, override, garbage" in server.log()
     )
 
 
@@ -110,6 +111,26 @@ def test_nan_passes_warmup_and_nulls_every_logprob(standin: StandinFactory) -> N
     assert b"[null," in sampled.body  # how orjson writes a NaN logprob
     assert [t[0] for t in sampled.json()["meta_info"]["output_token_logprobs"]] == [None] * 4
     assert server.request("GET", "/health").status == 200
+
+
+def test_garbage_serves_flat_logprobs_that_the_healthcheck_calls_garbage(
+    standin: StandinFactory, tmp_path: Path
+) -> None:
+    server = standin.start(GLM, fault="garbage")
+    server.wait_ready()
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "healthchecks" / "warmup.py"), "--url", server.url, "--timeout", "20",
+         "--log", str(tmp_path / "none.log"), "--state", str(tmp_path / "s.json"),
+         "--api-key-file", str(tmp_path / "k")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert (
+        done.stdout.strip()
+        .splitlines()[-1]
+        .startswith("unhealthy: garbage: sampled decode: all 8 tokens have logprob -11.9504")
+    )
+    assert server.request("GET", "/health").status == 200  # SGLang's own check passes it
 
 
 def test_device_assert_kills_the_tree_on_first_sampled_decode(standin: StandinFactory) -> None:

@@ -9,8 +9,10 @@ hang) are injected here, on the request path that would reach the GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -74,6 +76,9 @@ class Site:
 
 
 #: called with the fault event ("first_forward", "sampled" or "nan_sampled"); does not return
+#: the ``garbage`` fault's logprob: a uniform distribution over GLM-5's vocabulary (154880 tokens)
+GARBAGE_LOGPROB = -round(math.log(154880), 6)
+
 Crash = Callable[[str], None]
 
 
@@ -304,7 +309,12 @@ class App:
             and not gumbel_sampling(self.site.version)
         ):
             self.crash("nan_sampled")  # torch.multinomial over NaN probabilities
-        return generate.run(request, nan=self.site.fault == "nan")
+        output = generate.run(request, nan=self.site.fault == "nan")
+        if self.site.fault == "garbage":
+            # what real 0.5.23 answers with SGLANG_SANITIZE_NAN_LOGITS=1 on a NaN model: finite, but every
+            # logprob is -ln(vocab) (uniform logits); greedy and sampled alike, nothing logged
+            output = dataclasses.replace(output, logprobs=(GARBAGE_LOGPROB,) * len(output.ids))
+        return output
 
     def generate(self, body: Mapping[str, Any]) -> Response:
         try:

@@ -33,6 +33,7 @@ FAULTS: tuple[str, ...] = (
     "hang",
     "slow_start",
     "override",
+    "garbage",
 )
 
 
