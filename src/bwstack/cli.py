@@ -269,12 +269,10 @@ def up(
     profiles expected and predicted healthy there, the fastest measured, else the first in profiles.yaml.
     Refuses (exit 1) while the model is not fetched: run 'bwstack fetch' first.
     """
-    from bwstack import calibrate as calib
     from bwstack import choose, model, operate
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
-    click.echo(calib.describe(stack), err=True)
     if profile is None:
         from bwstack.doctor_probe import default_probe
 

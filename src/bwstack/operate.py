@@ -142,6 +142,9 @@ def up(
         check_fresh(stack)
         warn = lambda text: print(f"bwstack: warning: {text}", file=sys.stderr)  # noqa: E731
         project = project_for(stack, env=modelcache.service_env(stack, skip=skip_model_check, warn=warn))
+        from bwstack.calibrate import describe
+
+        print(f"bwstack: {describe(stack)}", file=echo)  # which quality checks the healthcheck runs
     if stack.tiny_models:
         from bwstack import tinymodel
 

@@ -190,9 +190,12 @@ def grids(doc: Document) -> list[dict[str, Any]]:
         row = doc["results"][name]
         requested = (row.get("evidence") or {}).get("requested") or {}
         fields = {str(k): str(v) for k, v in requested.items() if k not in _NOT_BACKENDS}
-        if row.get("model"):  # a CPU stack's profiles may serve different (e.g. faulty) checkpoints
-            fields["model"] = str(row["model"])
         by_variant.setdefault(str(row.get("variant")), []).append((name, fields))
+    for members in by_variant.values():  # a CPU stack's profiles may serve different checkpoints
+        models = [str(doc["results"][name].get("model") or "") for name, _ in members]
+        if len(set(models)) > 1:
+            for (_, fields), served in zip(members, models, strict=True):
+                fields["model"] = served
     out = []
     for variant, members in by_variant.items():
         keys = list(dict.fromkeys(k for _, fields in members for k in fields))
@@ -533,9 +536,8 @@ def combine(parts: Sequence[Document], *, labels: Sequence[str]) -> Document:
     first = parts[0]
     doc = new_document(
         stack={
-            "file": " + ".join(str(p["stack"].get("file")) for p in parts),
-            "model": " + ".join(str(p["stack"].get("model")) for p in parts),
-            "gpu_arch": " + ".join(str(p["stack"].get("gpu_arch")) for p in parts),
+            key: " + ".join(dict.fromkeys(str(p["stack"].get(key)) for p in parts))
+            for key in ("file", "project", "model", "revision", "served_name", "gpu_arch", "tp_size")
         },
         mode={"kind": "mixed", "standin": None, "fast": False, "variant": None},
         variants={name: m for p in parts for name, m in p["variants"].items()},

@@ -161,13 +161,6 @@ def test_nan_0_5_23_gumbel_nulls_every_logprob_and_stays_up() -> None:
         assert set(reply.body["output_ids"]) == {0}
         assert {t[0] for t in reply.body["meta_info"]["output_token_logprobs"]} == {None}
     assert call(app, "GET", "/health").status == 200 and events == []
-
-
-def test_garbage_fault_is_finite_and_flat_like_sanitized_nan() -> None:
-    app, _ = make_app(fault="garbage")
-    for body in (GREEDY, SAMPLED):
-        entries = call(app, "POST", "/generate", body).body["meta_info"]["output_token_logprobs"]
-        assert [t[0] for t in entries] == [-11.950406] * len(entries)  # -ln(154880)
     chat = call(
         app,
         "POST",
@@ -181,6 +174,13 @@ def test_garbage_fault_is_finite_and_flat_like_sanitized_nan() -> None:
         },
     ).body
     assert [c["logprob"] for c in chat["choices"][0]["logprobs"]["content"]] == [None] * 3
+
+
+def test_garbage_fault_is_finite_and_flat_like_sanitized_nan() -> None:
+    app, _ = make_app(fault="garbage")
+    for body in (GREEDY, SAMPLED):
+        entries = call(app, "POST", "/generate", body).body["meta_info"]["output_token_logprobs"]
+        assert [t[0] for t in entries] == [-11.950406] * len(entries)  # -ln(154880)
 
 
 def test_nan_0_5_9_greedy_logprobs_500_sampled_kills_the_scheduler() -> None:

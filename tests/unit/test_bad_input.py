@@ -88,7 +88,7 @@ CASES = [
     Case(
         "unknown-top-level-key",
         replace("version: 1", "version: 1\nprofile: {}"),
-        r"top level: unknown key 'profile' \(valid: version, stack, model, profiles\)",
+        r"top level: unknown key 'profile' \(valid: version, stack, model, tiny_models, profiles\)",
     ),
     Case(
         "unknown-profile-key",
