@@ -175,6 +175,7 @@ LABEL io.bwstack.stage="serve" \
       io.bwstack.sources="${SOURCES}" \
       io.bwstack.env="${ENV_SWITCHES}" \
       io.bwstack.device="${DEVICE}" \
+      io.bwstack.python-site="${PYTHON_SITE}" \
       io.bwstack.pins-verified="${PINNED_INSTALL}"
 
 # numeric, so Kubernetes runAsNonRoot can verify it (the name is bwstack)

@@ -27,6 +27,7 @@ import http.client
 import json
 import math
 import queue
+import re
 import signal
 import threading
 import time
@@ -142,6 +143,10 @@ class Verdict:
     reason: str
 
 
+#: the serve wrapper's line when its fail-fast stopped the server (healthchecks/serve.py)
+FAIL_FAST_STOP = re.compile(r"server stopped by fail-fast \(exit status -?\d+\): unhealthy: ([a-z_]+):.*")
+
+
 def probe_class(output: str) -> str | None:
     """The class of a healthcheck's last output line (``healthy: …`` / ``unhealthy: <class>: …``)."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
@@ -187,6 +192,8 @@ class Judge:
         self.health: str | None = None
         self.exit_code: int | None = None
         self.oom_killed = False
+        #: the serve wrapper stopped the server on this healthcheck class (its fail-fast line in the log)
+        self.fail_fast: tuple[str, str] | None = None
         self.exited = False
         self.log_ended = False
         self.healthy = False
@@ -231,6 +238,9 @@ class Judge:
         self.lines.append((self.line_count, text))
         self.scanner.feed(text.replace("\n", " ") + "\n")
         self.startup.feed(text)
+        stopped = FAIL_FAST_STOP.search(text)
+        if stopped and self.fail_fast is None:
+            self.fail_fast = (stopped.group(1), stopped.group(0))
         if not had_fatal and self.fatal_log() is not None:
             self._settle(now + self.settle_s)
 
@@ -297,6 +307,10 @@ class Judge:
     def verdict(self) -> Verdict:
         """The class and what decided it (call after :meth:`poll` returned True)."""
         fatal = self.fatal_log()
+        if self.fail_fast is not None and (fatal is None or fatal.cls == "crash"):
+            # the wrapper stopped the server on the healthcheck's verdict: a generic crash logged while it
+            # stopped (a scheduler's broken pipe) is the stop's consequence, not the cause
+            return Verdict(self.fail_fast[0], "healthcheck", self.fail_fast[1])
         if fatal is not None:
             return Verdict(fatal.cls, "log", fatal.text)
         if self.healthy:

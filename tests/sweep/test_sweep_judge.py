@@ -234,3 +234,51 @@ def test_split_lines_cuts_at_newlines_and_carriage_returns() -> None:
     done, rest = sweep.split_lines("par", "tial\r\nnext")
     assert (done, rest) == (["partial"], "next")
     assert sweep.split_lines("x", "") == ([], "x")
+
+
+def test_a_crash_logged_while_fail_fast_stops_the_server_is_no_cause() -> None:
+    """Seen on real SGLang 0.5.23 on the CPU (cpu-intel-amx): the healthcheck read backend_override from the
+    log, the wrapper stopped the loading server, and its scheduler logged a broken pipe on the way down."""
+    stop_line = (
+        "bwstack-serve: server stopped by fail-fast (exit status 143): unhealthy: backend_override: "
+        "attention_backend: requested intel_amx (--expect), effective torch_native (line 13) in the server log"
+    )
+    events = [
+        (
+            1.0,
+            Probe(
+                1,
+                "unhealthy: backend_override: attention_backend: requested intel_amx, effective torch_native",
+            ),
+        ),
+        *lines(
+            2.0,
+            [
+                "[2026-12-02 17:28:05] Scheduler hit an exception: Traceback (most recent call last):",
+                "BrokenPipeError: [Errno 32] Broken pipe",
+                stop_line,
+            ],
+        ),
+        (3.0, Exited(143)),
+        (3.1, LogEnd()),
+    ]
+    judge, decided = run(events)
+    assert decided is not None
+    verdict = judge.verdict()
+    assert (verdict.cls, verdict.decided_by) == ("backend_override", "healthcheck")
+    assert verdict.reason.startswith("server stopped by fail-fast")
+
+
+def test_a_specific_root_cause_in_the_log_still_beats_the_fail_fast_class() -> None:
+    events = [
+        (1.0, NAN),
+        *lines(2.0, ["RuntimeError: probability tensor contains either `inf`, `nan` or element < 0"]),
+        *lines(
+            2.5,
+            ["bwstack-serve: server stopped by fail-fast (exit status 143): unhealthy: nan: logprob null"],
+        ),
+        (3.0, Exited(143)),
+        (3.1, LogEnd()),
+    ]
+    judge, _ = run(events)
+    assert (judge.verdict().cls, judge.verdict().decided_by) == ("nan", "log")

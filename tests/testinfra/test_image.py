@@ -35,6 +35,8 @@ LABEL_ARGS = {
     "io.bwstack.python-pins": "PYTHON_PINS",
     "io.bwstack.sources": "SOURCES",
     "io.bwstack.env": "ENV_SWITCHES",
+    "io.bwstack.device": "DEVICE",
+    "io.bwstack.python-site": "PYTHON_SITE",
     "org.opencontainers.image.version": "BWSTACK_VARIANT",
 }
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|CREDENTIAL", re.IGNORECASE)
