@@ -1004,6 +1004,7 @@ class Scanner:
         self._best: _Best | None = None
         self._strong: _Best | None = None
         self._seen: dict[str, tuple[int, int]] = {}
+        self._seen_strong: dict[str, tuple[int, int]] = {}
 
     @property
     def ready(self) -> bool:
@@ -1015,10 +1016,13 @@ class Scanner:
         if not _START_KEYS.isdisjoint(keys):
             self.start_line, self.ready_line = line_no, 0
             self._best = self._strong = None
-            self._seen = {}
+            self._seen, self._seen_strong = {}, {}
             return
         if _READY_KEY in keys:
+            # the run went on to be ready: generic traceback evidence before this line was handled (real
+            # 0.5.9 logs a ModuleNotFoundError for openai_harmony, then serves); specific signatures stay
             self.ready_line = line_no
+            self._best, self._seen = self._strong, dict(self._seen_strong)
         candidates = sorted(frozenset().union(*(_KEY_SIGS[k] for k in keys)))
         found = [SIGNATURES[i] for i in candidates if SIGNATURES[i].pattern.search(line)]
         if any(not sig.generic for sig in found):
@@ -1031,6 +1035,8 @@ class Scanner:
                 self._best = (sig.priority, line_no, _clean(line), sig)
             if not sig.weak and (self._strong is None or rank < (self._strong[0], self._strong[1])):
                 self._strong = (sig.priority, line_no, _clean(line), sig)
+            if not sig.weak and (sig.cls not in self._seen_strong or rank < self._seen_strong[sig.cls]):
+                self._seen_strong[sig.cls] = rank
 
     def feed(self, text: str) -> None:
         """Scan ``text``; its first character starts a new line (a partial last line counts as a line).
@@ -1092,6 +1098,7 @@ class Scanner:
             "best": best(self._best),
             "strong": best(self._strong),
             "seen": {k: list(v) for k, v in self._seen.items()},
+            "seen_strong": {k: list(v) for k, v in self._seen_strong.items()},
         }
 
     @classmethod
@@ -1113,6 +1120,11 @@ class Scanner:
             scanner._strong = best(state.get("strong"))
             scanner._seen = {
                 str(k): (int(v[0]), int(v[1])) for k, v in dict(state["seen"]).items() if k in _CLASS_PRIORITY
+            }
+            scanner._seen_strong = {
+                str(k): (int(v[0]), int(v[1]))
+                for k, v in dict(state.get("seen_strong", {})).items()
+                if k in _CLASS_PRIORITY
             }
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             return cls()

@@ -452,3 +452,21 @@ def test_module_is_stdlib_only() -> None:
     source = Path(signatures.__file__).read_text()
     imported = set(re.findall(r"^(?:from|import) (\w+)", source, flags=re.MULTILINE))
     assert imported <= {"__future__", "re", "collections", "dataclasses", "typing"}
+
+
+def test_a_handled_traceback_before_the_ready_line_is_no_verdict() -> None:
+    """Real SGLang 0.5.9 on the CPU logs a ModuleNotFoundError (openai_harmony: the Responses API is off),
+    then serves: generic traceback evidence followed by the ready line was handled. After it, it counts."""
+    handled = [
+        "[2026-12-02 16:40:06] server_args=ServerArgs(model_path='tiny', tokenizer_path='tiny')",
+        "[2026-12-02 16:40:20] Can not initialize OpenAIServingResponses: Traceback (most recent call last):",
+        "ModuleNotFoundError: No module named 'openai_harmony'",
+        "[2026-12-02 16:40:31] The server is fired up and ready to roll!",
+    ]
+    scanner = signatures.Scanner()
+    scanner.feed("\n".join(handled) + "\n")
+    assert scanner.verdict() == "healthy"
+    scanner.feed("Traceback (most recent call last):\nModuleNotFoundError: No module named 'x'\n")
+    assert scanner.verdict() == "import_error"
+    restored = signatures.Scanner.from_state(scanner.to_state())
+    assert restored.verdict() == "import_error"
