@@ -39,6 +39,10 @@ DEFAULT_HC_TIMEOUT = 30.0
 DEFAULT_HC_MODE = "full"
 DEFAULT_HC_DECODE_EVERY = 300.0
 DEFAULT_HC_STATE = "/tmp/bwstack-hc.json"  # noqa: S108 - fixed path inside the container, by design
+#: beside the state file: the verdict fail-fast stopped the server on (``serve.py`` writes it; the healthcheck
+#: repeats it while the server is gone, so Docker records the class even when the readiness probe, not a
+#: Docker probe, found it)
+STOPPED_SUFFIX = ".stopped"
 DEFAULT_LOG = "/var/log/bwstack/server.log"
 #: seconds a server log may stay unchanged while the port refuses before the server counts as dead
 DEFAULT_HC_STALL_AFTER = 900.0

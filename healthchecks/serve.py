@@ -267,6 +267,16 @@ class FailFast:
             self.stop(f"the healthcheck reported '{found[1]}'", found[1])
             return
 
+    def _record_stop(self, line: str) -> None:
+        """Write the verdict beside the state file (atomically) for the healthcheck to repeat."""
+        parts = line.split(":", 2)
+        record = {"class": parts[1].strip() if len(parts) > 1 else "crash", "line": line, "time": time.time()}
+        path = self.state_file + common.STOPPED_SUFFIX
+        with contextlib.suppress(OSError):
+            with open(path + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump(record, fh)
+            os.replace(path + ".tmp", path)
+
     def stop(self, why: str, line: str) -> None:
         """Stop the server (SIGTERM, SIGKILL after the grace); only the first caller acts."""
         with self._lock:
@@ -274,6 +284,7 @@ class FailFast:
                 return
             self.triggered = line
         self.tee.say(f"fail-fast: {why}; stopping the server")
+        self._record_stop(line)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGTERM)
         if not self.done.wait(STOP_GRACE_S):
@@ -374,8 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     """Start the server, tee its output, forward signals; returns the server's exit code."""
     args = sys.argv[1:] if argv is None else argv
     state_file = common.env_or(common.ENV_HC_STATE, common.DEFAULT_HC_STATE)
-    with contextlib.suppress(OSError):
-        os.unlink(state_file)
+    for stale in (state_file, state_file + common.STOPPED_SUFFIX):
+        with contextlib.suppress(OSError):
+            os.unlink(stale)
     log_path = common.env_or(common.ENV_LOG, common.DEFAULT_LOG)
     try:
         max_bytes = max(1024, int(common.env_or(common.ENV_LOG_MAX_BYTES, str(common.DEFAULT_LOG_MAX_BYTES))))
@@ -413,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     fail_fast = common.env_or(common.ENV_FAIL_FAST, "1") != "0"
     if fail_fast:
         threading.Thread(target=watcher.run, daemon=True).start()
+    readiness: Readiness | None = None
     if common.env_or(common.ENV_READY_PROBE, "1") != "0":
         readiness = Readiness(probe_url(args), tee, watcher, fail_fast)
         threading.Thread(target=readiness.run, daemon=True).start()
@@ -422,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     reader.join(READER_GRACE_S)
     if watcher.triggered:
         tee.say(f"server stopped by fail-fast (exit status {code}): {watcher.triggered}")
+        if readiness is not None and readiness.verdict == watcher.triggered:
+            # no Docker probe has seen this verdict yet: stay until one records it (it repeats the stop)
+            linger(tee, forwarded, state_file, exited_at, after_exit=True)
         tee.log.close()
         return common.EXIT_FAIL_FAST
     if forwarded:
@@ -437,7 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def linger(tee: Tee, forwarded: list[int], state_file: str, exited_at: float) -> None:
+def linger(
+    tee: Tee, forwarded: list[int], state_file: str, exited_at: float, *, after_exit: bool = False
+) -> None:
     """After a crash, stay up until a health probe has recorded a verdict (its class lands in docker inspect).
 
     ``BWSTACK_LINGER`` is the healthcheck interval: the wait ends one second after the first verdict newer
@@ -456,7 +474,8 @@ def linger(tee: Tee, forwarded: list[int], state_file: str, exited_at: float) ->
         # a failure verdict from the last interval: the probe that saw the crash (its decode may have caused
         # it, finishing just before the process was gone) or one after it
         cls, when = _last_verdict(state_file)
-        if cls not in ("", "healthy", "starting") and when > exited_at - interval:
+        since = exited_at if after_exit else exited_at - interval
+        if cls not in ("", "healthy", "starting") and when > since:
             stop.wait(1.0)  # the probe prints after writing its state; let Docker record the output
             return
 

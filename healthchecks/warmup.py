@@ -808,8 +808,26 @@ def startup_look(run: Run) -> Unhealthy | None:
     return None
 
 
+def _stopped_verdict(run: Run) -> Unhealthy | None:
+    """The verdict the serve wrapper's fail-fast stopped the server on (its record beside the state file):
+    repeated while the server is gone, so Docker's health log names the class the readiness probe found."""
+    try:
+        with open(run.cfg.state_path + common.STOPPED_SUFFIX, encoding="utf-8") as fh:
+            record = json.load(fh)
+        cls, line = str(record["class"]), str(record["line"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if cls not in signatures.CLASSES or cls in ("healthy", "starting"):
+        return None
+    reason = line.split(":", 2)[2].strip() if line.count(":") >= 2 else line
+    return Unhealthy(cls, f"{reason} (fail-fast stopped the server on this verdict)")
+
+
 def run_checks(run: Run) -> str:
     """All checks in order; returns the healthy summary or raises Unhealthy."""
+    stopped = _stopped_verdict(run)
+    if stopped is not None:
+        raise stopped
     run.stage = "log scan"
     match = scan_log(run).result(strong_only=True)
     if match is not None and match.cls not in signatures.NOT_FATAL_WHILE_ALIVE:

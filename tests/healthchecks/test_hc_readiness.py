@@ -72,3 +72,38 @@ def test_readiness_probe_off(tmp_path: Path) -> None:
         out, _ = proc.communicate(timeout=30)
     assert "readiness probe" not in out
     assert not [r for r in fake.requests if r[1] == "/generate"]
+
+
+def test_after_a_readiness_stop_the_container_waits_for_dockers_probe_to_record_the_class(
+    tmp_path: Path,
+) -> None:
+    """Docker never ran a probe before the readiness probe stopped the server: the wrapper lingers, and the
+    next healthcheck repeats the stop's verdict from the record beside the state file, so `docker inspect`
+    names the class (seen missing on real SGLang: the NaN container exited with an empty health log)."""
+    import sys
+
+    from test_hc_serve import ROOT, serve_env
+
+    with FakeSGLang() as fake:
+        fake.set_json("POST", "/generate", generate_body(logprobs=[-math.log(512)] * 8))
+        proc = _start_serve(
+            tmp_path, "--wait", BWSTACK_READY_PROBE="1", BWSTACK_HC_URL=fake.url, BWSTACK_LINGER="5s"
+        )
+        record = tmp_path / "hc-state.json.stopped"
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline and not record.exists():
+            time.sleep(0.1)
+        assert record.exists()
+        time.sleep(1.0)
+        assert proc.poll() is None  # lingering: no Docker probe has recorded the verdict yet
+        probe = subprocess.run(
+            [sys.executable, str(ROOT / "healthchecks" / "warmup.py"), "--url", "http://127.0.0.1:9", "--mode", "light"],
+            capture_output=True, text=True, env=serve_env(tmp_path), timeout=30,
+        )  # fmt: skip
+        out, _ = proc.communicate(timeout=20)
+    assert probe.returncode == 1
+    assert (
+        probe.stdout.strip().splitlines()[-1].startswith("unhealthy: garbage: sampled decode: all 8 tokens")
+    )
+    assert "fail-fast stopped the server on this verdict" in probe.stdout
+    assert proc.returncode == 3, out
