@@ -223,9 +223,13 @@ def grids(doc: Document) -> list[dict[str, Any]]:
                     "anchor": f"profile-{name}",
                 }
             )
+        origins = {
+            "stand-in" if doc["results"][name].get("standin") else "real SGLang" for name, _ in members
+        }
         out.append(
             {
                 "variant": variant,
+                "origin": " + ".join(sorted(origins)),
                 "column": column,
                 "columns": columns,
                 "common": common,
@@ -357,7 +361,7 @@ def _markdown_grids(doc: Document) -> list[str]:
     """One table per variant: backend combinations down, the varied field across; cells link to evidence."""
     out: list[str] = []
     for grid in grids(doc):
-        out += ["", f"## Matrix: variant {grid['variant']}", ""]
+        out += ["", f"## Matrix: variant {grid['variant']} ({grid['origin']})", ""]
         if grid["common"]:
             out.append("all rows: " + _cell(", ".join(f"{k}={v}" for k, v in grid["common"]), 600))
             out.append("")
@@ -536,7 +540,8 @@ def combine(parts: Sequence[Document], *, labels: Sequence[str]) -> Document:
     first = parts[0]
     doc = new_document(
         stack={
-            key: " + ".join(dict.fromkeys(str(p["stack"].get(key)) for p in parts))
+            key: " + ".join(dict.fromkeys(str(v) for p in parts if (v := p["stack"].get(key)) is not None))
+            or None
             for key in ("file", "project", "model", "revision", "served_name", "gpu_arch", "tp_size")
         },
         mode={"kind": "mixed", "standin": None, "fast": False, "variant": None},
