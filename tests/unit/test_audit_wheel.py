@@ -8,7 +8,6 @@ fatbin flags), flashmla_ops only sm_90a, sm_100(f), sm_103a, so FlashMLA-based D
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from bwstack import audit, fatbin
+from bwstack.files import sha256_file
 
 # Opt-in (the issue asks for it as such): the wheel is 356 MiB. BWSTACK_BIG_WHEELS=1 ./dev test tests/unit/test_audit_wheel.py
 pytestmark = [
@@ -34,14 +34,6 @@ WHEEL = "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_x86_64.whl"
 SHA256 = "043cbe4a10e7887ea1b25599b729ff1ce115a0d5217b2c177aff9f9ae5327724"  # PyPI, sglang-kernel 0.4.10
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @pytest.fixture(scope="module")
 def wheel() -> Path:
     cache = Path(os.environ.get("BWSTACK_WHEEL_CACHE", Path.home() / ".cache" / "bwstack" / "wheels"))
@@ -53,7 +45,7 @@ def wheel() -> Path:
                "sglang-kernel==0.4.10", "-d", str(cache)]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
         assert proc.returncode == 0, proc.stderr[-2000:]
-    assert _sha256(path) == SHA256, f"{path} is not the sglang-kernel 0.4.10 wheel PyPI serves"
+    assert sha256_file(path) == SHA256, f"{path} is not the sglang-kernel 0.4.10 wheel PyPI serves"
     return path
 
 
