@@ -605,16 +605,22 @@ def _check_logprobs(meta: dict[str, Any]) -> float:
             raise Unhealthy("warmup_failed", f"POST /generate: malformed logprob entry {pos}: {entry!r}")
         value, token = entry[0], entry[1] if len(entry) > 1 else "?"
         where = f"output token {pos} (id {token})"
-        if value is None:
-            raise Unhealthy("nan", f"{where}: logprob null (NaN/inf serialized as null)")
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise Unhealthy("warmup_failed", f"POST /generate: {where}: logprob is not a number: {value!r}")
-        if not math.isfinite(value):
-            raise Unhealthy("nan", f"{where}: logprob {value}")
-        if value <= SENTINEL_LOGPROB:
-            raise Unhealthy("nan", f"{where}: logprob {value:g} (NaN sanitized to a sentinel)")
-        lowest = min(lowest, float(value))
+        lowest = min(lowest, _finite_logprob(value, where, typed_where=f"POST /generate: {where}"))
     return lowest
+
+
+def _finite_logprob(value: Any, where: str, *, typed_where: str | None = None) -> float:
+    """One logprob of SGLang's answer as a float; Unhealthy ``nan`` for null, inf/NaN or the sanitizer's
+    sentinel, ``warmup_failed`` for a value that is no number (``typed_where`` names it then)."""
+    if value is None:
+        raise Unhealthy("nan", f"{where}: logprob null (NaN/inf serialized as null)")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Unhealthy("warmup_failed", f"{typed_where or where}: logprob is not a number: {value!r}")
+    if not math.isfinite(value):
+        raise Unhealthy("nan", f"{where}: logprob {value}")
+    if value <= SENTINEL_LOGPROB:
+        raise Unhealthy("nan", f"{where}: logprob {value:g} (NaN sanitized to a sentinel)")
+    return float(value)
 
 
 def check_decode(run: Run) -> str:
@@ -712,15 +718,7 @@ def passage_logprobs(meta: dict[str, Any]) -> list[float]:
         if pos == 0 and value is None:
             continue
         where = f"passage probe: prompt token {pos} (id {entry[1] if len(entry) > 1 else '?'})"
-        if value is None:
-            raise Unhealthy("nan", f"{where}: logprob null (NaN/inf serialized as null)")
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise Unhealthy("warmup_failed", f"{where}: logprob is not a number: {value!r}")
-        if not math.isfinite(value):
-            raise Unhealthy("nan", f"{where}: logprob {value}")
-        if value <= SENTINEL_LOGPROB:
-            raise Unhealthy("nan", f"{where}: logprob {value:g} (NaN sanitized to a sentinel)")
-        values.append(float(value))
+        values.append(_finite_logprob(value, where))
     return values
 
 
