@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from bwstack import report, reportdiff
+from support.headless import run_chromium
 from support.stack import copy_stack
 from support.standin_sweep import sweep_without_docker
 
@@ -288,25 +289,7 @@ def chromium() -> str:
 def _chromium(
     binary: str, page: Path, tmp: Path, *mode: str, width: int = 1400
 ) -> subprocess.CompletedProcess[str]:
-    argv = [
-        binary,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        f"--window-size={width},1600",
-        *mode,
-        page.resolve().as_uri(),
-    ]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result
+    return run_chromium(binary, page, tmp, *mode, width=width)
 
 
 @pytest.mark.chromium

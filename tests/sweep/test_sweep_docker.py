@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from bwstack import report
+from support.headless import run_chromium
 from support.stack import copy_stack
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -192,24 +193,7 @@ CONSOLE = re.compile(r'CONSOLE[^\]]*\]\s*"(?P<message>.*)", source: (?P<source>\
 def open_in_chromium(binary: str, page: Path, tmp: Path) -> tuple[Path, list[str]]:
     """Load ``page`` headless, take a screenshot; returns it and every console message the page produced."""
     shot = tmp / f"{page.stem}.png"
-    argv = [
-        binary,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--window-size=1400,2000",
-        f"--screenshot={shot}",
-        page.resolve().as_uri(),
-    ]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_chromium(binary, page, tmp, f"--screenshot={shot}", height=2000)
     return shot, [m.group("message") for m in CONSOLE.finditer(result.stderr)]
 
 
