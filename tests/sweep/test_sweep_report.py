@@ -430,7 +430,7 @@ def test_demo_prints_the_report_place_and_the_meaning_of_each_verdict(
         report.write_report(kwargs["out"], doc)
         return 0
 
-    monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
+    monkeypatch.setattr(sweep.demo, "run_sweep", fake_sweep)
     buffer = io.StringIO()
     code = sweep.run_demo(stack, out=tmp_path, console=Console(file=buffer, width=200))
     assert code == 0

@@ -1,0 +1,184 @@
+"""The sweep: bring each profile up in turn, reach a verdict as soon as the evidence is decisive, tear down.
+
+For one profile the sweep starts only its compose service and follows three streams at once, without fixed
+sleeps: Docker events (health changes, healthcheck runs, the process exiting), the container's log stream
+(classified line by line with the one failure catalog, ``healthchecks/signatures.py``) and, after each
+healthcheck run, the container's health log. A :class:`Judge` turns these events into a verdict:
+
+- ``healthy`` when Docker reports the container healthy (the healthcheck's first pass is always a full one:
+  config check against /server_info plus a sampled decode) and the log holds no fatal signature;
+- the log's root-cause class once a fatal signature appeared, after a short settle window (the traceback that
+  names the root cause follows the first generic line) or as soon as the container exited;
+- else the first failure class the healthcheck reported (``nan``, ``backend_override`` …) once the container
+  exited (the serve wrapper's fail-fast), Docker marked it unhealthy, or ``healthcheck.retries`` runs in a
+  row named the same class; ``crash`` for an exit without any class (``oom`` if OOM-killed);
+- ``timeout`` when the per-profile budget is spent.
+
+Results go to ``results.json`` (written atomically after every profile, see :mod:`bwstack.report`), with
+``matrix.md`` and ``matrix.html``. ``--standin`` runs everything on the CPU stand-in image, each profile with
+the fault its ``expect`` names, under a compose project of its own that is removed at the end. SIGINT and
+SIGTERM remove the running container before the sweep exits.
+
+The package's rooms: ``judge`` (events and the verdict), ``plan`` (what runs, the options), ``fast`` (the
+``--fast`` override), ``streams`` (the Docker side), ``display`` (progress and summary), ``runner`` (one
+profile), ``run`` (the whole sweep), ``demo`` (``bwstack demo``). This module re-exports their names.
+"""
+
+from __future__ import annotations
+
+from bwstack.sweep.demo import (
+    CPU_STACK_FILE,
+    DEMO_INTRO,
+    DEMO_INTRO_STANDIN_ONLY,
+    DEMO_TAG,
+    REAL_PART,
+    STANDIN_PART,
+    run_demo,
+)
+from bwstack.sweep.display import STATUS_WIDTH, Display, print_summary, status_text
+from bwstack.sweep.fast import GLM5_FIRST_K_DENSE, apply_fast, fast_layer_count, fast_override, model_config
+from bwstack.sweep.judge import (
+    CONFIRM_PROBES,
+    CONTEXT_AFTER,
+    CONTEXT_BEFORE,
+    DRAIN_S,
+    FAIL_FAST_STOP,
+    HEALTH_KEEP,
+    KEEP_LINES,
+    NOT_FATAL_IN_LOG,
+    SETTLE_S,
+    TAIL_LINES,
+    Event,
+    Exited,
+    HealthChange,
+    Judge,
+    LogEnd,
+    LogLine,
+    Probe,
+    Verdict,
+    last_line,
+    probe_class,
+)
+from bwstack.sweep.plan import (
+    STANDIN_FAULTS,
+    Options,
+    Plan,
+    make_plan,
+    requested_backends,
+    source_label,
+    standin_fault,
+)
+from bwstack.sweep.run import (
+    MEMLOCK_NOTE,
+    STANDIN_HC_ENV,
+    STANDIN_OVERRIDE,
+    STANDIN_TIMEOUT_S,
+    Interrupted,
+    add_next_try,
+    compose_project,
+    default_out,
+    default_timeout,
+    document_for,
+    engine_allows_unlimited_memlock,
+    execute,
+    gpu_reservation_reset,
+    memlock_reset,
+    model_env,
+    open_document,
+    prepare_real_cpu,
+    profile_detail,
+    run_sweep,
+    signal_handlers,
+    standin_env,
+    variant_manifests,
+)
+from bwstack.sweep.runner import STANDIN_STOP_S, Runner, Watch
+from bwstack.sweep.streams import (
+    EFFECTIVE_KEYS,
+    Streams,
+    docker_client,
+    effective_from,
+    fetch_server_info,
+    health_probes,
+    pending_server_info,
+    split_lines,
+)
+
+__all__ = [
+    "CONFIRM_PROBES",
+    "CONTEXT_AFTER",
+    "CONTEXT_BEFORE",
+    "CPU_STACK_FILE",
+    "DEMO_INTRO",
+    "DEMO_INTRO_STANDIN_ONLY",
+    "DEMO_TAG",
+    "DRAIN_S",
+    "EFFECTIVE_KEYS",
+    "FAIL_FAST_STOP",
+    "GLM5_FIRST_K_DENSE",
+    "HEALTH_KEEP",
+    "KEEP_LINES",
+    "MEMLOCK_NOTE",
+    "NOT_FATAL_IN_LOG",
+    "REAL_PART",
+    "SETTLE_S",
+    "STANDIN_FAULTS",
+    "STANDIN_HC_ENV",
+    "STANDIN_OVERRIDE",
+    "STANDIN_PART",
+    "STANDIN_STOP_S",
+    "STANDIN_TIMEOUT_S",
+    "STATUS_WIDTH",
+    "TAIL_LINES",
+    "Display",
+    "Event",
+    "Exited",
+    "HealthChange",
+    "Interrupted",
+    "Judge",
+    "LogEnd",
+    "LogLine",
+    "Options",
+    "Plan",
+    "Probe",
+    "Runner",
+    "Streams",
+    "Verdict",
+    "Watch",
+    "add_next_try",
+    "apply_fast",
+    "compose_project",
+    "default_out",
+    "default_timeout",
+    "docker_client",
+    "document_for",
+    "effective_from",
+    "engine_allows_unlimited_memlock",
+    "execute",
+    "fast_layer_count",
+    "fast_override",
+    "fetch_server_info",
+    "gpu_reservation_reset",
+    "health_probes",
+    "last_line",
+    "make_plan",
+    "memlock_reset",
+    "model_config",
+    "model_env",
+    "open_document",
+    "pending_server_info",
+    "prepare_real_cpu",
+    "print_summary",
+    "probe_class",
+    "profile_detail",
+    "requested_backends",
+    "run_demo",
+    "run_sweep",
+    "signal_handlers",
+    "source_label",
+    "split_lines",
+    "standin_env",
+    "standin_fault",
+    "status_text",
+    "variant_manifests",
+]

@@ -1,0 +1,241 @@
+"""One profile's run: start its service, feed the three streams to the :class:`Judge`, stop it again."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bwstack import operate, report
+from bwstack.compose import Project
+from bwstack.errors import ExternalError
+from bwstack.model import Stack
+from bwstack.sweep.display import Display, status_text
+from bwstack.sweep.judge import Exited, HealthChange, Judge, LogEnd, LogLine, Probe, Verdict
+from bwstack.sweep.plan import Options, requested_backends, source_label, standin_fault
+from bwstack.sweep.streams import (
+    Streams,
+    effective_from,
+    fetch_server_info,
+    health_probes,
+    int_or_none,
+    pending_server_info,
+)
+
+#: seconds a stand-in container gets to stop before SIGKILL (the real stack keeps stop_grace_period)
+STANDIN_STOP_S = 5
+
+
+@dataclass
+class Watch:
+    """What the sweep follows for one profile: its container, the judge, the streams, what was seen."""
+
+    name: str
+    judge: Judge
+    streams: Streams
+    container: Any = None
+    seen: set[str] = field(default_factory=set)
+    info: dict[str, Any] | None = None
+    fetching: bool = False
+
+
+class Runner:
+    """Runs the profiles of one sweep against one compose project."""
+
+    def __init__(
+        self, stack: Stack, project: Project, client: Any, options: Options, display: Display
+    ) -> None:
+        self.stack = stack
+        self.project = project
+        self.client = client
+        self.options = options
+        self.display = display
+        self.current: str | None = None
+
+    # -- lifecycle --
+
+    def remove_service(self, service: str) -> None:
+        """Stop and remove the service's container (``rm -sf``); the stand-in gets a short stop grace."""
+        with contextlib.suppress(Exception):
+            if not self.client.containers.list(all=True, filters={"label": self.labels(service)}):
+                return  # nothing to remove: spare the two compose calls
+        if self.options.standin:
+            stop = ["stop", "--timeout", str(STANDIN_STOP_S), service]
+            self.project.run(stop, profiles=[service], capture=True, timeout=300)
+        self.project.run(["rm", "--stop", "--force", service], profiles=[service], capture=True, timeout=300)
+
+    def remove_leftovers(self) -> None:
+        """Containers of this project left by a killed run or by ``bwstack up``: same GPUs, same port."""
+        for service in operate.stop_other_profiles(self.project, keep=""):
+            self.display.note(f"removed the container of {service} (one profile at a time)")
+
+    def finish(self) -> None:
+        """After the last profile: remove what the sweep made (stand-in: all; real hardware: the network)."""
+        if self.current is not None:
+            with contextlib.suppress(Exception):
+                self.remove_service(self.current)
+            self.current = None
+        if self.options.keep:
+            return
+        # stand-in and CPU sweeps leave nothing; on a GPU host the model cache volume is precious
+        scratch = self.options.standin or self.stack.is_cpu
+        args = ["down", "--remove-orphans"] + (["--volumes"] if scratch else [])
+        with contextlib.suppress(Exception):
+            self.project.run(args, profiles=["*"], capture=True, timeout=300)
+
+    # -- one profile --
+
+    def labels(self, service: str) -> list[str]:
+        return [f"com.docker.compose.project={self.project.name}", f"com.docker.compose.service={service}"]
+
+    def run_profile(self, name: str) -> dict[str, Any]:
+        """Start, watch until decisive, gather evidence, tear down; returns the report row."""
+        started_at = report.utc_now()
+        t0 = time.monotonic()
+        judge = Judge(self.options.timeout_s, now=t0, confirm=self.stack.settings.healthcheck.retries)
+        watch = Watch(name, judge, Streams(self.client))
+        try:
+            self.start(watch)
+            self.follow(watch)
+            evidence = self.evidence(watch)
+        finally:
+            watch.streams.close()
+            self.remove_service(name)
+            self.current = None
+        elapsed = (watch.judge.decided_at or time.monotonic()) - t0
+        return self.row(name, watch.judge.verdict(), evidence, started_at, elapsed)
+
+    def start(self, watch: Watch) -> None:
+        """``compose up -d`` of the profile's service only, with the event stream already open."""
+        name = watch.name
+        self.remove_service(name)
+        self.current = name
+        watch.streams.follow_events(time.time() - 1, self.labels(name))
+        prebuilt = self.options.standin or self.stack.is_cpu  # built by compose_project, never by compose
+        args = ["up", "--detach", "--no-deps"] + (["--no-build"] if prebuilt else []) + [name]
+        result = self.project.run(args, profiles=[name], capture=True, timeout=3600)
+        if result.returncode != 0:
+            detail = " ".join((result.stderr or result.stdout or "").split())[-400:]
+            raise ExternalError(f"docker compose up {name} failed (exit {result.returncode}): {detail}")
+        found = self.client.containers.list(all=True, filters={"label": self.labels(name)})
+        if not found:
+            raise ExternalError(f"docker compose up {name} returned, but no container of {name} exists")
+        watch.container = found[0]
+        watch.streams.follow_logs(watch.container)
+
+    def follow(self, watch: Watch) -> None:
+        """Feed the judge from the streams until it decides (a queue read with a deadline, no sleeps)."""
+        judge = watch.judge
+        while not judge.poll(time.monotonic()):
+            try:
+                kind, payload = watch.streams.queue.get(timeout=max(0.05, judge.wake_at() - time.monotonic()))
+            except queue.Empty:
+                continue
+            now = time.monotonic()
+            if kind == "log":
+                judge.feed(LogLine(payload), now)
+            elif kind == "logend":
+                judge.feed(LogEnd(), now)
+            elif kind == "server_info":
+                watch.fetching = False
+                watch.info = watch.info or payload
+            elif kind == "docker" and payload.get("id") == watch.container.id:
+                self.docker_event(watch, payload, now)
+            self.display.status(status_text(judge))
+
+    def docker_event(self, watch: Watch, payload: Mapping[str, Any], now: float) -> None:
+        action = str(payload.get("Action") or payload.get("status") or "")
+        if action.startswith(("health_status", "exec_die")):
+            for probe in self.new_probes(watch):
+                watch.judge.feed(probe, now)
+            if watch.info is None and not watch.fetching:
+                watch.fetching = True  # the server may listen now: ask it what it resolved
+                watch.streams.fetch_later("server_info", self.server_info)
+        if action.startswith("health_status:"):
+            watch.judge.feed(HealthChange(action.split(":", 1)[1].strip()), now)
+        elif action == "die":
+            code = ((payload.get("Actor") or {}).get("Attributes") or {}).get("exitCode")
+            watch.judge.feed(Exited(int_or_none(code)), now)
+        elif action == "oom":
+            watch.judge.oom_killed = True
+
+    def new_probes(self, watch: Watch) -> list[Probe]:
+        """Health-log entries not seen yet (Docker keeps only the last five, so read after every run)."""
+        try:
+            attrs = self.client.api.inspect_container(watch.container.id)
+        except Exception:
+            return []
+        fresh = []
+        for key, probe in health_probes(attrs):
+            if key not in watch.seen:
+                watch.seen.add(key)
+                fresh.append(probe)
+        return fresh
+
+    def evidence(self, watch: Watch) -> dict[str, Any]:
+        """Everything worth keeping about the decided profile, read before the container is removed."""
+        judge = watch.judge
+        try:
+            state = self.client.api.inspect_container(watch.container.id).get("State") or {}
+        except Exception:
+            state = {}
+        judge.oom_killed = judge.oom_killed or bool(state.get("OOMKilled"))
+        judge.health = (state.get("Health") or {}).get("Status") or judge.health
+        judge.add_probes(self.new_probes(watch))
+        stopped = judge.exited or state.get("Status") in ("exited", "dead")
+        if judge.exit_code is None and stopped:
+            judge.exit_code = int_or_none(state.get("ExitCode"))
+        watch.info = watch.info or pending_server_info(watch.streams)
+        if watch.info is None and state.get("Running"):
+            watch.info = self.server_info()
+        info = watch.info
+        requested = requested_backends(self.stack, watch.name)
+        return {
+            "log_match": judge.log_evidence(),
+            "log_tail": judge.log_tail(),
+            "exit_code": judge.exit_code if stopped else None,
+            "oom_killed": judge.oom_killed,
+            "health": judge.health_evidence(),
+            "requested": requested,
+            "effective": effective_from(info) if info else None,
+            "startup": judge.startup_evidence(requested),
+            "server_version": str(info["version"]) if info and info.get("version") is not None else None,
+            "timeout_s": self.options.timeout_s,
+        }
+
+    def server_info(self) -> dict[str, Any] | None:
+        settings = self.stack.settings
+        host = "127.0.0.1" if settings.bind_address in ("0.0.0.0", "::") else settings.bind_address  # noqa: S104
+        api_key = None
+        if settings.api_key:
+            with contextlib.suppress(OSError):
+                api_key = (
+                    (self.stack.root / settings.secrets_dir / "api_key").read_text(encoding="utf-8").strip()
+                )
+        return fetch_server_info(host, settings.port, api_key or None)
+
+    def row(
+        self, name: str, verdict: Verdict, evidence: dict[str, Any], started_at: str, elapsed: float
+    ) -> dict[str, Any]:
+        profile = self.stack.profile(name)
+        return {
+            "profile": name,
+            "variant": self.stack.variant_name_for(name),
+            "model": self.stack.model_path_for(name),
+            "expect": profile.expect,
+            "verdict": verdict.cls,
+            "match": verdict.cls == profile.expect,
+            "fast": self.options.fast,
+            "standin": self.options.standin,
+            "source": source_label(self.stack, self.options),
+            "fault": standin_fault(self.stack, name) if self.options.standin else None,
+            "decided_by": verdict.decided_by,
+            "reason": verdict.reason,
+            "started_at": started_at,
+            "finished_at": report.utc_now(),
+            "elapsed_s": round(elapsed, 2),
+            "evidence": evidence,
+        }
