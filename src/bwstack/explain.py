@@ -1,8 +1,8 @@
 """``bwstack explain``: the backends the pinned SGLang will really pick, computed by that SGLang's own code.
 
-:func:`resolve` runs the pinned SGLang's resolution on the CPU in its venv (``_resolve.py`` in a venv from
-:mod:`bwstack.sglang_env`) with torch reporting the target GPU (sm120 -> compute capability 12.0, sm100 ->
-10.0, sm90 -> 9.0) and the model's config.json. It returns the attention backend, KV-cache dtype, DSA
+:func:`resolve` runs the pinned SGLang's resolution on the CPU in its venv (``foreign/resolve.py`` in a venv
+from :mod:`bwstack.sglang_env`) with torch reporting the target GPU (sm120 -> compute capability 12.0, sm100
+-> 10.0, sm90 -> 9.0) and the model's config.json. It returns the attention backend, KV-cache dtype, DSA
 prefill/decode backends, page size, MoE runner and FP4 GEMM backend SGLang settles on, the lines SGLang would
 log, and the error SGLang would raise (while resolving, or when the DSA attention backend starts), each
 marked against what was requested. Results are cached per (version, arch, config, request) under
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bwstack import sglang_cli, sglang_env
+from bwstack import foreign, sglang_cli, sglang_env
 from bwstack.errors import ExternalError, UserError
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ SAME_VALUE = {
 }
 DSA_ATTENTION = ("dsa", "nsa")
 MODEL_CONFIGS = Path(__file__).parent / "data" / "model-configs"
-RESOLVE_SCRIPT = Path(__file__).with_name("_resolve.py")
+RESOLVE_SCRIPT = foreign.RESOLVE
 CACHE_FORMAT = "bwstack.explain/1"
 
 
@@ -453,7 +453,7 @@ RESULT_KEYS = (
 
 
 def _flag_tables() -> dict[str, Any]:
-    """The flag/field name tables ``_resolve.py`` needs, from their one home on the host side."""
+    """The flag/field name tables ``foreign/resolve.py`` needs, from their one home on the host side."""
     from healthchecks.warmup import KEY_ALIASES
 
     return {

@@ -1,12 +1,12 @@
 """``bwstack lock --args``: the parser snapshot ``images/<variant>/sglang-args.json`` from the pinned SGLang.
 
 A variant whose SGLang is a PyPI release (``[sglang] version`` in pins.toml) gets its snapshot from that
-wheel, installed with CPU torch in a throwaway venv (:mod:`bwstack.sglang_env`), where ``_dump_args.py``
-loads SGLang's real argparse. A nightly (empty version) is not on PyPI: its snapshot is dumped inside the
-variant's image with the image's own python
-(``docker run --rm -i --network none --entrypoint python3 IMAGE - < _dump_args.py``), which needs the image on
-this machine; without it nothing is overwritten, and the command to run where the registry is reachable is
-printed. ``python -m bwstack.lockargs --proxy VERSION VARIANT_DIR`` writes a stand-in snapshot from a release
+wheel, installed with CPU torch in a throwaway venv (:mod:`bwstack.sglang_env`), where
+``foreign/dump_args.py`` loads SGLang's real argparse. A nightly (empty version) is not on PyPI: its snapshot
+is dumped inside the variant's image with the image's own python (``docker run --rm -i --network none
+--entrypoint python3 IMAGE - < foreign/dump_args.py``), which needs the image on this machine; without it
+nothing is overwritten, and the command to run where the registry is reachable is printed. ``python -m
+bwstack.lockargs --proxy VERSION VARIANT_DIR`` writes a stand-in snapshot from a release
 wheel (``provenance.method = "proxy-wheel"``) for a nightly whose image cannot be pulled here.
 
 The snapshot's form is fixed in docs/design.md ("Parser snapshot").
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bwstack import pins, sglang_env
+from bwstack import foreign, pins, sglang_env
 from bwstack.errors import ExternalError, UserError
 
 Echo = Callable[[str], None]
@@ -31,7 +31,7 @@ Echo = Callable[[str], None]
 SCHEMA = "bwstack.sglang-args/1"
 SNAPSHOT_FILE = "sglang-args.json"
 GENERATED_BY = "bwstack lock --args"
-DUMP_SCRIPT = Path(__file__).with_name("_dump_args.py")
+DUMP_SCRIPT = foreign.DUMP_ARGS
 DOCKER_TIMEOUT = 900
 
 
@@ -76,12 +76,12 @@ def lock_proxy(variant_dir: Path, proxy_version: str, *, echo: Echo, note: str =
 
 
 def dump_in_env(env: sglang_env.SglangEnv) -> dict[str, Any]:
-    """Run ``_dump_args.py`` with the venv's python and parse its JSON."""
+    """Run ``foreign/dump_args.py`` with the venv's python and parse its JSON."""
     return _parse_dump(sglang_env.run_script(env, DUMP_SCRIPT), f"the sglang {env.version} venv")
 
 
 def dump_in_image(image: str, *, docker: str = "docker") -> dict[str, Any]:
-    """Run ``_dump_args.py`` with the image's own python3 (stdin), without network, and parse its JSON."""
+    """Run ``foreign/dump_args.py`` in the image's own python3 (stdin), without network; parse its JSON."""
     argv = [docker, "run", "--rm", "-i", "--network", "none", "--entrypoint", "python3", image, "-"]
     try:
         script = DUMP_SCRIPT.read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ version under ``$BWSTACK_CACHE/venvs/sglang-<version>`` (default ``~/.cache/bwst
 - the sglang wheel from PyPI (``pip download --no-deps``; its sha256 goes into the snapshot's provenance);
 - torch 2.13.0 **CPU** and the pure-Python packages SGLang imports, all pinned and installed ``--no-deps`` so
   that pip can never pull a CUDA torch or drift to newer releases;
-- ``bwstack_venv_shims`` (see :mod:`bwstack._venv_shims`), a marker file last.
+- ``bwstack_venv_shims`` (see :mod:`bwstack.foreign.venv_shims`), a marker file last.
 
 A venv without its marker is half-built and is rebuilt. A lock file serialises builders.
 """
@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bwstack import foreign
 from bwstack.errors import ExternalError, UserError
 
 Progress = Callable[[str], None]
@@ -134,7 +135,7 @@ def _nearest_line(version: str) -> str:
 
 
 def shim_source() -> str:
-    return (Path(__file__).parent / "_venv_shims.py").read_text(encoding="utf-8")
+    return foreign.VENV_SHIMS.read_text(encoding="utf-8")
 
 
 def expected_marker(version: str) -> dict[str, object]:

@@ -13,7 +13,7 @@ A ``device = "cpu"`` variant (``images/<v>/pins.toml`` ``[wheelhouse]``) install
 
 The placeholder distribution ``bwstack-cpu-placeholders`` holds ``sgl_kernel`` (images/cpu-placeholders/:
 every kernel raises NotImplementedError) and ``bwstack_venv_shims`` (the torchvision placeholder of the
-explain venvs, src/bwstack/_venv_shims.py, the one copy), loaded through a ``.pth`` file.
+explain venvs, src/bwstack/foreign/venv_shims.py, the one copy), loaded through a ``.pth`` file.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bwstack import pins, sglang_env
+from bwstack import foreign, pins, sglang_env
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import sha256_file
 
@@ -73,7 +73,7 @@ def placeholder_files(images_dir: Path) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for path in sorted(source.rglob("*.py")):
         files[path.relative_to(source).as_posix()] = path.read_bytes()
-    shims = Path(__file__).with_name("_venv_shims.py")
+    shims = foreign.VENV_SHIMS
     files[f"{sglang_env.SHIM_NAME}.py"] = shims.read_bytes()
     files[f"{sglang_env.SHIM_NAME}.pth"] = f"import {sglang_env.SHIM_NAME}\n".encode()
     return dict(sorted(files.items()))

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from bwstack import _dump_args, _resolve, explain, lockargs
+from bwstack import explain, lockargs
+from bwstack.foreign import dump_args as _dump_args
+from bwstack.foreign import resolve as _resolve
 
 
 class DeprecatedAliasStoreAction(argparse.Action):

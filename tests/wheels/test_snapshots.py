@@ -98,7 +98,7 @@ def test_lock_args_never_overwrites_a_nightly_from_pypi(tmp_path: Path) -> None:
     assert (scratch / "sglang-args.json").read_text(encoding="utf-8") == before
     shown = "\n".join(messages)
     assert f"docker run --rm -i --network none --entrypoint python3 {image} - <" in shown
-    assert "_dump_args.py" in shown and f"docker pull {image}" in shown
+    assert "foreign/dump_args.py" in shown and f"docker pull {image}" in shown
 
 
 FAKE_SERVER_ARGS = """

@@ -1,7 +1,7 @@
 """Dump the argparse parser of the SGLang installed next to this interpreter as JSON on stdout.
 
 Runs inside a throwaway venv (``bwstack lock --args``) or inside a serving image
-(``docker run --rm -i --entrypoint python3 IMAGE - < _dump_args.py``), so it uses the standard library and
+(``docker run --rm -i --entrypoint python3 IMAGE - < dump_args.py``), so it uses the standard library and
 the installed ``sglang`` (with its ``torch``) only, and reads nothing from bwstack. The host side adds the
 schema and provenance and writes ``images/<variant>/sglang-args.json`` (see ``bwstack.lockargs``).
 
