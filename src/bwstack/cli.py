@@ -393,7 +393,8 @@ def lock(
     check: bool,
 ) -> None:
     """Fill what pins.toml cannot hold by hand: digest, override hashes, parser snapshot, kernel facts."""
-    from bwstack import locking, pins
+    from bwstack import pins
+    from bwstack.lock import command as locking
 
     root = file.parent
     if kernel_facts:

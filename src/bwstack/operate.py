@@ -359,7 +359,8 @@ def build_argv(
     base_image: str | None,
     context: Path | None = None,
 ) -> list[str]:
-    from bwstack import __version__, locking
+    from bwstack import __version__
+    from bwstack.lock import command as locking
 
     variant = stack.variant(variant_name)
     for path in (variant.lock_path, variant.manifest_path, variant.cli_snapshot_path):

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from bwstack import explain, lockargs
+from bwstack import explain
 from bwstack.foreign import dump_args as _dump_args
 from bwstack.foreign import resolve as _resolve
+from bwstack.lock import args as lockargs
 
 
 class DeprecatedAliasStoreAction(argparse.Action):

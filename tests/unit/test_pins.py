@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bwstack import locking, pins, render
+from bwstack import pins, render
+from bwstack.lock import command as locking
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = pins.list_variants(ROOT / "images")
@@ -36,6 +37,8 @@ MACHINERY = [
     ".ci/run",
     "templates",
     "images",
+    "src/bwstack/lock",
+    "src/bwstack/sweep",
     *(
         f"src/bwstack/{m}.py"
         for m in (
@@ -43,9 +46,7 @@ MACHINERY = [
             "render",
             "operate",
             "model",
-            "locking",
             "standin_image",
-            "sweep",
             "k8s",
             "multihost",
             "cli",
@@ -55,6 +56,8 @@ MACHINERY = [
 
 
 def tracked_files() -> list[Path]:
+    missing = [m for m in MACHINERY if not (ROOT / m).exists()]
+    assert not missing, f"MACHINERY names paths that no longer exist (moved?): {missing}"
     out = subprocess.run(
         ["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard", "--", *MACHINERY],
         capture_output=True,

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bwstack import lockargs, sglang_cli
+from bwstack import sglang_cli
 from bwstack.errors import ExternalError
+from bwstack.lock import args as lockargs
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = sorted(p.parent.name for p in (ROOT / "images").glob("*/pins.toml"))

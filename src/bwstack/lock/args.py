@@ -6,7 +6,7 @@ wheel, installed with CPU torch in a throwaway venv (:mod:`bwstack.sglang_env`),
 is dumped inside the variant's image with the image's own python (``docker run --rm -i --network none
 --entrypoint python3 IMAGE - < foreign/dump_args.py``), which needs the image on this machine; without it
 nothing is overwritten, and the command to run where the registry is reachable is printed. ``python -m
-bwstack.lockargs --proxy VERSION VARIANT_DIR`` writes a stand-in snapshot from a release
+bwstack.lock.args --proxy VERSION VARIANT_DIR`` writes a stand-in snapshot from a release
 wheel (``provenance.method = "proxy-wheel"``) for a nightly whose image cannot be pulled here.
 
 The snapshot's form is fixed in docs/design.md ("Parser snapshot").
@@ -65,7 +65,7 @@ def lock_proxy(variant_dir: Path, proxy_version: str, *, echo: Echo, note: str =
             "method": "proxy-wheel",
             "source": f"sglang=={env.version} from PyPI ({env.wheel}), standing in for {what}",
             "sha256": env.wheel_sha256,
-            "generated_by": f"python -m bwstack.lockargs --proxy {proxy_version}",
+            "generated_by": f"python -m bwstack.lock.args --proxy {proxy_version}",
             "note": note
             or f"{what} is not on PyPI; regenerate inside {variant.base_image} with '{GENERATED_BY}'",
         },
@@ -188,8 +188,8 @@ def _parse_dump(text: str, where: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bwstack.lockargs [--proxy VERSION [--note TEXT]] VARIANT_DIR``."""
-    parser = argparse.ArgumentParser(prog="python -m bwstack.lockargs", description=__doc__.splitlines()[0])
+    """``python -m bwstack.lock.args [--proxy VERSION [--note TEXT]] VARIANT_DIR``."""
+    parser = argparse.ArgumentParser(prog="python -m bwstack.lock.args", description=__doc__.splitlines()[0])
     parser.add_argument("variant_dir", type=Path)
     parser.add_argument("--proxy", metavar="VERSION", help="write a proxy snapshot from this release wheel")
     parser.add_argument("--note", default="", help="provenance note for a proxy snapshot")

@@ -4,7 +4,7 @@
   none the digest stays empty and every command warns that the variant is not reproducible);
 - ``overrides.lock``: the Python overrides with the sha256 of every distribution file PyPI serves for them,
   installed in the image with ``pip --require-hashes``;
-- with ``--args``: the parser snapshot ``sglang-args.json`` from the pinned SGLang (:mod:`bwstack.lockargs`).
+- with ``--args``: the parser snapshot ``sglang-args.json`` from the pinned SGLang (:mod:`bwstack.lock.args`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def lock(root: Path, *, variants: Sequence[str], digest: bool, python: bool, arg
                 set_digest(variant.pins_path, resolved)
                 echo(f"  digest: {variant.base_image}@{resolved}")
         if args:
-            from bwstack import lockargs
+            from bwstack.lock import args as lockargs
 
             try:
                 path = lockargs.lock_args(variant.dir, echo=echo)
