@@ -89,7 +89,7 @@ def test_clean_env_drops_the_callers_sglang_switches(monkeypatch: pytest.MonkeyP
 def test_shim_stands_in_for_torchvision_only_when_missing() -> None:
     code = (
         "import importlib.util, sys; real = importlib.util.find_spec('torchvision') is not None; "
-        "import bwstack._venv_shims as s; import torchvision.transforms as T; "
+        "import bwstack.foreign.venv_shims as s; import torchvision.transforms as T; "
         "print('real' if real else T.InterpolationMode.NEAREST.__name__, "
         "sys.modules['torchvision'].__version__ if not real else '')"
     )

@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 from bwstack import backends, rules
 from bwstack.errors import UserError
 from bwstack.model import EXPECT_CLASSES
+from bwstack.rules import book
 from bwstack.yamlload import load_yaml
 from healthchecks import signatures
 
@@ -300,7 +301,7 @@ def test_schema_classes_are_the_failure_classes() -> None:
 def test_every_rule_cites_evidence_and_known_libraries() -> None:
     keys = {lib.key for lib in backends.LIBRARIES}
     for rule in BOOK.rules:
-        assert rule.evidence and all(rules._EVIDENCE.search(e) for e in rule.evidence), rule.id
+        assert rule.evidence and all(book._EVIDENCE.search(e) for e in rule.evidence), rule.id
         assert set(rule.when.missing_kernel) <= keys
         assert "\n" not in rule.reason and "\n" not in rule.fix
 

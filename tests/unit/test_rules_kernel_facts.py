@@ -16,6 +16,7 @@ import pytest
 
 from bwstack import audit, pins, rules
 from bwstack.fatbin import CodeTarget, FileScan
+from bwstack.lock import kernel_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "images"
@@ -24,7 +25,7 @@ VARIANTS = ("v0.5.23-cu130", "v0.5.9-cu130")
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_committed_facts_are_well_formed_and_match_the_pins(variant: str) -> None:
-    assert rules.check_kernel_facts(IMAGES, variant) == []
+    assert kernel_facts.check_kernel_facts(IMAGES, variant) == []
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -64,7 +65,7 @@ def test_a_verdict_that_does_not_follow_from_the_targets_is_drift(tmp_path: Path
     doc = json.loads(path.read_text(encoding="utf-8"))
     doc["libraries"]["flash_mla"]["verdicts"]["sm120"] = "native"
     path.write_text(json.dumps(doc), encoding="utf-8")
-    problems = rules.check_kernel_facts(images, "v0.5.23-cu130")
+    problems = kernel_facts.check_kernel_facts(images, "v0.5.23-cu130")
     assert len(problems) == 1 and "flash_mla: verdicts for sm120 do not follow" in problems[0]
 
 
@@ -75,21 +76,21 @@ def test_a_pin_change_makes_the_facts_stale(tmp_path: Path) -> None:
     pins_path.write_text(
         text.replace('flashinfer-python = "0.7.2"', 'flashinfer-python = "0.7.3"'), encoding="utf-8"
     )
-    problems = rules.check_kernel_facts(images, "v0.5.23-cu130")
+    problems = kernel_facts.check_kernel_facts(images, "v0.5.23-cu130")
     assert any("do not match the variant's pins" in p and "0.7.3" in p for p in problems)
 
 
 def test_missing_facts_are_reported(tmp_path: Path) -> None:
     images = _copy_images(tmp_path)
     (images / "v0.5.9-cu130" / rules.KERNEL_FACTS_FILE).unlink()
-    assert rules.check_kernel_facts(images, "v0.5.9-cu130") == [
+    assert kernel_facts.check_kernel_facts(images, "v0.5.9-cu130") == [
         f"{images / 'v0.5.9-cu130' / rules.KERNEL_FACTS_FILE}: missing"
     ]
 
 
 def test_source_built_packages_are_not_audited_from_wheels() -> None:
     variant = pins.load_variant(IMAGES, "nightly-cu13-20260705-754524d8")
-    wanted, skipped = rules.kernel_packages(variant, None)
+    wanted, skipped = kernel_facts.kernel_packages(variant, None)
     assert ("flashinfer-cubin", "0.6.13") in wanted
     assert {"flashinfer-python", "sgl-deep-gemm"} <= set(skipped)
     assert all(p not in dict(wanted) for p in skipped)
@@ -117,7 +118,7 @@ def test_generator_on_a_synthetic_inventory() -> None:
         {"package": "sgl-flash-mla", "version": "1.0.0", "file": "y.whl", "sha256": "1" * 64},
         {"package": "flashinfer-python", "version": "0.7.2", "file": "z.whl", "sha256": "2" * 64},
     ]
-    doc = rules._facts_document(variant, None, inv, wheels, {})
+    doc = kernel_facts._facts_document(variant, None, inv, wheels, {})
     libs = doc["libraries"]
     assert libs["sgl_kernel.common_ops"]["verdicts"] == {
         "sm90": "native",
@@ -136,7 +137,7 @@ def test_generator_on_a_synthetic_inventory() -> None:
     )  # no batch_prefill.cu in this inventory
     assert doc["absent"]["sgl_kernel.flashmla_ops"] == "not in sglang-kernel 0.4.10"
     assert "flashinfer.trtllm_gen_fmha" in doc["not_audited"] and "torch" in doc["not_audited"]
-    assert rules._check_libraries(doc) == []
+    assert kernel_facts._check_libraries(doc) == []
 
 
 def test_find_wheel_picks_the_linux_x86_wheel_of_the_exact_version(tmp_path: Path) -> None:
@@ -147,10 +148,10 @@ def test_find_wheel_picks_the_linux_x86_wheel_of_the_exact_version(tmp_path: Pat
         "not-a-wheel.whl",
     ):
         (tmp_path / name).write_bytes(b"")
-    found = rules.find_wheel(tmp_path, "sgl-kernel", "0.3.21")
+    found = kernel_facts.find_wheel(tmp_path, "sgl-kernel", "0.3.21")
     assert found is not None and found.name == "sgl_kernel-0.3.21-cp310-abi3-manylinux2014_x86_64.whl"
-    assert rules.find_wheel(tmp_path, "sgl_kernel", "0.3.19") is None
-    assert rules.find_wheel(tmp_path / "none", "sgl-kernel", "0.3.21") is None
+    assert kernel_facts.find_wheel(tmp_path, "sgl_kernel", "0.3.19") is None
+    assert kernel_facts.find_wheel(tmp_path / "none", "sgl-kernel", "0.3.21") is None
 
 
 @pytest.mark.wheels
@@ -160,6 +161,6 @@ def test_find_wheel_picks_the_linux_x86_wheel_of_the_exact_version(tmp_path: Pat
 )
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_committed_facts_match_a_fresh_audit_of_the_wheels(variant: str) -> None:
-    fresh = rules.generate_kernel_facts(IMAGES, variant)
+    fresh = kernel_facts.generate_kernel_facts(IMAGES, variant)
     committed = rules.load_kernel_facts(IMAGES / variant)
     assert committed is not None and dict(committed.doc) == fresh
