@@ -398,10 +398,10 @@ def lock(
 
     root = file.parent
     if kernel_facts:
-        from bwstack import rules
+        from bwstack.lock import kernel_facts as facts_mod
 
         names = list(variants) or [v for v in pins.list_variants(root / "images") if v.startswith("v")]
-        sys.exit(rules.run_kernel_facts(root / "images", names, check=check, echo=click.echo))
+        sys.exit(facts_mod.run_kernel_facts(root / "images", names, check=check, echo=click.echo))
     sys.exit(
         locking.lock(
             root, variants=list(variants), digest=digest, python=python_, args=args_, echo=click.echo
