@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bwstack import render
+from bwstack import launch, render
 from bwstack.compose import Project
 from bwstack.errors import ExternalError, UserError
 from bwstack.model import Stack
@@ -288,7 +288,7 @@ def build(
     context = None
     if variant.is_cpu and not dry_run and base_image is None:
         context = prepare_cpu_build(stack, variant, echo=(lambda _m: None) if quiet else print)
-    argv = build_argv(stack, variant_name, tag=tag, base_image=base_image, context=context)
+    argv = docker_build_argv(stack, variant_name, tag=tag, base_image=base_image, context=context)
     if dry_run:
         print(" ".join(_shell_quote(a) for a in argv))
         return 0
@@ -351,7 +351,7 @@ def _docker(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120, check=False)
 
 
-def build_argv(
+def docker_build_argv(
     stack: Stack,
     variant_name: str,
     *,
@@ -359,6 +359,7 @@ def build_argv(
     base_image: str | None,
     context: Path | None = None,
 ) -> list[str]:
+    """The ``docker build`` command line of a variant's serving image (pins checked first)."""
     from bwstack import __version__, locking
 
     variant = stack.variant(variant_name)
@@ -383,7 +384,7 @@ def build_argv(
         "--file",
         str(stack.root / "Dockerfile"),
         "--tag",
-        tag or render.image_ref(stack, variant.name),
+        tag or launch.image_ref(stack, variant.name),
     ]
     for key, value in args.items():
         argv += ["--build-arg", f"{key}={value}"]

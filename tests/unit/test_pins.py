@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack import locking, pins, render
+from bwstack import launch, locking, pins
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = pins.list_variants(ROOT / "images")
@@ -128,7 +128,7 @@ def test_dockerfile_takes_every_build_arg_and_pins_nothing() -> None:
             assert declared[arg] in ("", '""'), (
                 f"ARG {arg} has a default ({declared[arg]}): pins live in images/"
             )
-    for path in (render.HC_DIR, render.SERVER_LOG, render.HF_HOME, render.JIT_CACHE):
+    for path in (launch.HC_DIR, launch.SERVER_LOG, launch.HF_HOME, launch.JIT_CACHE):
         assert path in dockerfile
     assert re.search(
         r"^HEALTHCHECK .*\n\s+CMD \[\"python3\", \"/opt/bwstack/healthchecks/warmup.py\"", dockerfile, re.M
