@@ -302,10 +302,10 @@ def build(
 def prepare_cpu_build(stack: Stack, variant: Variant, *, echo: Callable[[str], object]) -> Path:
     """A CPU variant's build inputs: its Debian base (mmdebstrap, no registry), its verified wheelhouse, and
     the build context that carries both (the repository's context never holds the wheels)."""
-    from bwstack import standin_image, wheelhouse
+    from bwstack import standin_rootfs, wheelhouse
 
-    if variant.base_image == standin_image.ROOTFS_IMAGE:
-        standin_image.ensure_rootfs(echo=echo)
+    if variant.base_image == standin_rootfs.ROOTFS_IMAGE:
+        standin_rootfs.ensure_rootfs(echo=echo)
     return wheelhouse.stage_context(stack.root, variant, echo=echo)
 
 

@@ -25,7 +25,7 @@ GENERATED_OR_PROSE = {
     "sglang-args.json",
 }
 #: a CPU variant's base is not pulled but built here, by the module that names it
-LOCAL_BASE_BUILDER = "src/bwstack/standin_image.py"
+LOCAL_BASE_BUILDER = "src/bwstack/standin_rootfs.py"
 
 
 #: the build and render machinery: where a hard-coded pin would bypass pins.toml
