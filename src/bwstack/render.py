@@ -1,8 +1,9 @@
 """Render the stack: profiles -> Jinja templates -> compose.yaml (and the generated pins manifests).
 
-Every value a template prints comes from :func:`service_context`; the templates only loop and look up. The
-output is validated against the vendored compose-spec JSON schema before it is written, and ``--check``
-compares a fresh render with the committed files so that drift fails CI.
+Every value a template prints comes from :func:`service_context`, which lays out the profile's launch spec
+(:mod:`bwstack.launch`: argv, env, healthcheck, image) in Compose's terms; the templates only loop and look
+up. The output is validated against the vendored compose-spec JSON schema before it is written, and
+``--check`` compares a fresh render with the committed files so that drift fails CI.
 """
 
 from __future__ import annotations
@@ -48,11 +49,6 @@ class Overrides:
 
     image_by_variant: Mapping[str, str] = field(default_factory=dict)
     env_by_profile: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-
-
-def healthcheck_test(stack: Stack, profile_name: str) -> list[str]:
-    """The launch spec's healthcheck in Compose's exec form (``CMD`` first: no shell)."""
-    return ["CMD", *launch.launch_spec(stack, profile_name).healthcheck]
 
 
 # sweep.py still reads these two here; point it at bwstack.launch, then delete them
