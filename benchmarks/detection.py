@@ -49,7 +49,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from bwstack import model, render, sweep
+from bwstack import classify, launch, model, render, sweep
 from bwstack.compose import Project
 from bwstack.files import atomic_write
 from bwstack.standin_image import ensure_standin_image
@@ -126,7 +126,7 @@ def write_project(setup: Setup, flavour: str, fault: str, root: Path) -> Project
     """A one-service compose project in its own folder (JSON is YAML); returns it."""
     folder = root / f"{flavour}-{fault}"
     (folder / "secrets").mkdir(parents=True)
-    for secret in render.SECRETS:
+    for secret in launch.SECRETS:
         (folder / "secrets" / secret).write_text("", encoding="utf-8")
     doc = {key: value for key, value in setup.rendered.items() if key != "services"}
     doc["name"] = f"bwbench{uuid.uuid4().hex[:8]}"
@@ -205,7 +205,7 @@ def observe(detection: Detection, state: dict[str, Any], elapsed: float) -> None
         detection.exit_code = int(state.get("ExitCode", -1))
     entries = (state.get("Health") or {}).get("Log") or []
     said = [probe_said(entry) for entry in entries]
-    decided = [line for line in said if sweep.probe_class(line) != "starting"]
+    decided = [line for line in said if classify.probe_class(line) != "starting"]
     if decided:
         detection.last_probe = decided[-1]
 

@@ -59,9 +59,9 @@ def docker_engine() -> None:
 @pytest.fixture(scope="session")
 def python_image(docker_engine: None) -> str:
     """A local image with python3 (the stand-in's Debian rootfs, built without a registry when missing)."""
-    from bwstack import standin_image
+    from bwstack import standin_rootfs
 
-    return standin_image.ensure_rootfs(echo=lambda _message: None)
+    return standin_rootfs.ensure_rootfs(echo=lambda _message: None)
 
 
 @pytest.fixture(scope="session", autouse=True)

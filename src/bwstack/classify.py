@@ -83,9 +83,22 @@ def parse_expect(items: list[str]) -> dict[str, str]:
     return expect
 
 
+def probe_class(output: str) -> str | None:
+    """The class of a healthcheck's last output line (``healthy: …`` / ``unhealthy: <class>: …``)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if not lines:
+        return None
+    last = lines[-1]
+    if last.startswith("healthy:") or last == "healthy":
+        return "healthy"
+    if last.startswith("unhealthy:"):
+        cls = last[len("unhealthy:") :].strip().split(":", 1)[0].strip()
+        return cls if cls in signatures.CLASSES else None
+    return None
+
+
 def profile_request(stack_file: Path, name: str) -> dict[str, str]:
     """What profile ``name`` of the stack file asks for (its backend fields and the TP size)."""
-    from bwstack import model
-    from bwstack.sweep import requested_backends
+    from bwstack import launch, model
 
-    return requested_backends(model.load_stack(stack_file), name)
+    return launch.requested_backends(model.load_stack(stack_file), name)

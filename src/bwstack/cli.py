@@ -153,12 +153,19 @@ def render(
     With the default stack file, the CPU stack beside it (profiles.cpu.yaml -> compose.cpu.yaml) is rendered
     and checked too.
     """
-    from bwstack import model
+    from bwstack import k8s, model, multihost
     from bwstack import render as render_mod
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
-    outputs = render_mod.render_outputs(stack, target=target, nodes=nodes, profiles=list(profiles), out=out)
+    for name in profiles:
+        stack.profile(name)  # UserError for an unknown name, before any target's own checks
+    if target == "k8s":
+        outputs = k8s.render_k8s(stack, nodes=nodes, profiles=profiles, out=out)
+    elif nodes > 1:
+        outputs = multihost.render_multihost(stack, nodes=nodes, profiles=profiles, out=out)
+    else:
+        outputs = render_mod.render_outputs(stack, profiles=profiles, out=out)
     cpu_file = file.parent / CPU_PROFILES
     if (
         file.name == DEFAULT_PROFILES

@@ -16,8 +16,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from bwstack import model, modelcache, pins, textlayout
 from bwstack.doctor_checks import (
     Check,
@@ -29,9 +27,7 @@ from bwstack.doctor_checks import (
     no_gpu_headline,
 )
 from bwstack.doctor_probe import CommandResult, HostProbe, default_probe
-from bwstack.errors import UserError
 from bwstack.modelcache import CacheStatus
-from bwstack.yamlload import load_yaml
 
 Echo = Callable[..., Any]
 
@@ -53,23 +49,6 @@ STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "
 # --- what the variant and profiles need ------------------------------------------------------------------
 
 
-def load_stack_file(profiles_file: Path) -> model.StackFile:
-    """profiles.yaml checked for shape and types only (``model.StackFile``); no parser snapshot needed.
-
-    A host preflight must not depend on ``sglang-args.json``; the full ``model.load_stack`` also checks every
-    backend value against it. Errors are the same one-line ``file:line`` UserErrors.
-    """
-    data, lines = load_yaml(profiles_file)
-    if not isinstance(data, dict):
-        raise UserError(
-            "top level must be a mapping (version, stack, model, profiles)", file=profiles_file, line=1
-        )
-    try:
-        return model.StackFile.model_validate(data)
-    except ValidationError as exc:
-        raise model._from_validation(exc, profiles_file, lines, data) from None
-
-
 def _uses_flag(stack: model.StackFile, flag: str) -> bool:
     """True when every profile gets ``flag`` (from model.extra_args or its own extra_args)."""
     if flag in stack.model.extra_args:
@@ -86,7 +65,8 @@ def _env_everywhere(stack: model.StackFile, name: str) -> str | None:
 
 
 def _from_stack(profiles_file: Path, variant: str | None) -> tuple[str, dict[str, Any]]:
-    stack = load_stack_file(profiles_file)
+    # shape and types only: a host preflight must not depend on the variants' parser snapshots
+    stack, _lines = model.parse_stack_file(profiles_file)
     used = {p.variant or stack.stack.variant for p in stack.profiles.values()}
     chosen = variant or stack.stack.variant
     needs: dict[str, Any] = {
@@ -155,7 +135,7 @@ def model_cache_status(profiles_file: Path, probe: HostProbe) -> CacheStatus | N
     """What the services' model cache holds for the stack's model (None: nothing to fetch)."""
     if not profiles_file.is_file():
         return None
-    stack = load_stack_file(profiles_file)
+    stack, _lines = model.parse_stack_file(profiles_file)
     repo, revision, settings = stack.model.path, stack.model.revision, stack.stack
     if repo.startswith("/"):
         return None

@@ -58,6 +58,9 @@ SAME_VALUE = {
     ("kv_cache_dtype", "bf16"): "bfloat16",
 }
 DSA_ATTENTION = ("dsa", "nsa")
+#: the model settings (sglang_cli.MODEL_FLAGS keys) whose flags explain passes on: the ones SGLang's backend
+#: resolution reads (the resolver brings its own --model-path)
+RESOLVER_MODEL_FLAGS = ("tp_size", "quantization")
 MODEL_CONFIGS = Path(__file__).parent / "data" / "model-configs"
 RESOLVE_SCRIPT = foreign.RESOLVE
 CACHE_FORMAT = "bwstack.explain/1"
@@ -269,32 +272,29 @@ def profile_query(
 ) -> tuple[str, Query, tuple[str, ...]]:
     """The SGLang version and query that explain a profile.
 
-    The query holds the profile's backends, the model's config.json, the argv the server gets (``--tp-size``,
-    ``--quantization``, the model's and the profile's extra args) and the env it runs with.
+    The query holds the profile's backends, the model's config.json, the parts of the server's argv (its
+    launch spec, :mod:`bwstack.launch`) that SGLang's resolution reads besides the backends (``--tp-size``,
+    ``--quantization``, the model's and the profile's extra args) and the env the stack file asks for.
     """
+    from bwstack.launch import launch_spec
+
     profile = stack.profile(profile_name)
-    variant_name = variant or stack.variant_name_for(profile_name)
-    pinned = stack.variant(variant_name)
-    snapshot = stack.snapshot(variant_name)
+    spec = launch_spec(stack, profile_name, variant)
+    pinned = stack.variant(spec.variant)
+    snapshot = stack.snapshot(spec.variant)
     version = pinned.sglang_version or snapshot.sglang_version
     notes: list[str] = []
     if not pinned.sglang_version:
         notes.append(
-            f"{variant_name} pins an SGLang that is not on PyPI; computed with sglang {version}, "
+            f"{spec.variant} pins an SGLang that is not on PyPI; computed with sglang {version}, "
             f"which its parser snapshot stands in with ({snapshot.provenance.get('method', '?')})"
         )
-    model = stack.model
-    argv = [
-        "--tp-size",
-        str(model.tp_size),
-        *(["--quantization", model.quantization] if model.quantization else []),
-    ]
     query = Query(
         arch=arch,
         model_config=stack_model_config(stack),
         requested=profile.backends(),
-        extra_argv=(*argv, *model.extra_args, *profile.extra_args),
-        env={**pinned.env, **model.env, **profile.env},
+        extra_argv=(*spec.model_argv(*RESOLVER_MODEL_FLAGS), *spec.extra_argv),
+        env=spec.stack_env,
     )
     return version, query, tuple(notes)
 

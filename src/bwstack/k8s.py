@@ -3,10 +3,11 @@
 A LeaderWorkerSet group is one model replica over ``nodes`` pods (one pod per node, ``tp_size / nodes`` GPUs
 each); SGLang joins them with ``--dist-init-addr $(LWS_LEADER_ADDRESS):20000 --nnodes $(LWS_GROUP_SIZE)
 --node-rank $(LWS_WORKER_INDEX)``, env vars the LWS webhook injects first in every container. The argv, the
-environment and the healthcheck come from :mod:`bwstack.render`, so compose and Kubernetes run the same server
-and the same probe. Every probe execs ``warmup.py``: the leader checks itself (readiness in full mode, startup
-and liveness in light mode); workers, whose own port only serves SGLang's always-200 dummy server, check the
-group through the leader in light mode while their own server log is scanned for fatal signatures.
+environment and the healthcheck come from the launch spec (:mod:`bwstack.launch`), so compose and Kubernetes
+run the same server and the same probe. Every probe execs ``warmup.py``: the leader checks itself (readiness
+in full mode, startup and liveness in light mode); workers, whose own port only serves SGLang's always-200
+dummy server, check the group through the leader in light mode while their own server log is scanned for
+fatal signatures.
 
 Compose syntax has no meaning here: ``${NAME:-default}`` becomes its default, and every literal ``$`` is
 written ``$$`` because Kubernetes expands ``$(NAME)`` in args, env values and exec probes.
@@ -22,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from bwstack import multihost, render
+from bwstack import launch, multihost, render
 from bwstack.errors import UserError
 from bwstack.model import Stack
 
@@ -152,9 +153,9 @@ def secret_name(stack: Stack, secret: str) -> str:
 # --- probes -------------------------------------------------------------------------------------------------
 
 
-def probe_command(stack: Stack, profile_name: str, mode: str, state: str, leader: bool) -> list[str]:
-    """The compose healthcheck (exec form, without ``CMD``) in ``mode``; workers take the URL from the env."""
-    argv = render.healthcheck_test(stack, profile_name)[1:]
+def probe_command(spec: launch.LaunchSpec, mode: str, state: str, leader: bool) -> list[str]:
+    """The launch spec's healthcheck in ``mode``; workers take the URL from the env."""
+    argv = spec.healthcheck
     argv = multihost.set_option(argv, "--mode", mode)
     argv = multihost.set_option(argv, "--state", state)
     if not leader:
@@ -162,16 +163,16 @@ def probe_command(stack: Stack, profile_name: str, mode: str, state: str, leader
     return [literal(arg) for arg in argv]
 
 
-def probes(stack: Stack, profile_name: str, leader: bool) -> dict[str, dict[str, Any]]:
+def probes(spec: launch.LaunchSpec, leader: bool) -> dict[str, dict[str, Any]]:
     """startup (sized for the load), readiness (full on the leader), liveness (light): all exec warmup.py."""
-    hc = stack.settings.healthcheck
+    hc = spec.stack.settings.healthcheck
     period = seconds(hc.interval)
     timeout = max(seconds(hc.timeout), hc.check_timeout + 5)
     startup_failures = math.ceil(seconds(hc.start_period) / STARTUP_PERIOD_S)
     ready_mode = "full" if leader else "light"
     return {
         "startupProbe": {
-            "command": probe_command(stack, profile_name, "light", render.HC_STATE, leader),
+            "command": probe_command(spec, "light", launch.HC_STATE, leader),
             "timing": {
                 "periodSeconds": STARTUP_PERIOD_S,
                 "timeoutSeconds": timeout,
@@ -180,7 +181,7 @@ def probes(stack: Stack, profile_name: str, leader: bool) -> dict[str, dict[str,
             },
         },
         "readinessProbe": {
-            "command": probe_command(stack, profile_name, ready_mode, READY_STATE, leader),
+            "command": probe_command(spec, ready_mode, READY_STATE, leader),
             "timing": {
                 "periodSeconds": period,
                 "timeoutSeconds": timeout,
@@ -189,7 +190,7 @@ def probes(stack: Stack, profile_name: str, leader: bool) -> dict[str, dict[str,
             },
         },
         "livenessProbe": {
-            "command": probe_command(stack, profile_name, "light", render.HC_STATE, leader),
+            "command": probe_command(spec, "light", launch.HC_STATE, leader),
             "timing": {
                 "periodSeconds": period,
                 "timeoutSeconds": timeout,
@@ -209,50 +210,50 @@ def dist_args() -> list[str]:
     )
 
 
-def container_env(stack: Stack, profile_name: str, leader: bool) -> dict[str, str]:
-    env = {key: literal(value) for key, value in render.environment(stack, profile_name).items()}
+def container_env(spec: launch.LaunchSpec, leader: bool) -> dict[str, str]:
+    env = {key: literal(value) for key, value in spec.env().items()}
     if not leader:  # LWS puts its variables first, so this reference expands
-        env["BWSTACK_HC_URL"] = f"http://$(LWS_LEADER_ADDRESS):{stack.settings.port}"
+        env["BWSTACK_HC_URL"] = f"http://$(LWS_LEADER_ADDRESS):{spec.port}"
     return env
 
 
 def mounts(stack: Stack, profile_name: str) -> list[dict[str, Any]]:
     found = [
         {"name": "dshm", "mountPath": "/dev/shm", "readOnly": False},  # noqa: S108 - the pod's shm mount
-        {"name": dns_label(stack.settings.model_cache), "mountPath": render.HF_HOME, "readOnly": False},
-        {"name": jit_claim(stack, profile_name), "mountPath": render.JIT_CACHE, "readOnly": False},
+        {"name": dns_label(stack.settings.model_cache), "mountPath": launch.HF_HOME, "readOnly": False},
+        {"name": jit_claim(stack, profile_name), "mountPath": launch.JIT_CACHE, "readOnly": False},
     ]
     if secret_sources(stack):
-        found.append({"name": "secrets", "mountPath": "/run/secrets", "readOnly": True})
+        found.append({"name": "secrets", "mountPath": launch.SECRETS_DIR, "readOnly": True})
     return found
 
 
 def jit_claim(stack: Stack, profile_name: str) -> str:
-    return dns_label(render.jit_volume(stack.variant_name_for(profile_name)))
+    return dns_label(launch.jit_volume(stack.variant_name_for(profile_name)))
 
 
 def secret_sources(stack: Stack) -> list[dict[str, str]]:
     """Secrets projected as files under /run/secrets, where serve.py and warmup.py read them."""
     return [
         {"secret": secret_name(stack, name.replace("_", "-")), "key": name, "path": name}
-        for name in render.SECRETS
-        if getattr(stack.settings, name)
+        for name in launch.stack_secrets(stack)
     ]
 
 
-def pod_context(stack: Stack, profile_name: str, nodes: int, leader: bool) -> dict[str, Any]:
+def pod_context(spec: launch.LaunchSpec, nodes: int, leader: bool) -> dict[str, Any]:
+    stack, profile_name = spec.stack, spec.profile
     role = "leader" if leader else "worker"
-    argv = [literal(arg) for arg in render.build_argv(stack, profile_name)] + dist_args()
+    argv = [literal(arg) for arg in spec.argv] + dist_args()
     return {
         "role": role,
         "labels": {**profile_labels(stack, profile_name), "role": role},
         "annotations": profile_annotations(stack, profile_name),
         "container": f"sglang-{role}",
         "args": argv,
-        "env": container_env(stack, profile_name, leader),
-        "gpus": str(stack.model.tp_size // nodes) if stack.device_for(profile_name) == "gpu" else None,
-        "port": stack.settings.port if leader else None,
-        "probes": probes(stack, profile_name, leader),
+        "env": container_env(spec, leader),
+        "gpus": str(spec.gpus // nodes) if spec.gpus else None,
+        "port": spec.port if leader else None,
+        "probes": probes(spec, leader),
         "mounts": mounts(stack, profile_name),
     }
 
@@ -260,8 +261,9 @@ def pod_context(stack: Stack, profile_name: str, nodes: int, leader: bool) -> di
 def lws_context(stack: Stack, profile_name: str, nodes: int) -> dict[str, Any]:
     """Everything the k8s template prints for one profile."""
     multihost.check_dist_flags(stack, profile_name)
+    spec = launch.launch_spec(stack, profile_name)
     name = lws_name(stack, profile_name)
-    variant = stack.variant_name_for(profile_name)
+    variant = spec.variant
     return {
         "name": name,
         "service": f"{name}-api",
@@ -269,11 +271,11 @@ def lws_context(stack: Stack, profile_name: str, nodes: int) -> dict[str, Any]:
         "expect": stack.profile(profile_name).expect,
         "variant": variant,
         "nodes": nodes,
-        "image": render.image_ref(stack, variant),
+        "image": spec.image,
         "labels": profile_labels(stack, profile_name),
         "annotations": profile_annotations(stack, profile_name),
-        "leader": pod_context(stack, profile_name, nodes, leader=True),
-        "worker": pod_context(stack, profile_name, nodes, leader=False),
+        "leader": pod_context(spec, nodes, leader=True),
+        "worker": pod_context(spec, nodes, leader=False),
         "uid": UID,
         "shm_size": quantity(stack.settings.shm_size),
         "secrets": secret_sources(stack),
@@ -281,7 +283,7 @@ def lws_context(stack: Stack, profile_name: str, nodes: int) -> dict[str, Any]:
             {"name": dns_label(stack.settings.model_cache), "size": cache_size(stack)},
             {"name": jit_claim(stack, profile_name), "size": JIT_CLAIM_SIZE},
         ],
-        "port": stack.settings.port,
+        "port": spec.port,
         "name_label": LWS_NAME_LABEL,
         "api_version": LWS_API_VERSION,
     }

@@ -1,7 +1,7 @@
 """The model cache on this host: where the services' Hugging Face cache lives, the manifest `bwstack fetch`
 writes beside it, and the state `up`, the sweep and `doctor` read from it.
 
-The services mount the cache at ``HF_HOME`` (render.HF_HOME): a named volume (``stack.model_cache``, data
+The services mount the cache at ``HF_HOME`` (launch.HF_HOME): a named volume (``stack.model_cache``, data
 under Docker's volume folder) or, with ``stack.model_cache_path``, a host folder. The cache inside follows
 the Hub's layout (``hub/models--ORG--NAME/{blobs,snapshots,refs}``); bwstack adds one manifest per repo and
 requested revision under ``bwstack/`` (repo, revision, commit, files with size and hash, bytes, time),

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bwstack import render
+from bwstack import launch, render
 from bwstack.errors import UserError
 from bwstack.model import Stack
 
@@ -136,7 +136,7 @@ def node_service(stack: Stack, profile_name: str, nodes: int, rank: int, rel: st
     base["build"]["context"] = rel
     cache = settings.model_cache_path
     if cache is not None and not cache.startswith("/") and rel != ".":  # a host folder next to profiles.yaml
-        base["volumes"][0] = f"{(PurePosixPath(rel) / cache).as_posix()}:{render.HF_HOME}"
+        base["volumes"][0] = f"{(PurePosixPath(rel) / cache).as_posix()}:{launch.HF_HOME}"
     return {
         **base,
         "name": service_name(profile_name, rank),
@@ -159,10 +159,10 @@ def multihost_context(stack: Stack, nodes: int, profiles: Sequence[str], target:
     rel = relative_root(stack, target)
     services = [node_service(stack, p, nodes, r, rel) for p in profiles for r in range(nodes)]
     volumes = render.named_volumes(stack, [s["variant"] for s in services])
-    secrets = {}
-    for name in render.SECRETS:
-        if getattr(stack.settings, name):
-            secrets[name] = (PurePosixPath(rel) / stack.settings.secrets_dir / name).as_posix()
+    secrets = {
+        name: (PurePosixPath(rel) / stack.settings.secrets_dir / name).as_posix()
+        for name in launch.stack_secrets(stack)
+    }
     return {
         # the single-host project name: a host keeps one model cache volume for both files
         "project": stack.settings.project,

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bwstack import render
+from bwstack import launch, render
 from bwstack.compose import Project
 from bwstack.errors import ExternalError, UserError
 from bwstack.model import Stack
@@ -260,11 +260,11 @@ def report_failure(
 
 def failure_class(health_reason: str, log_class: str | None) -> str | None:
     """The failure class of a failed ``up``: the server log's root cause, else the healthcheck's class."""
-    from bwstack import sweep
+    from bwstack import classify
 
     if log_class and log_class != "healthy":
         return log_class
-    cls = sweep.probe_class(health_reason)
+    cls = classify.probe_class(health_reason)
     return None if cls in (None, "healthy", "starting") else cls
 
 
@@ -288,7 +288,7 @@ def build(
     context = None
     if variant.is_cpu and not dry_run and base_image is None:
         context = prepare_cpu_build(stack, variant, echo=(lambda _m: None) if quiet else print)
-    argv = build_argv(stack, variant_name, tag=tag, base_image=base_image, context=context)
+    argv = docker_build_argv(stack, variant_name, tag=tag, base_image=base_image, context=context)
     if dry_run:
         print(" ".join(_shell_quote(a) for a in argv))
         return 0
@@ -302,10 +302,10 @@ def build(
 def prepare_cpu_build(stack: Stack, variant: Variant, *, echo: Callable[[str], object]) -> Path:
     """A CPU variant's build inputs: its Debian base (mmdebstrap, no registry), its verified wheelhouse, and
     the build context that carries both (the repository's context never holds the wheels)."""
-    from bwstack import standin_image, wheelhouse
+    from bwstack import standin_rootfs, wheelhouse
 
-    if variant.base_image == standin_image.ROOTFS_IMAGE:
-        standin_image.ensure_rootfs(echo=echo)
+    if variant.base_image == standin_rootfs.ROOTFS_IMAGE:
+        standin_rootfs.ensure_rootfs(echo=echo)
     return wheelhouse.stage_context(stack.root, variant, echo=echo)
 
 
@@ -351,7 +351,7 @@ def _docker(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120, check=False)
 
 
-def build_argv(
+def docker_build_argv(
     stack: Stack,
     variant_name: str,
     *,
@@ -359,6 +359,7 @@ def build_argv(
     base_image: str | None,
     context: Path | None = None,
 ) -> list[str]:
+    """The ``docker build`` command line of a variant's serving image (pins checked first)."""
     from bwstack import __version__
     from bwstack.lock import command as locking
 
@@ -384,7 +385,7 @@ def build_argv(
         "--file",
         str(stack.root / "Dockerfile"),
         "--tag",
-        tag or render.image_ref(stack, variant.name),
+        tag or launch.image_ref(stack, variant.name),
     ]
     for key, value in args.items():
         argv += ["--build-arg", f"{key}={value}"]

@@ -1,8 +1,9 @@
 """Render the stack: profiles -> Jinja templates -> compose.yaml (and the generated pins manifests).
 
-Every value a template prints comes from :func:`service_context`; the templates only loop and look up. The
-output is validated against the vendored compose-spec JSON schema before it is written, and ``--check``
-compares a fresh render with the committed files so that drift fails CI.
+Every value a template prints comes from :func:`service_context`, which lays out the profile's launch spec
+(:mod:`bwstack.launch`: argv, env, healthcheck, image) in Compose's terms; the templates only loop and look
+up. The output is validated against the vendored compose-spec JSON schema before it is written, and
+``--check`` compares a fresh render with the committed files so that drift fails CI.
 """
 
 from __future__ import annotations
@@ -16,18 +17,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from bwstack import pins, sglang_cli
+from bwstack import launch, pins
 from bwstack.errors import UserError
 from bwstack.files import atomic_write
 from bwstack.model import Stack
-
-# Paths inside the serving image (the Dockerfile creates them; tests check both agree).
-HC_DIR = "/opt/bwstack/healthchecks"
-SERVER_LOG = "/var/log/bwstack/server.log"
-HF_HOME = "/var/lib/bwstack/hf"
-JIT_CACHE = "/var/cache/bwstack"
-HC_STATE = "/tmp/bwstack-hc.json"  # noqa: S108 - a fixed path inside the container
-SECRETS = ("hf_token", "api_key")
 
 COMPOSE_TEMPLATE = "compose.yaml.j2"
 COMPOSE_FILE = "compose.yaml"
@@ -58,130 +51,16 @@ class Overrides:
     env_by_profile: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
-def build_argv(stack: Stack, profile_name: str) -> list[str]:
-    """The SGLang argv for one profile, spelt the way the profile's variant parses it."""
-    profile = stack.profile(profile_name)
-    snapshot = stack.snapshot_for(profile_name)
-    model = stack.model
-    argv: list[str] = ["--model-path", model_path_in_container(stack, profile_name)]
-    if model.revision:
-        argv += [sglang_cli.MODEL_FLAGS["revision"], model.revision]
-    if model.served_name:
-        argv += ["--served-model-name", model.served_name]
-    argv += ["--tp-size", str(model.tp_size)]
-    for key in ("quantization", "reasoning_parser", "tool_call_parser"):
-        value = getattr(model, key)
-        if value is not None:
-            argv += [sglang_cli.MODEL_FLAGS[key], value]
-    if model.context_length is not None:
-        argv += ["--context-length", str(model.context_length)]
-    if model.mem_fraction_static is not None:
-        argv += ["--mem-fraction-static", repr(model.mem_fraction_static)]
-    if model.trust_remote_code:
-        argv.append("--trust-remote-code")
-    argv += ["--host", "0.0.0.0", "--port", str(stack.settings.port)]  # noqa: S104 - inside the container
-    for key, value in profile.backends().items():
-        if value is None:
-            continue
-        option = snapshot.option_for(key)
-        spelled = snapshot.spell_value(key, value)
-        if option is None or spelled is None:  # load_stack already refused these
-            raise RenderError(f"profile {profile_name}: {key}={value} not renderable for {snapshot.label}")
-        argv += [option, spelled]
-    argv += list(model.extra_args) + list(profile.extra_args)
-    return argv
-
-
-def model_path_in_container(stack: Stack, profile_name: str) -> str:
-    """``--model-path``: a tiny model's folder in the mounted cache, else the path or repo as written."""
-    name = stack.model_path_for(profile_name)
-    return f"{HF_HOME}/{name}" if name in stack.tiny_models else name
-
-
-def expectations(stack: Stack, profile_name: str) -> list[str]:
-    """``key=value`` pairs the healthcheck compares with /server_info: every backend the profile asks for."""
-    profile = stack.profile(profile_name)
-    snapshot = stack.snapshot_for(profile_name)
-    pairs = []
-    for key, value in profile.backends().items():
-        if value is None or value == "auto":
-            continue
-        pairs.append(f"{key}={snapshot.spell_value(key, value) or value}")
-    pairs.append(f"tp_size={stack.model.tp_size}")
-    return pairs
-
-
-def environment(stack: Stack, profile_name: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Container environment: variant switches < model env < profile env < bwstack's own settings.
-
-    bwstack's own include the quality probe's calibrated baseline (``bwstack calibrate``), which the Docker /
-    Kubernetes healthcheck and the serve wrapper's readiness probe both read from the environment.
-    """
-    variant = stack.variant_for(profile_name)
-    # `bwstack up` and the sweep set BWSTACK_HF_HUB_OFFLINE=1 once `bwstack fetch` verified the model (a
-    # default: model or profile env may set HF_HUB_OFFLINE themselves)
-    env: dict[str, str] = {"HF_HUB_OFFLINE": "${BWSTACK_HF_HUB_OFFLINE:-0}"}
-    env.update(variant.env)
-    env.update(stack.model.env)
-    env.update(stack.profile(profile_name).env)
-    env["BWSTACK_PROFILE"] = profile_name
-    env["BWSTACK_FAIL_FAST"] = "1"
-    env["BWSTACK_LINGER"] = "${BWSTACK_HC_INTERVAL:-" + stack.settings.healthcheck.interval + "}"
-    from bwstack.calibrate import load_baseline
-
-    baseline = load_baseline(stack)  # the quality probe's calibrated passage score (baselines.json)
-    if baseline is not None:
-        env.update(baseline.env())
-    if extra:
-        env.update(extra)
-    return dict(sorted(env.items()))
-
-
-def healthcheck_test(stack: Stack, profile_name: str) -> list[str]:
-    """The exec-form healthcheck command (no shell): the deep check in light mode."""
-    hc = stack.settings.healthcheck
-    test = [
-        "CMD",
-        "python3",
-        f"{HC_DIR}/warmup.py",
-        "--url",
-        f"http://127.0.0.1:{stack.settings.port}",
-        "--timeout",
-        "${BWSTACK_HC_CHECK_TIMEOUT:-" + str(hc.check_timeout) + "}",
-        "--mode",
-        "light",
-        "--decode-every",
-        str(hc.decode_every),
-        "--log",
-        SERVER_LOG,
-        "--state",
-        HC_STATE,
-    ]
-    if stack.settings.api_key:
-        test += ["--api-key-file", "/run/secrets/api_key"]
-    if hc.expect_text:
-        test += ["--expect-text", hc.expect_text]
-    for pair in expectations(stack, profile_name):
-        test += ["--expect", pair]
-    return test
-
-
-def image_ref(stack: Stack, variant_name: str) -> str:
-    return f"{stack.settings.image_repo}:{variant_name}"
-
-
 def service_context(stack: Stack, profile_name: str, overrides: Overrides | None = None) -> dict[str, Any]:
-    """Everything the compose template prints for one profile."""
+    """Everything the compose template prints for one profile: its launch spec in Compose's terms."""
     overrides = overrides or Overrides()
+    spec = launch.launch_spec(stack, profile_name)
     profile = stack.profile(profile_name)
-    variant = stack.variant_for(profile_name)
+    variant = stack.variant(spec.variant)
     settings = stack.settings
     hc = settings.healthcheck
-    secrets = [
-        s for s in SECRETS if (s == "hf_token" and settings.hf_token) or (s == "api_key" and settings.api_key)
-    ]
     healthcheck: dict[str, Any] = {
-        "test": healthcheck_test(stack, profile_name),
+        "test": ["CMD", *spec.healthcheck],
         "interval": "${BWSTACK_HC_INTERVAL:-" + hc.interval + "}",
         "timeout": "${BWSTACK_HC_TIMEOUT:-" + hc.timeout + "}",
         "retries": hc.retries,
@@ -193,22 +72,25 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
         "name": profile_name,
         "description": profile.description,
         "expect": profile.expect,
-        "variant": variant.name,
-        "image": overrides.image_by_variant.get(variant.name) or image_ref(stack, variant.name),
+        "variant": spec.variant,
+        "image": overrides.image_by_variant.get(spec.variant) or spec.image,
         "build": {"context": ".", "dockerfile": "Dockerfile", "args": variant.build_args()},
-        "command": build_argv(stack, profile_name),
-        "environment": environment(stack, profile_name, overrides.env_by_profile.get(profile_name)),
-        "port": f"{settings.bind_address}:{settings.port}:{settings.port}",
+        "command": list(spec.argv),
+        "environment": spec.env(overrides.env_by_profile.get(profile_name)),
+        "port": f"{settings.bind_address}:{spec.port}:{spec.port}",
         # no GPU reservation for a service that runs on the CPU (stack.device / profile device: cpu)
-        "gpu_count": stack.model.tp_size if stack.device_for(profile_name) == "gpu" else None,
+        "gpu_count": spec.gpus,
         "shm_size": settings.shm_size,
         "restart": "no" if profile.known_bad else settings.restart,
-        "volumes": [f"{model_cache_source(stack)}:{HF_HOME}", f"{jit_volume(variant.name)}:{JIT_CACHE}"],
-        "secrets": secrets,
+        "volumes": [
+            f"{model_cache_source(stack)}:{launch.HF_HOME}",
+            f"{launch.jit_volume(spec.variant)}:{launch.JIT_CACHE}",
+        ],
+        "secrets": list(spec.secrets),
         "healthcheck": healthcheck,
         "labels": {
             "io.bwstack.profile": profile_name,
-            "io.bwstack.variant": variant.name,
+            "io.bwstack.variant": spec.variant,
             "io.bwstack.expect": profile.expect,
         },
     }
@@ -221,25 +103,16 @@ def model_cache_source(stack: Stack) -> str:
 
 def named_volumes(stack: Stack, variants: Sequence[str]) -> list[str]:
     """The top-level named volumes: the model cache (unless a host folder) and one JIT cache per variant."""
-    names = {jit_volume(v) for v in variants}
+    names = {launch.jit_volume(v) for v in variants}
     if stack.settings.model_cache_path is None:
         names.add(stack.settings.model_cache)
     return sorted(names)
 
 
-def jit_volume(variant_name: str) -> str:
-    """One JIT-cache volume per variant: an upgrade never reuses kernels compiled by another version."""
-    return "jit-" + variant_name.replace(".", "-")
-
-
 def compose_context(stack: Stack, overrides: Overrides | None = None) -> dict[str, Any]:
     services = [service_context(stack, name, overrides) for name in stack.profiles]
     volumes = named_volumes(stack, [s["variant"] for s in services])
-    secrets = {}
-    if stack.settings.hf_token:
-        secrets["hf_token"] = f"{stack.settings.secrets_dir}/hf_token"
-    if stack.settings.api_key:
-        secrets["api_key"] = f"{stack.settings.secrets_dir}/api_key"
+    secrets = {name: f"{stack.settings.secrets_dir}/{name}" for name in launch.stack_secrets(stack)}
     return {"project": stack.settings.project, "services": services, "volumes": volumes, "secrets": secrets}
 
 
@@ -279,25 +152,14 @@ def manifest_text(variant: pins.Variant) -> str:
     return json.dumps(variant.manifest(), indent=2, sort_keys=False) + "\n"
 
 
-def render_outputs(
-    stack: Stack,
-    *,
-    target: str = "compose",
-    nodes: int = 1,
-    profiles: Sequence[str] = (),
-    out: Path | None = None,
-) -> list[Output]:
-    """All files of one render target."""
+def render_outputs(stack: Stack, *, profiles: Sequence[str] = (), out: Path | None = None) -> list[Output]:
+    """compose.yaml (or ``out``) with every profile, and the variants' pins manifests.
+
+    Multi-host Compose (:mod:`bwstack.multihost`) and Kubernetes (:mod:`bwstack.k8s`) are other targets;
+    the CLI picks one.
+    """
     for name in profiles:
         stack.profile(name)  # UserError for unknown names
-    if target == "k8s":
-        from bwstack import k8s
-
-        return k8s.render_k8s(stack, nodes=nodes, profiles=list(profiles), out=out)
-    if nodes > 1:
-        from bwstack import multihost
-
-        return multihost.render_multihost(stack, nodes=nodes, profiles=list(profiles), out=out)
     if profiles:
         raise UserError(
             "--profile selects profiles for --target k8s or --nodes > 1; compose.yaml holds them all"

@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 from ruamel.yaml import YAML
 
-from bwstack import cli, doctor, fetch, model, modelcache, render
+from bwstack import cli, doctor, fetch, launch, model, modelcache, render
 from bwstack.doctor_checks import check_model_cache
 from bwstack.doctor_probe import CommandResult
 from bwstack.errors import ExternalError
@@ -163,7 +163,7 @@ def test_after_fetch_up_runs_offline_and_doctor_says_present(hub: Hub, repo: Rep
     services = rendered["services"]
     for service in services.values():
         assert service["environment"]["HF_HUB_OFFLINE"] == "${BWSTACK_HF_HUB_OFFLINE:-0}"
-        assert f"./hf-cache:{render.HF_HOME}" in service["volumes"]
+        assert f"./hf-cache:{launch.HF_HOME}" in service["volumes"]
 
 
 def test_up_refuses_before_any_container_when_the_model_is_missing(profiles: Path) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from bwstack import model, render, sweep
+from bwstack import classify, launch, model, render, sweep
 from bwstack.compose import Project
 from bwstack.files import atomic_write
 from support.stack import ROOT, copy_stack
@@ -102,7 +102,7 @@ class TrackedContainer:
     def verdict(self) -> str:
         """The class of the newest probe that decided something (``starting`` probes skipped); '' if none."""
         for line in reversed(self.health_log()):
-            found = sweep.probe_class(line)
+            found = classify.probe_class(line)
             if found is not None and found != "starting":
                 return found
         return ""
@@ -329,7 +329,7 @@ class StandinCompose:
         if memlock_reset:
             files.append(root / "compose.host.yaml")
             atomic_write(files[-1], sweep.memlock_reset(list(stack.profiles)))
-        for secret in render.SECRETS:
+        for secret in launch.SECRETS:
             path = root / stack.settings.secrets_dir / secret
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.exists():

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from bwstack import cli, model, operate, render, sweep
+from bwstack import cli, launch, model, operate, sweep
 from bwstack.compose import Project
 from bwstack.files import atomic_write
 from integration import dockerstack
@@ -80,7 +80,7 @@ def cli_stack(standin_refs: dict[str, str], tmp_path_factory: pytest.TempPathFac
     stack = dockerstack.edited_stack(
         tmp_path_factory.mktemp("cli-stack"), _edit(project, repo, dockerstack.free_port())
     )
-    tags = [render.image_ref(stack, variant) for variant in sorted(stack.variants_used())]
+    tags = [launch.image_ref(stack, variant) for variant in sorted(stack.variants_used())]
     try:
         for variant, tag in zip(sorted(stack.variants_used()), tags, strict=True):
             dockerstack.docker("tag", standin_refs[variant], tag)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bwstack import model, render, report, sweep
+from bwstack import launch, model, report, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE_EVERY_S = 0.3
@@ -34,7 +34,7 @@ def _free_port() -> int:
 
 
 def _argv(stack: model.Stack, name: str, port: int) -> list[str]:
-    argv = render.build_argv(stack, name)
+    argv = launch.launch_spec(stack, name).argv
     argv[argv.index("--host") + 1] = "127.0.0.1"
     argv[argv.index("--port") + 1] = str(port)
     return argv
@@ -43,7 +43,7 @@ def _argv(stack: model.Stack, name: str, port: int) -> list[str]:
 def _probe(stack: model.Stack, name: str, port: int, log: Path, state: Path) -> sweep.Probe:
     argv = [sys.executable, str(ROOT / "healthchecks" / "warmup.py"), "--url", f"http://127.0.0.1:{port}"]
     argv += ["--timeout", str(PROBE_TIMEOUT_S), "--mode", "full", "--log", str(log), "--state", str(state)]
-    for pair in render.expectations(stack, name):
+    for pair in launch.launch_spec(stack, name).expectations:
         argv += ["--expect", pair]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S + 30, check=False)
     output = (done.stdout + done.stderr).strip()
@@ -121,7 +121,7 @@ def run_profile(
         "exit_code": judge.exit_code if exited else None,
         "oom_killed": False,
         "health": judge.health_evidence(),
-        "requested": sweep.requested_backends(stack, name),
+        "requested": launch.requested_backends(stack, name),
         "effective": sweep.effective_from(info) if info else None,
         "server_version": str(info["version"]) if info and info.get("version") is not None else None,
         "timeout_s": options.timeout_s,

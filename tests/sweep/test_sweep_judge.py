@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bwstack import sweep
+from bwstack import classify, sweep
 from bwstack.sweep import Exited, HealthChange, Judge, LogEnd, LogLine, Probe
 from healthchecks import signatures
 
@@ -203,7 +203,7 @@ def test_wake_at_is_the_earlier_of_settle_and_budget() -> None:
     ],
 )
 def test_probe_class(output: str, cls: str | None) -> None:
-    assert sweep.probe_class(output) == cls
+    assert classify.probe_class(output) == cls
 
 
 def _class_of(name: str) -> str:

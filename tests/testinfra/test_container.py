@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from infra_targets import Service
 
-from bwstack import render
+from bwstack import launch
 from integration import dockerstack
 
 pytestmark = [pytest.mark.docker]
@@ -38,10 +38,11 @@ def test_server_runs_exactly_the_rendered_argv(service: Service) -> None:
     process = server_process(service.host)
     cmdline = proc_file(service.host, process.pid, "cmdline")
     assert cmdline[1:3] == ["-m", SERVER_MODULE]
-    assert cmdline[3:] == [*render.build_argv(service.stack, service.profile), "--api-key", service.api_key]
+    argv = launch.launch_spec(service.stack, service.profile).argv
+    assert cmdline[3:] == [*argv, "--api-key", service.api_key]
     wrapper = proc_file(service.host, 1, "cmdline")
-    assert wrapper[:2] == ["python3", f"{render.HC_DIR}/serve.py"]
-    assert wrapper[2:] == render.build_argv(service.stack, service.profile)  # compose `command:` = the argv
+    assert wrapper[:2] == ["python3", f"{launch.HC_DIR}/serve.py"]
+    assert wrapper[2:] == argv  # compose `command:` = the argv
 
 
 def test_secrets_reach_only_the_server(service: Service) -> None:
@@ -63,7 +64,7 @@ def test_no_secret_in_inspect_labels_history_or_logs(service: Service) -> None:
     image = dockerstack.docker("image", "inspect", service.image).stdout
     history = dockerstack.docker("history", "--no-trunc", service.image).stdout
     logs = service.container.logs()
-    server_log = service.host.file(render.SERVER_LOG).content_string
+    server_log = service.host.file(launch.SERVER_LOG).content_string
     assert "--api-key ***" in logs or "api-key from" in logs  # the start line shows the flag, redacted
     for secret in (service.hf_token, service.api_key):
         for where, text in {
@@ -83,7 +84,7 @@ def test_listens_on_the_configured_port(service: Service) -> None:
 
 
 def test_server_log_is_written(service: Service) -> None:
-    log = service.host.file(render.SERVER_LOG)
+    log = service.host.file(launch.SERVER_LOG)
     assert log.is_file and log.user == "bwstack"
     text = log.content_string
     assert f"bwstack-serve: starting python3 -m {SERVER_MODULE} " in text
@@ -91,7 +92,7 @@ def test_server_log_is_written(service: Service) -> None:
     assert "The server is fired up and ready to roll!" in text
     size = log.size
     # the healthcheck's requests keep adding access-log lines
-    assert dockerstack.wait_until(lambda: service.host.file(render.SERVER_LOG).size > size, timeout=60)
+    assert dockerstack.wait_until(lambda: service.host.file(launch.SERVER_LOG).size > size, timeout=60)
 
 
 def test_runs_as_the_documented_user(service: Service) -> None:
@@ -100,5 +101,5 @@ def test_runs_as_the_documented_user(service: Service) -> None:
         uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
         assert set(uids) == {"10001"}, (pid, uids)
     assert server_process(service.host).user == "bwstack"
-    for path in (render.SERVER_LOG.rsplit("/", 1)[0], render.JIT_CACHE, render.HF_HOME):
+    for path in (launch.SERVER_LOG.rsplit("/", 1)[0], launch.JIT_CACHE, launch.HF_HOME):
         assert service.host.file(path).user == "bwstack", path

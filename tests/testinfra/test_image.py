@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from infra_targets import Target
 
-from bwstack import __version__, operate, pins, render
+from bwstack import __version__, launch, operate, pins
 from bwstack.standin_image import BASE_REPO
 from integration import dockerstack
 from support.stack import ROOT
@@ -72,9 +72,9 @@ def documented_healthcheck() -> dict[str, Any]:
 def test_entrypoint_healthcheck_user_and_port_as_the_dockerfile_documents(image_target: Target) -> None:
     config = image_config(image_target.image)
     assert config["Entrypoint"] == json.loads(dockerfile_instructions("ENTRYPOINT")[-1])
-    assert config["Entrypoint"] == ["python3", f"{render.HC_DIR}/serve.py"]  # docs/design.md, image layout
+    assert config["Entrypoint"] == ["python3", f"{launch.HC_DIR}/serve.py"]  # docs/design.md, image layout
     assert config["Healthcheck"] == documented_healthcheck()
-    assert config["Healthcheck"]["Test"][1:3] == ["python3", f"{render.HC_DIR}/warmup.py"]
+    assert config["Healthcheck"]["Test"][1:3] == ["python3", f"{launch.HC_DIR}/warmup.py"]
     assert config["User"] == dockerfile_instructions("USER")[-1]
     assert config["StopSignal"] == dockerfile_instructions("STOPSIGNAL")[-1]
     assert set(config["ExposedPorts"]) == {
@@ -85,12 +85,12 @@ def test_entrypoint_healthcheck_user_and_port_as_the_dockerfile_documents(image_
 def test_healthcheck_and_wrapper_are_present_and_executable(image_target: Target) -> None:
     host = image_target.host
     for name in HEALTHCHECK_FILES:
-        script = host.file(f"{render.HC_DIR}/{name}")
+        script = host.file(f"{launch.HC_DIR}/{name}")
         assert script.is_file, name
         assert script.mode & 0o111 == 0o111, f"{name}: mode {script.mode:o}"
         assert script.user == "root" and script.mode & 0o022 == 0, f"{name} is writable by the server user"
-    assert host.run(f"test -w {render.HC_DIR}/warmup.py").rc != 0
-    assert host.run(f"python3 {render.HC_DIR}/warmup.py --help").rc == 0
+    assert host.run(f"test -w {launch.HC_DIR}/warmup.py").rc != 0
+    assert host.run(f"python3 {launch.HC_DIR}/warmup.py --help").rc == 0
     variant_dir = ROOT / "images" / image_target.variant
     assert (
         host.file("/opt/bwstack/versions.json").content_string == (variant_dir / "versions.json").read_text()
@@ -141,7 +141,7 @@ def test_runs_as_bwstack_and_owns_the_writable_paths(image_target: Target) -> No
     user = host.user()
     assert (user.name, user.uid) == ("bwstack", 10001)
     assert host.check_output("id -u") == dockerfile_instructions("USER")[-1].split(":")[0]
-    for path in (render.SERVER_LOG.rsplit("/", 1)[0], render.JIT_CACHE, render.HF_HOME):
+    for path in (launch.SERVER_LOG.rsplit("/", 1)[0], launch.JIT_CACHE, launch.HF_HOME):
         folder = host.file(path)
         assert folder.is_directory and folder.user == "bwstack" and folder.group == "bwstack", path
         probe = f"{path}/.bwstack-write-test"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from bwstack import calibrate, k8s, listing, model, render
+from bwstack import calibrate, k8s, launch, listing, model, render
 from bwstack.errors import ExternalError, UserError
 from healthchecks import common, warmup
 
@@ -38,7 +38,7 @@ def test_no_baseline_renders_nothing_and_list_says_so(stack_copy: Path) -> None:
     stack = model.load_stack(stack_copy)
     assert calibrate.load_baseline(stack) is None
     assert "only the baseline-free checks run" in calibrate.describe(stack)
-    env = render.environment(stack, "dense-fi-bf16")
+    env = launch.launch_spec(stack, "dense-fi-bf16").env()
     assert common.ENV_HC_BASELINE not in env
     assert listing.list_data(stack, arch=None)["quality_baseline"] is None
 

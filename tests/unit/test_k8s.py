@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from kubernetes_validate import utils as kv
 from ruamel.yaml import YAML
 
-from bwstack import cli, k8s, model, render
+from bwstack import cli, k8s, launch, model
 from bwstack.errors import UserError
 from bwstack.render import RenderError
 from support.stack import copy_stack
@@ -130,13 +130,13 @@ def test_args_and_env_come_from_the_compose_logic(stack: model.Stack, manifests:
     for name, (lws, _) in manifests.items():
         for role, container in containers(lws):
             args = [a.replace("$$", "$") for a in container["args"][:-6]]
-            assert args == render.build_argv(stack, name)
+            assert args == launch.launch_spec(stack, name).argv
             env = {e["name"]: e["value"] for e in container["env"]}
-            expected = {k: k8s.from_compose(v) for k, v in render.environment(stack, name).items()}
+            expected = {k: k8s.from_compose(v) for k, v in launch.launch_spec(stack, name).env().items()}
             if role == "worker":
                 expected["BWSTACK_HC_URL"] = "http://$(LWS_LEADER_ADDRESS):30000"
             assert env == expected
-            assert container["image"] == render.image_ref(stack, stack.variant_name_for(name))
+            assert container["image"] == launch.image_ref(stack, stack.variant_name_for(name))
     env = {
         e["name"]: e["value"]
         for e in manifests["dsa-fi-sparse-fp8"][0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"][
@@ -187,8 +187,8 @@ def test_pod_security_shm_cache_and_secrets(stack: model.Stack, manifests: dict[
         mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
         assert mounts == {
             "/dev/shm": "dshm",
-            render.HF_HOME: "hf-cache",
-            render.JIT_CACHE: "jit-v0-5-23-cu130",
+            launch.HF_HOME: "hf-cache",
+            launch.JIT_CACHE: "jit-v0-5-23-cu130",
             "/run/secrets": "secrets",
         }
         assert spec["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
@@ -256,7 +256,7 @@ def test_every_probe_runs_the_healthcheck(manifests: dict[str, Any]) -> None:
                 assert command[:2] == WARMUP
                 want = "full" if (role, probe) == ("leader", "readinessProbe") else "light"
                 assert option(command, "--mode") == want
-                assert option(command, "--log") == render.SERVER_LOG
+                assert option(command, "--log") == launch.SERVER_LOG
                 if role == "leader":
                     assert option(command, "--url") == "http://127.0.0.1:30000"
                 else:  # workers reach the group through the leader, by env (LWS_LEADER_ADDRESS)
@@ -270,10 +270,10 @@ def test_every_probe_runs_the_healthcheck(manifests: dict[str, Any]) -> None:
 def test_probe_command_is_the_compose_healthcheck(stack: model.Stack, manifests: dict[str, Any]) -> None:
     for name, (lws, _) in manifests.items():
         leader = templates(lws)["leader"]["spec"]["containers"][0]
-        compose = [k8s.from_compose(a) for a in render.healthcheck_test(stack, name)[1:]]
+        compose = [k8s.from_compose(a) for a in launch.launch_spec(stack, name).healthcheck]
         assert leader["livenessProbe"]["exec"]["command"] == compose
         assert option(compose, "--timeout") == str(stack.settings.healthcheck.check_timeout)
-        for pair in render.expectations(stack, name):
+        for pair in launch.launch_spec(stack, name).expectations:
             assert pair in leader["readinessProbe"]["exec"]["command"]
 
 
@@ -282,8 +282,8 @@ def test_probe_states_do_not_collide(manifests: dict[str, Any]) -> None:
     for lws, _ in manifests.values():
         for _, container in containers(lws):
             states = {p: option(container[p]["exec"]["command"], "--state") for p in PROBES}
-            assert states["startupProbe"] == states["livenessProbe"] == render.HC_STATE
-            assert states["readinessProbe"] != render.HC_STATE
+            assert states["startupProbe"] == states["livenessProbe"] == launch.HC_STATE
+            assert states["readinessProbe"] != launch.HC_STATE
 
 
 def test_probe_timing_covers_the_load(stack: model.Stack, manifests: dict[str, Any]) -> None:

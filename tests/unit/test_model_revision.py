@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bwstack import model, render, report, sglang_argv
+from bwstack import launch, model, report, sglang_argv
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -39,7 +39,7 @@ def _bwstack(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_revision_is_passed_as_revision_and_parsed_by_every_variant(stack_copy: Path) -> None:
     stack = model.load_stack(_pin(stack_copy))
     for name in stack.profiles:
-        argv = render.build_argv(stack, name)
+        argv = launch.launch_spec(stack, name).argv
         assert argv[argv.index("--revision") + 1] == COMMIT
         # the variant's own parser (rebuilt from its snapshot) takes it as the revision
         snapshot = stack.snapshot_for(name).raw
@@ -51,7 +51,7 @@ def test_revision_is_passed_as_revision_and_parsed_by_every_variant(stack_copy: 
 def test_unpinned_warns_and_renders_no_revision(stack_copy: Path) -> None:
     stack = model.load_stack(stack_copy)
     assert any("model.revision is not set" in w for w in stack.warnings)
-    assert all("--revision" not in render.build_argv(stack, n) for n in stack.profiles)
+    assert all("--revision" not in launch.launch_spec(stack, n).argv for n in stack.profiles)
     pinned = model.load_stack(_pin(stack_copy))
     assert not any("model.revision" in w for w in pinned.warnings)
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from ruamel.yaml import YAML
 
-from bwstack import cli, model, multihost, render
+from bwstack import cli, launch, model, multihost, render
 from bwstack.errors import UserError
 from support.stack import copy_stack
 
@@ -64,10 +64,10 @@ def test_rank_services_share_the_single_host_logic(stack: model.Stack) -> None:
         svc = data["services"][f"dsa-fi-sparse-fp8-node{rank}"]
         argv = svc["command"]
         assert argv[-6:] == ["--dist-init-addr", DIST, "--nnodes", "4", "--node-rank", str(rank)]
-        single = render.build_argv(stack, "dsa-fi-sparse-fp8")
+        single = launch.launch_spec(stack, "dsa-fi-sparse-fp8").argv
         assert multihost.set_option(argv[:-6], "--host", "0.0.0.0") == single
         assert option(argv, "--tp-size") == "8"
-        assert svc["environment"] == render.environment(stack, "dsa-fi-sparse-fp8")
+        assert svc["environment"] == launch.launch_spec(stack, "dsa-fi-sparse-fp8").env()
         device = svc["deploy"]["resources"]["reservations"]["devices"][0]
         assert device == {"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}
         assert svc["network_mode"] == "host" and "ports" not in svc and svc["ipc"] == "host"
@@ -84,7 +84,7 @@ def test_only_rank_zero_serves_and_runs_the_deep_check(stack: model.Stack) -> No
     assert option(worker["command"], "--host") == "127.0.0.1"
     deep = leader["healthcheck"]["test"]
     assert deep[:3] == ["CMD", "python3", "/opt/bwstack/healthchecks/warmup.py"]
-    assert deep == render.healthcheck_test(stack, "dense-triton-auto")
+    assert deep == ["CMD", *launch.launch_spec(stack, "dense-triton-auto").healthcheck]
     shallow = worker["healthcheck"]["test"]
     assert shallow[:3] == ["CMD", "python3", "-c"] and "warmup.py" not in " ".join(shallow)
     assert "/health" in shallow[3] and "/generate" not in shallow[3]
@@ -249,8 +249,8 @@ def test_model_cache_path_is_bind_mounted_from_where_the_file_is(stack_copy: Pat
     stack_copy.write_text(text)
     stack = model.load_stack(stack_copy)
     for out, mount in ((stack_copy.parent / "mh", "../models"), (stack_copy.parent, "./models")):
-        (output,) = render.render_outputs(stack, nodes=2, profiles=["dsa-fi-sparse-fp8"], out=out)
+        (output,) = multihost.render_multihost(stack, nodes=2, profiles=["dsa-fi-sparse-fp8"], out=out)
         data = YAML(typ="safe").load(output.text)
         assert "hf-cache" not in (data.get("volumes") or {})
         for service in data["services"].values():
-            assert service["volumes"][0] == f"{mount}:{render.HF_HOME}"
+            assert service["volumes"][0] == f"{mount}:{launch.HF_HOME}"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack import pins, render
+from bwstack import launch, pins
 from bwstack.lock import command as locking
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ GENERATED_OR_PROSE = {
     "sglang-args.json",
 }
 #: a CPU variant's base is not pulled but built here, by the module that names it
-LOCAL_BASE_BUILDER = "src/bwstack/standin_image.py"
+LOCAL_BASE_BUILDER = "src/bwstack/standin_rootfs.py"
 
 
 #: the build and render machinery: where a hard-coded pin would bypass pins.toml
@@ -43,6 +43,8 @@ MACHINERY = [
         f"src/bwstack/{m}.py"
         for m in (
             "pins",
+            "launch",
+            "standin_rootfs",
             "render",
             "operate",
             "model",
@@ -131,7 +133,7 @@ def test_dockerfile_takes_every_build_arg_and_pins_nothing() -> None:
             assert declared[arg] in ("", '""'), (
                 f"ARG {arg} has a default ({declared[arg]}): pins live in images/"
             )
-    for path in (render.HC_DIR, render.SERVER_LOG, render.HF_HOME, render.JIT_CACHE):
+    for path in (launch.HC_DIR, launch.SERVER_LOG, launch.HF_HOME, launch.JIT_CACHE):
         assert path in dockerfile
     assert re.search(
         r"^HEALTHCHECK .*\n\s+CMD \[\"python3\", \"/opt/bwstack/healthchecks/warmup.py\"", dockerfile, re.M

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from bwstack import model, render
+from bwstack import launch, model, render
 from bwstack.render import RenderError
 
 
@@ -62,9 +62,9 @@ def test_no_secret_inline_and_no_shell(stack: model.Stack) -> None:
 
 
 def test_flag_spelling_follows_the_variant_parser(stack: model.Stack) -> None:
-    old = render.build_argv(stack, "legacy-nsa-default-fp8")
+    old = launch.launch_spec(stack, "legacy-nsa-default-fp8").argv
     assert old[old.index("--attention-backend") + 1] == "nsa"
-    new = render.build_argv(stack, "dsa-fi-sparse-fp8")
+    new = launch.launch_spec(stack, "dsa-fi-sparse-fp8").argv
     assert new[new.index("--attention-backend") + 1] == "dsa"
     assert "--dsa-decode-backend" in new and "--nsa-decode-backend" not in new
 
@@ -76,7 +76,7 @@ def test_nsa_flags_rendered_for_old_parser(stack_copy: Path) -> None:
     )
     stack_copy.write_text(text)
     stack = model.load_stack(stack_copy)
-    argv = render.build_argv(stack, "legacy-nsa-default-fp8")
+    argv = launch.launch_spec(stack, "legacy-nsa-default-fp8").argv
     assert argv[argv.index("--nsa-decode-backend") + 1] == "flashmla_kv"
     assert "--dsa-decode-backend" not in argv
 

@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from bwstack import model, render, sweep
+from bwstack import k8s, model, multihost, render, sweep
 
 
 def _compose(stack: model.Stack) -> dict[str, Any]:
@@ -152,9 +152,9 @@ def test_multihost_and_k8s_follow_the_device_too(
     stack_copy: Path, target: str, nodes: int, gpu_text: str
 ) -> None:
     def text() -> str:
-        outputs = render.render_outputs(
+        render_target = k8s.render_k8s if target == "k8s" else multihost.render_multihost
+        outputs = render_target(
             model.load_stack(stack_copy),
-            target=target,
             nodes=nodes,
             profiles=["dense-fi-bf16"],
             out=stack_copy.parent / "out",

@@ -57,14 +57,12 @@ from bwstack.sweep.judge import (
     Probe,
     Verdict,
     last_line,
-    probe_class,
 )
 from bwstack.sweep.plan import (
     STANDIN_FAULTS,
     Options,
     Plan,
     make_plan,
-    requested_backends,
     source_label,
     standin_fault,
 )
@@ -169,9 +167,7 @@ __all__ = [
     "pending_server_info",
     "prepare_real_cpu",
     "print_summary",
-    "probe_class",
     "profile_detail",
-    "requested_backends",
     "run_demo",
     "run_sweep",
     "signal_handlers",

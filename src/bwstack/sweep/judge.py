@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bwstack.classify import probe_class
 from healthchecks import signatures, startup
 
 #: a fatal log signature waits this long for the root-cause line (the traceback follows the first crash line)
@@ -82,20 +83,6 @@ class Verdict:
 
 #: the serve wrapper's line when its fail-fast stopped the server (healthchecks/serve.py)
 FAIL_FAST_STOP = re.compile(r"server stopped by fail-fast \(exit status -?\d+\): unhealthy: ([a-z_]+):.*")
-
-
-def probe_class(output: str) -> str | None:
-    """The class of a healthcheck's last output line (``healthy: …`` / ``unhealthy: <class>: …``)."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    if not lines:
-        return None
-    last = lines[-1]
-    if last.startswith("healthy:") or last == "healthy":
-        return "healthy"
-    if last.startswith("unhealthy:"):
-        cls = last[len("unhealthy:") :].strip().split(":", 1)[0].strip()
-        return cls if cls in signatures.CLASSES else None
-    return None
 
 
 def last_line(output: str) -> str:

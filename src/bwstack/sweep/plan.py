@@ -114,13 +114,6 @@ class Options:
     load_seconds: float | None
 
 
-def requested_backends(stack: Stack, name: str) -> dict[str, str]:
-    """What the profile asks for (semantic fields it sets, and the TP size)."""
-    requested = {k: v for k, v in stack.profile(name).backends().items() if v is not None}
-    requested["tp_size"] = str(stack.model.tp_size)
-    return requested
-
-
 def source_label(stack: Stack, options: Options) -> str:
     """Where a row's verdict came from, in words the report prints next to it."""
     if options.standin:

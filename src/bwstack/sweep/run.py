@@ -13,7 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bwstack import operate, render, report
+from bwstack import launch, operate, render, report, standin_rootfs
 from bwstack.compose import Project
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
@@ -191,13 +191,13 @@ def compose_project(
 
 def prepare_real_cpu(plan: Plan, console: Any) -> None:
     """A CPU stack's real sweep: its tiny models in the model cache and its image (built once)."""
-    from bwstack import standin_image, tinymodel
+    from bwstack import tinymodel
 
     stack = plan.stack
     tinymodel.ensure_for_stack(stack, echo=lambda m: console.print(m, markup=False))
     for variant in sorted({stack.variant_name_for(n) for n in plan.names}):
-        ref = render.image_ref(stack, variant)
-        if standin_image.image_exists(ref):
+        ref = launch.image_ref(stack, variant)
+        if standin_rootfs.image_exists(ref):
             continue
         console.print(f"sweep: building {ref} (real SGLang on the CPU; once)", markup=False)
         status = operate.build(stack, variant, tag=ref, base_image=None, dry_run=False, quiet=True)

@@ -12,10 +12,11 @@ from typing import Any
 from bwstack import operate, report
 from bwstack.compose import Project
 from bwstack.errors import ExternalError
+from bwstack.launch import requested_backends
 from bwstack.model import Stack
 from bwstack.sweep.display import Display, status_text
 from bwstack.sweep.judge import Exited, HealthChange, Judge, LogEnd, LogLine, Probe, Verdict
-from bwstack.sweep.plan import Options, requested_backends, source_label, standin_fault
+from bwstack.sweep.plan import Options, source_label, standin_fault
 from bwstack.sweep.streams import (
     Streams,
     effective_from,

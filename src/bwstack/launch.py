@@ -1,0 +1,229 @@
+"""The one launch spec: what the server of one profile gets, built once from (stack, profile, variant).
+
+:class:`LaunchSpec` holds the SGLang argv (model flags table-driven from :data:`sglang_cli.MODEL_FLAGS`,
+the listen address, the backend flags spelt by the variant's parser snapshot, the extra args), the container
+environment, the deep healthcheck's command, the image, the port and the GPUs, and this module names the
+paths inside the serving image. Compose (:mod:`bwstack.render`), multi-host Compose (:mod:`bwstack.multihost`)
+and Kubernetes (:mod:`bwstack.k8s`) only lay the spec out in their syntax; ``explain``, the rules and the
+sweep's fast mode read their argv and env from it, so every room starts the same server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from bwstack import sglang_cli
+
+if TYPE_CHECKING:
+    from bwstack.model import Stack
+
+# Paths inside the serving image (the Dockerfile creates them; tests check both agree).
+HC_DIR = "/opt/bwstack/healthchecks"
+SERVER_LOG = "/var/log/bwstack/server.log"
+HF_HOME = "/var/lib/bwstack/hf"
+JIT_CACHE = "/var/cache/bwstack"
+HC_STATE = "/tmp/bwstack-hc.json"  # noqa: S108 - a fixed path inside the container
+SECRETS_DIR = "/run/secrets"
+#: the secret files a stack may mount (under SECRETS_DIR), each switched on by the stack setting of its name
+SECRETS = ("hf_token", "api_key")
+#: where SGLang listens inside the container (the host side binds stack.bind_address)
+LISTEN_HOST = "0.0.0.0"  # noqa: S104 - inside the container
+
+
+class LaunchError(Exception):
+    """A profile that load_stack accepted cannot be launched: a bug in bwstack, not in the user's input."""
+
+
+def image_ref(stack: Stack, variant_name: str) -> str:
+    """The serving image of a variant: ``<stack.image_repo>:<variant>``."""
+    return f"{stack.settings.image_repo}:{variant_name}"
+
+
+def model_path_in_container(stack: Stack, profile_name: str) -> str:
+    """``--model-path``: a tiny model's folder in the mounted cache, else the path or repo as written."""
+    name = stack.model_path_for(profile_name)
+    return f"{HF_HOME}/{name}" if name in stack.tiny_models else name
+
+
+def jit_volume(variant_name: str) -> str:
+    """One JIT-cache volume per variant: an upgrade never reuses kernels compiled by another version."""
+    return "jit-" + variant_name.replace(".", "-")
+
+
+def stack_secrets(stack: Stack) -> tuple[str, ...]:
+    """The secrets the stack sets (mounted as files under SECRETS_DIR)."""
+    return tuple(name for name in SECRETS if getattr(stack.settings, name))
+
+
+def launch_spec(stack: Stack, profile_name: str, variant: str | None = None) -> LaunchSpec:
+    """The launch spec of one profile, with its own variant or ``variant`` (``bwstack explain --variant``)."""
+    stack.profile(profile_name)  # UserError for an unknown name
+    return LaunchSpec(stack, profile_name, variant or stack.variant_name_for(profile_name))
+
+
+@dataclass(frozen=True, eq=False)
+class LaunchSpec:
+    """One profile's server on one variant. Each part is computed on first use, once."""
+
+    stack: Stack
+    profile: str
+    variant: str
+
+    @property
+    def image(self) -> str:
+        return image_ref(self.stack, self.variant)
+
+    @property
+    def port(self) -> int:
+        return self.stack.settings.port
+
+    @property
+    def gpus(self) -> int | None:
+        """GPUs of one replica (model.tp_size); None for a profile that runs on the CPU."""
+        return self.stack.model.tp_size if self.stack.device_for(self.profile) == "gpu" else None
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return stack_secrets(self.stack)
+
+    # --- argv ---------------------------------------------------------------------------------------------
+
+    @cached_property
+    def model_args(self) -> dict[str, tuple[str, ...]]:
+        """Model settings as flags, by :data:`sglang_cli.MODEL_FLAGS` key, in that table's order (unset
+        settings absent; a true boolean is the flag alone)."""
+        model = self.stack.model
+        found: dict[str, tuple[str, ...]] = {}
+        for key, flag in sglang_cli.MODEL_FLAGS.items():
+            if key == "path":
+                value: object = model_path_in_container(self.stack, self.profile)
+            else:
+                value = getattr(model, key)
+            if value is None or value is False or value == "":
+                continue
+            if value is True:
+                found[key] = (flag,)
+            else:
+                found[key] = (flag, repr(value) if isinstance(value, float) else str(value))
+        return found
+
+    def model_argv(self, *keys: str) -> list[str]:
+        """The flags of the model settings ``keys`` (every one when none is named), in table order."""
+        return [arg for key, args in self.model_args.items() if not keys or key in keys for arg in args]
+
+    @property
+    def listen_argv(self) -> list[str]:
+        return ["--host", LISTEN_HOST, "--port", str(self.port)]
+
+    @cached_property
+    def backend_argv(self) -> list[str]:
+        """The profile's backend fields, spelt the way the variant's parser snapshot parses them."""
+        snapshot = self.stack.snapshot(self.variant)
+        argv: list[str] = []
+        for key, value in self.stack.profile(self.profile).backends().items():
+            if value is None:
+                continue
+            option = snapshot.option_for(key)
+            spelled = snapshot.spell_value(key, value)
+            if option is None or spelled is None:  # load_stack already refused these
+                raise LaunchError(
+                    f"profile {self.profile}: {key}={value} not renderable for {snapshot.label}"
+                )
+            argv += [option, spelled]
+        return argv
+
+    @property
+    def extra_argv(self) -> list[str]:
+        """model.extra_args, then the profile's extra_args, as written."""
+        return [*self.stack.model.extra_args, *self.stack.profile(self.profile).extra_args]
+
+    @cached_property
+    def argv(self) -> list[str]:
+        """The server's whole argv: model flags, listen address, backend flags, extra args."""
+        return [*self.model_argv(), *self.listen_argv, *self.backend_argv, *self.extra_argv]
+
+    # --- environment --------------------------------------------------------------------------------------
+
+    @property
+    def stack_env(self) -> dict[str, str]:
+        """The env the stack file asks for: variant switches < model env < profile env."""
+        env = dict(self.stack.variant(self.variant).env)
+        env.update(self.stack.model.env)
+        env.update(self.stack.profile(self.profile).env)
+        return env
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The container environment, sorted: offline default < :attr:`stack_env` < bwstack's own < ``extra``.
+
+        Values may use compose's ``${NAME:-default}`` (the renderers resolve it their way). bwstack's own
+        include the quality probe's calibrated baseline (``bwstack calibrate``), which the Docker / Kubernetes
+        healthcheck and the serve wrapper's readiness probe both read from the environment.
+        """
+        # `bwstack up` and the sweep set BWSTACK_HF_HUB_OFFLINE=1 once `bwstack fetch` verified the model (a
+        # default: model or profile env may set HF_HUB_OFFLINE themselves)
+        env: dict[str, str] = {"HF_HUB_OFFLINE": "${BWSTACK_HF_HUB_OFFLINE:-0}"}
+        env.update(self.stack_env)
+        env["BWSTACK_PROFILE"] = self.profile
+        env["BWSTACK_FAIL_FAST"] = "1"
+        env["BWSTACK_LINGER"] = "${BWSTACK_HC_INTERVAL:-" + self.stack.settings.healthcheck.interval + "}"
+        from bwstack.calibrate import load_baseline
+
+        baseline = load_baseline(self.stack)  # the quality probe's calibrated passage score (baselines.json)
+        if baseline is not None:
+            env.update(baseline.env())
+        if extra:
+            env.update(extra)
+        return dict(sorted(env.items()))
+
+    # --- healthcheck --------------------------------------------------------------------------------------
+
+    @cached_property
+    def expectations(self) -> list[str]:
+        """``key=value`` pairs the healthcheck compares with /server_info: every backend the profile asks
+        for (``auto`` left to SGLang), and the TP size."""
+        snapshot = self.stack.snapshot(self.variant)
+        pairs = []
+        for key, value in self.stack.profile(self.profile).backends().items():
+            if value is None or value == "auto":
+                continue
+            pairs.append(f"{key}={snapshot.spell_value(key, value) or value}")
+        pairs.append(f"tp_size={self.stack.model.tp_size}")
+        return pairs
+
+    @cached_property
+    def healthcheck(self) -> list[str]:
+        """The deep check in light mode, as an argv (no shell; Compose puts ``CMD`` in front)."""
+        hc = self.stack.settings.healthcheck
+        test = [
+            "python3",
+            f"{HC_DIR}/warmup.py",
+            "--url",
+            f"http://127.0.0.1:{self.port}",
+            "--timeout",
+            "${BWSTACK_HC_CHECK_TIMEOUT:-" + str(hc.check_timeout) + "}",
+            "--mode",
+            "light",
+            "--decode-every",
+            str(hc.decode_every),
+            "--log",
+            SERVER_LOG,
+            "--state",
+            HC_STATE,
+        ]
+        if self.stack.settings.api_key:
+            test += ["--api-key-file", f"{SECRETS_DIR}/api_key"]
+        if hc.expect_text:
+            test += ["--expect-text", hc.expect_text]
+        for pair in self.expectations:
+            test += ["--expect", pair]
+        return test
+
+
+def requested_backends(stack: Stack, name: str) -> dict[str, str]:
+    """What the profile asks for (semantic fields it sets, and the TP size)."""
+    requested = {k: v for k, v in stack.profile(name).backends().items() if v is not None}
+    requested["tp_size"] = str(stack.model.tp_size)
+    return requested
