@@ -1,4 +1,8 @@
-"""Shared test fixtures: the repository root, a scratch copy of the stack, and the Docker requirement.
+"""Shared test fixtures: the repository root, the stack (a scratch copy or the repository's own), a scratch
+``$BWSTACK_CACHE``, and the Docker requirement.
+
+Every fixture used by more than one test module lives here (or in the conftest.py of the one folder that uses it);
+the repository root is ``support.stack.ROOT``. ``tests/test_tests_tidy.py`` keeps it that way.
 
 Tests that need Docker use the ``docker_engine`` fixture: without a reachable engine and Compose v2 they skip on
 a developer machine and FAIL when the CI environment variable is set, so CI can never pass with them skipped.
@@ -14,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bwstack import model
 from support.stack import ROOT, copy_stack
 
 
@@ -26,6 +31,32 @@ def repo_root() -> Path:
 def stack_copy(tmp_path: Path) -> Path:
     """Path of profiles.yaml in a scratch copy of the stack."""
     return copy_stack(tmp_path)
+
+
+@pytest.fixture()
+def stack(stack_copy: Path) -> model.Stack:
+    """The stack loaded from a scratch copy (one per test)."""
+    return model.load_stack(stack_copy)
+
+
+@pytest.fixture(scope="module")
+def module_stack(tmp_path_factory: pytest.TempPathFactory) -> model.Stack:
+    """The stack loaded from a scratch copy made once per test module (for modules that only read it)."""
+    return model.load_stack(copy_stack(tmp_path_factory.mktemp("stack")))
+
+
+@pytest.fixture(scope="module")
+def repo_stack() -> model.Stack:
+    """The repository's own profiles.yaml, loaded once per test module (read, never written)."""
+    return model.load_stack(ROOT / "profiles.yaml")
+
+
+@pytest.fixture()
+def scratch_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``$BWSTACK_CACHE`` pointed at an empty folder of this test, so no cached result of this machine counts."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BWSTACK_CACHE", str(cache))
+    return cache
 
 
 def _docker_problem() -> str | None:
@@ -62,6 +93,17 @@ def python_image(docker_engine: None) -> str:
     from bwstack import standin_rootfs
 
     return standin_rootfs.ensure_rootfs(echo=lambda _message: None)
+
+
+@pytest.fixture(scope="session")
+def standin_refs(docker_engine: None) -> dict[str, str]:
+    """variant -> stand-in serving image, built once per session (tests/integration and tests/testinfra).
+
+    The services run with ``compose.nogpu.yaml``: any engine will do.
+    """
+    from integration import dockerstack
+
+    return dockerstack.standin_images()
 
 
 @pytest.fixture(scope="session", autouse=True)

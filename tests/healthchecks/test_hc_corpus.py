@@ -13,6 +13,7 @@ import pytest
 
 from bwstack.classify import classify_log_file
 from healthchecks import signatures
+from support.stack import ROOT
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 EXPECTED: dict[str, dict[str, str]] = json.loads((CORPUS / "EXPECTED.json").read_text(encoding="utf-8"))
@@ -73,7 +74,6 @@ def test_the_corpus_covers_what_operators_meet() -> None:
 
 # --- one catalog: every list of classes is derived from healthchecks/signatures.py -------------------------------
 
-ROOT = Path(__file__).resolve().parents[2]
 TABLE_START = "<!-- class-table: rendered from healthchecks/signatures.py"
 TABLE_END = "<!-- /class-table -->"
 

@@ -11,12 +11,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO, cast
 
 import pytest
 
 from healthchecks import serve, signatures
+from support.stack import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SERVE = ROOT / "healthchecks" / "serve.py"
 HERE = Path(__file__).resolve().parent
 KEY = "sk-live-0f9e8d7c6b5a"
@@ -91,8 +92,7 @@ def test_signals_are_forwarded(tmp_path: Path, sig: signal.Signals) -> None:
         cwd=tmp_path,
     )
     lines: queue.Queue[str] = queue.Queue()
-    stream = proc.stdout
-    assert stream is not None
+    stream = cast("IO[str]", proc.stdout)  # stdout=PIPE: always a stream
 
     def read_all() -> None:
         for line in stream:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from healthchecks import startup, vocabulary
+from support.stack import ROOT
 
 CORPUS = Path(__file__).resolve().parent / "startup_corpus"
 LOGS = sorted(p for p in CORPUS.glob("*.log") if p.with_suffix(".expected.json").exists())
@@ -227,15 +228,12 @@ def test_flags_and_server_args_fields_map_to_the_same_profile_field(variant: str
     the dest that the parse reads from its server_args record: both land on the same profile field."""
     from bwstack import sglang_cli
 
-    snapshot = sglang_cli.load_snapshot(
-        Path(__file__).resolve().parents[2] / "images" / variant / "sglang-args.json"
-    )
+    snapshot = sglang_cli.load_snapshot(ROOT / "images" / variant / "sglang-args.json")
     for field in vocabulary.REPORT_FIELDS:
         flags = vocabulary.SEMANTIC_FLAGS.get(field, vocabulary.TP_FLAGS)
-        known = [snapshot.flag(flag) for flag in flags if snapshot.flag(flag) is not None]
+        known = [found for found in map(snapshot.flag, flags) if found is not None]
         assert known, f"{variant} has no flag for {field}"
         for flag in known:
-            assert flag is not None
             # 0.5.9's from_cli_args renames the argparse dest tensor_parallel_size to the field tp_size
             # (sglang 0.5.9 wheel, srt/server_args.py ServerArgs.from_cli_args); 0.5.23 uses the field name
             dest = "tp_size" if flag.dest == "tensor_parallel_size" else flag.dest

@@ -8,8 +8,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from bwstack.cli import main
+from support.stack import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "startup_corpus"
 SEED = CORPUS / "rocm-v0.5.9_glm5-fp8_triton.log"
 

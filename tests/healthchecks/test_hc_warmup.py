@@ -15,8 +15,8 @@ import pytest
 from hc_fakes import FakeSGLang, free_port, generate_body, server_info
 
 from healthchecks import warmup
+from support.stack import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 WARMUP = ROOT / "healthchecks" / "warmup.py"
 NAN_LINE = (
     "/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], "

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from support.contract import PROBES, fixture_path, record_real
 from support.realsglang import CPU_VARIANTS
+from support.stack import ROOT
 
 
 def main(argv: list[str]) -> int:
@@ -38,9 +39,7 @@ def main(argv: list[str]) -> int:
             partial = target.with_suffix(".partial")
             partial.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
             partial.replace(target)
-            print(
-                f"{variant} {case}: {target.relative_to(Path(__file__).resolve().parents[2])} {data['facts']}"
-            )
+            print(f"{variant} {case}: {target.relative_to(ROOT)} {data['facts']}")
     return 0
 
 

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.stack import ROOT
+
 DATA = Path(__file__).resolve().parent / "data"
 REAL_SNAPSHOTS = {
     "0.5.23": ROOT / "images/v0.5.23-cu130/sglang-args.json",

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[1] / "standin" / "data" / "real"
+from support.stack import TESTS
+
+DATA = TESTS / "standin" / "data" / "real"
 SCHEMA = "bwstack.standin-contract/1"
 PROMPT = "The quick brown fox jumps over the lazy dog."
 MAX_NEW_TOKENS = 4

@@ -5,7 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]  # the repository root: the one definition every test imports
+TESTS = ROOT / "tests"
 
 
 def copy_stack(dest: Path) -> Path:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bwstack import launch, model, report, sweep
+from support.stack import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PROBE_EVERY_S = 0.3
 PROBE_TIMEOUT_S = 15
 

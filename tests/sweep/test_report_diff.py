@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -274,16 +273,6 @@ for (const badge of document.querySelectorAll('.verdict')) {
 document.body.setAttribute('data-overlaps', String(bad.length));
 document.body.setAttribute('data-badges', String(document.querySelectorAll('.verdict').length));
 </script>"""
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("chromium not installed")
-    return found
 
 
 def _chromium(

@@ -9,9 +9,7 @@ parallel runs on one engine do not collide.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -175,16 +173,6 @@ def _profile_names(profiles: Path) -> list[str]:
 
 
 # --- the HTML report in headless Chromium ---------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("chromium not installed")
-    return found
 
 
 CONSOLE = re.compile(r'CONSOLE[^\]]*\]\s*"(?P<message>.*)", source: (?P<source>\S*)')

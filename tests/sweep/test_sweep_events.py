@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from rich.console import Console
 
 from bwstack import model, sweep
@@ -92,11 +91,6 @@ class RecordedRunner(sweep.Runner):
     def server_info(self) -> dict[str, Any] | None:
         self.asked += 1
         return self.info
-
-
-@pytest.fixture()
-def stack(stack_copy: Path) -> model.Stack:
-    return model.load_stack(stack_copy)
 
 
 def _watch(runner: RecordedRunner, items: list[tuple[str, Any]], name: str) -> sweep.Watch:

@@ -6,7 +6,6 @@ Times are explicit numbers, never the wall clock: each sequence is a list of (ti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +13,9 @@ import pytest
 from bwstack import classify, sweep
 from bwstack.sweep import Exited, HealthChange, Judge, LogEnd, LogLine, Probe
 from healthchecks import signatures
+from support.stack import TESTS
 
-LOGS = Path(__file__).resolve().parents[1] / "healthchecks" / "logs"
+LOGS = TESTS / "healthchecks" / "logs"
 
 STARTING = Probe(
     1, "unhealthy: starting: GET /health answered 503: SGLang is still starting (warmup not done)"

@@ -258,11 +258,6 @@ def test_html_marks_only_real_backend_differences() -> None:
 # --- plan, stand-in faults, fast mode, resume (no Docker) --------------------------------------------------
 
 
-@pytest.fixture()
-def stack(stack_copy: Path) -> model.Stack:
-    return model.load_stack(stack_copy)
-
-
 def test_plan_checks_names_and_keeps_order(stack: model.Stack) -> None:
     with pytest.raises(UserError, match="unknown profile 'nope'"):
         sweep.make_plan(stack, ["dense-fi-bf16", "nope"], variant=None, standin=False)

@@ -6,7 +6,7 @@
   compose secret files holding a known fake HF token and API key, waited for ``healthy``.
 
 Both are removed at the end, also after a failure. The stand-in images come from
-``integration.dockerstack.standin_images`` (one build per session, shared with tests/integration).
+the session fixture ``standin_refs`` of tests/conftest.py (one build per session, shared with tests/integration).
 """
 
 from __future__ import annotations
@@ -23,11 +23,6 @@ from integration import dockerstack
 from integration.dockerstack import StandinCompose, TrackedContainer
 
 VARIANTS = sorted(dockerstack.repo_stack().variants_used())
-
-
-@pytest.fixture(scope="session")
-def standin_refs(docker_engine: None) -> dict[str, str]:
-    return dockerstack.standin_images()  # services run with compose.nogpu.yaml: any engine will do
 
 
 @pytest.fixture(scope="module", params=VARIANTS)

@@ -21,8 +21,9 @@ import pytest
 
 from bwstack import audit, fatbin
 from bwstack.fatbin import CodeTarget, FileScan
+from support.stack import TESTS
 
-SOURCE = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "add_one.cu"
+SOURCE = TESTS / "fixtures" / "cuda" / "add_one.cu"
 
 # name -> (nvcc mode, -gencode values)
 BUILDS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -86,7 +87,7 @@ def _compile(nvcc: Path, out: Path, mode: str, gencodes: tuple[str, ...]) -> Non
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def cuda_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every BUILDS entry compiled once (two at a time) into a session temp folder."""
     nvcc = _tool_or_skip("nvcc", _find_nvcc)
     out = tmp_path_factory.mktemp("cuda-fixtures")
@@ -109,8 +110,8 @@ def _names(scan: FileScan | None) -> list[str]:
 
 
 @pytest.mark.parametrize("name", list(BUILDS))
-def test_python_reader_finds_the_compiled_archs(built: dict[str, Path], name: str) -> None:
-    assert _names(fatbin.scan_file(built[name], name)) == EXPECTED[name]
+def test_python_reader_finds_the_compiled_archs(cuda_builds: dict[str, Path], name: str) -> None:
+    assert _names(fatbin.scan_file(cuda_builds[name], name)) == EXPECTED[name]
 
 
 def _cuobjdump_view(targets: tuple[CodeTarget, ...]) -> set[str]:
@@ -122,9 +123,9 @@ def _cuobjdump_view(targets: tuple[CodeTarget, ...]) -> set[str]:
 
 
 @pytest.mark.parametrize("name", list(BUILDS))
-def test_readers_agree(built: dict[str, Path], cuobjdump: Path, name: str) -> None:
-    ours = fatbin.scan_file(built[name], name)
-    theirs = audit.cuobjdump_scan(cuobjdump, built[name], name)
+def test_readers_agree(cuda_builds: dict[str, Path], cuobjdump: Path, name: str) -> None:
+    ours = fatbin.scan_file(cuda_builds[name], name)
+    theirs = audit.cuobjdump_scan(cuobjdump, cuda_builds[name], name)
     assert ours is not None and theirs.error is None, theirs.error
     assert _cuobjdump_view(ours.targets) == {t.name for t in theirs.targets}
     assert ours.entries == theirs.entries
@@ -150,13 +151,13 @@ def test_readers_agree(built: dict[str, Path], cuobjdump: Path, name: str) -> No
         ("k90.cubin", (12, 0), "missing"),
     ],
 )
-def test_verdicts(built: dict[str, Path], name: str, device: tuple[int, int], verdict: str) -> None:
-    scan = fatbin.scan_file(built[name], name)
+def test_verdicts(cuda_builds: dict[str, Path], name: str, device: tuple[int, int], verdict: str) -> None:
+    scan = fatbin.scan_file(cuda_builds[name], name)
     assert scan is not None and scan.verdict(device) == verdict
 
 
 @pytest.fixture
-def site(built: dict[str, Path], tmp_path: Path) -> Path:
+def site(cuda_builds: dict[str, Path], tmp_path: Path) -> Path:
     """A site-packages laid out like sglang-kernel, with the compiled libraries in the library files' places."""
     layout = {
         "sgl_kernel/sm100/common_ops.abi3.so": "blackwell.so",
@@ -168,7 +169,7 @@ def site(built: dict[str, Path], tmp_path: Path) -> Path:
     }
     for rel, name in layout.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(built[name], tmp_path / rel)
+        shutil.copy(cuda_builds[name], tmp_path / rel)
     return tmp_path
 
 

@@ -314,7 +314,8 @@ def test_bad_input_exits_2_with_one_line(case: Case, stack_copy: Path) -> None:
 def test_unmodified_stack_validates(stack_copy: Path) -> None:
     result = _run_validate(stack_copy)
     assert result.returncode == 0, result.stderr
-    assert "ok: 9 profiles" in result.stdout or "ok:" in result.stdout
+    assert result.stdout == f"{stack_copy}: ok: 9 profiles, variants: v0.5.23-cu130, v0.5.9-cu130\n"
+    assert all(ln.startswith("bwstack: warning: ") for ln in result.stderr.splitlines()), result.stderr
 
 
 def test_dev_null_gives_one_line() -> None:

@@ -17,8 +17,9 @@ from ruamel.yaml import YAML
 from bwstack import calibrate, k8s, launch, listing, model, render
 from bwstack.errors import ExternalError, UserError
 from healthchecks import common, warmup
+from support.stack import TESTS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "healthchecks"))
+sys.path.insert(0, str(TESTS / "healthchecks"))
 from hc_fakes import FakeSGLang, generate_body
 
 MODEL = "nvidia/GLM-5-NVFP4"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from bwstack import report
+from support.stack import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "doctor"
 
 

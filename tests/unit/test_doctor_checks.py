@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +24,9 @@ from bwstack.doctor_checks import (
     parse_version,
 )
 from bwstack.doctor_probe import CommandResult, FixtureProbe, FsStats
+from support.stack import TESTS
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "doctor"
+FIXTURES = TESTS / "fixtures" / "doctor"
 GIB = 1024**3
 
 SM120 = Expectations(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from bwstack.doctor_probe import (
     df_lookup,
 )
 from bwstack.errors import UserError
+from support.stack import TESTS
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "doctor"
+FIXTURES = TESTS / "fixtures" / "doctor"
 HOSTS = ["rtx-pro-6000-8x", "b200-8x", "h200-8x", "no-nvidia"]
 
 
@@ -125,7 +127,8 @@ def test_system_probe_files_and_limits(tmp_path: Path) -> None:
     assert probe.count_entries(str(tmp_path)) == 2
     assert probe.count_entries(str(tmp_path / "missing")) is None
     stats = probe.fs_stats(str(tmp_path))
-    assert isinstance(stats, FsStats) and stats.size_bytes >= stats.free_bytes >= 0
+    assert isinstance(stats, FsStats) and stats.size_bytes >= stats.free_bytes
+    assert stats.size_bytes == shutil.disk_usage(tmp_path).total  # the stdlib's own statvfs arithmetic
     assert probe.fs_stats(str(tmp_path / "missing")) is None
     memlock = probe.memlock()
     assert memlock == "unlimited" or (memlock is not None and memlock.isdigit())

@@ -13,10 +13,7 @@ import pytest
 from bwstack import sglang_env
 from bwstack.errors import ExternalError, UserError
 
-
-@pytest.fixture(autouse=True)
-def _scratch_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BWSTACK_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("scratch_cache")  # an empty $BWSTACK_CACHE per test
 
 
 def test_cache_root_and_venv_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,10 +13,7 @@ import pytest
 from bwstack import explain, model
 from bwstack.errors import UserError
 
-
-@pytest.fixture(autouse=True)
-def _scratch_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BWSTACK_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("scratch_cache")  # an empty $BWSTACK_CACHE per test
 
 
 def _raw(**resolved: Any) -> dict[str, Any]:
@@ -173,11 +170,6 @@ def test_cache_roundtrip_and_key() -> None:
         )
         is None
     )
-
-
-@pytest.fixture()
-def stack(stack_copy: Path) -> model.Stack:
-    return model.load_stack(stack_copy)
 
 
 def test_profile_query_carries_what_the_server_gets(stack: model.Stack) -> None:

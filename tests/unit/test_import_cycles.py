@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from support.stack import ROOT
+
 PACKAGE = "bwstack"
-SRC = Path(__file__).resolve().parents[2] / "src" / PACKAGE
+SRC = ROOT / "src" / PACKAGE
 
 
 def module_name(path: Path, root: Path) -> str:

@@ -24,7 +24,6 @@ from ruamel.yaml import YAML
 from bwstack import cli, k8s, launch, model
 from bwstack.errors import UserError
 from bwstack.render import RenderError
-from support.stack import copy_stack
 
 #: the oldest Kubernetes minor we claim and the newest kubernetes-validate knows (pinned, not "latest")
 K8S_VERSIONS = ("1.30", "1.37")
@@ -33,21 +32,11 @@ PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 
 
 @pytest.fixture(scope="module")
-def stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_stack(tmp_path_factory.mktemp("k8s-stack"))
-
-
-@pytest.fixture(scope="module")
-def stack(stack_file: Path) -> model.Stack:
-    return model.load_stack(stack_file)
-
-
-@pytest.fixture(scope="module")
-def manifests(stack: model.Stack) -> dict[str, list[dict[str, Any]]]:
+def manifests(module_stack: model.Stack) -> dict[str, list[dict[str, Any]]]:
     """Every profile rendered for two nodes: profile -> [LeaderWorkerSet, Service]."""
     return {
         output.path.stem: k8s.documents(output.text)
-        for output in k8s.render_k8s(stack, nodes=2, out=Path("k8s"))
+        for output in k8s.render_k8s(module_stack, nodes=2, out=Path("k8s"))
     }
 
 
@@ -79,8 +68,10 @@ def walk(value: Any) -> Iterator[tuple[str, Any]]:
 # --- shape --------------------------------------------------------------------------------------------------
 
 
-def test_every_profile_is_one_lws_and_one_service(stack: model.Stack, manifests: dict[str, Any]) -> None:
-    assert set(manifests) == set(stack.profiles)
+def test_every_profile_is_one_lws_and_one_service(
+    module_stack: model.Stack, manifests: dict[str, Any]
+) -> None:
+    assert set(manifests) == set(module_stack.profiles)
     for name, docs in manifests.items():
         assert [d["kind"] for d in docs] == ["LeaderWorkerSet", "Service"]
         lws, svc = docs
@@ -94,12 +85,12 @@ def test_every_profile_is_one_lws_and_one_service(stack: model.Stack, manifests:
         assert spec["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
         labels = lws["metadata"]["labels"]
         assert labels["io.bwstack.profile"] == name
-        assert labels["io.bwstack.variant"] == stack.variant_name_for(name)
-        assert labels["io.bwstack.expect"] == stack.profiles[name].expect
+        assert labels["io.bwstack.variant"] == module_stack.variant_name_for(name)
+        assert labels["io.bwstack.expect"] == module_stack.profiles[name].expect
 
 
-def test_yaml_round_trips(stack: model.Stack) -> None:
-    text = k8s.render_profile(stack, "dsa-fi-sparse-fp8", 2)
+def test_yaml_round_trips(module_stack: model.Stack) -> None:
+    text = k8s.render_profile(module_stack, "dsa-fi-sparse-fp8", 2)
     docs = k8s.documents(text)
     buffer = io.StringIO()
     YAML(typ="safe").dump_all(docs, buffer)
@@ -108,9 +99,9 @@ def test_yaml_round_trips(stack: model.Stack) -> None:
     assert all(isinstance(e["value"], str) for _, c in containers(docs[0]) for e in c["env"])
 
 
-def test_tensor_parallel_across_nodes(stack: model.Stack) -> None:
+def test_tensor_parallel_across_nodes(module_stack: model.Stack) -> None:
     for nodes, gpus in ((1, "8"), (2, "4"), (4, "2"), (8, "1")):
-        lws = k8s.documents(k8s.render_profile(stack, "dense-fi-bf16", nodes))[0]
+        lws = k8s.documents(k8s.render_profile(module_stack, "dense-fi-bf16", nodes))[0]
         assert lws["spec"]["leaderWorkerTemplate"]["size"] == nodes
         for _, container in containers(lws):
             assert container["resources"]["limits"] == {"nvidia.com/gpu": gpus}
@@ -126,17 +117,21 @@ def test_tensor_parallel_across_nodes(stack: model.Stack) -> None:
             ]
 
 
-def test_args_and_env_come_from_the_compose_logic(stack: model.Stack, manifests: dict[str, Any]) -> None:
+def test_args_and_env_come_from_the_compose_logic(
+    module_stack: model.Stack, manifests: dict[str, Any]
+) -> None:
     for name, (lws, _) in manifests.items():
         for role, container in containers(lws):
             args = [a.replace("$$", "$") for a in container["args"][:-6]]
-            assert args == launch.launch_spec(stack, name).argv
+            assert args == launch.launch_spec(module_stack, name).argv
             env = {e["name"]: e["value"] for e in container["env"]}
-            expected = {k: k8s.from_compose(v) for k, v in launch.launch_spec(stack, name).env().items()}
+            expected = {
+                k: k8s.from_compose(v) for k, v in launch.launch_spec(module_stack, name).env().items()
+            }
             if role == "worker":
                 expected["BWSTACK_HC_URL"] = "http://$(LWS_LEADER_ADDRESS):30000"
             assert env == expected
-            assert container["image"] == launch.image_ref(stack, stack.variant_name_for(name))
+            assert container["image"] == launch.image_ref(module_stack, module_stack.variant_name_for(name))
     env = {
         e["name"]: e["value"]
         for e in manifests["dsa-fi-sparse-fp8"][0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"][
@@ -164,7 +159,7 @@ def test_only_the_leader_serves_and_the_service_selects_it(manifests: dict[str, 
         ]
 
 
-def test_pod_security_shm_cache_and_secrets(stack: model.Stack, manifests: dict[str, Any]) -> None:
+def test_pod_security_shm_cache_and_secrets(module_stack: model.Stack, manifests: dict[str, Any]) -> None:
     lws = manifests["dense-fi-bf16"][0]
     lwt = lws["spec"]["leaderWorkerTemplate"]
     claims = {
@@ -219,11 +214,11 @@ def test_api_key_secret_when_enabled(stack_copy: Path) -> None:
 
 
 def test_known_bad_profiles_carry_their_expected_failure(
-    stack: model.Stack, manifests: dict[str, Any]
+    module_stack: model.Stack, manifests: dict[str, Any]
 ) -> None:
     for name, (lws, _) in manifests.items():
         notes = lws["metadata"]["annotations"]
-        profile = stack.profiles[name]
+        profile = module_stack.profiles[name]
         if profile.known_bad:
             assert notes["io.bwstack.expected-failure"].startswith(profile.expect + ": ")
             assert notes["io.bwstack.evidence"] == "; ".join(profile.evidence)
@@ -267,13 +262,15 @@ def test_every_probe_runs_the_healthcheck(manifests: dict[str, Any]) -> None:
     assert seen == len(manifests) * 2 * len(PROBES)
 
 
-def test_probe_command_is_the_compose_healthcheck(stack: model.Stack, manifests: dict[str, Any]) -> None:
+def test_probe_command_is_the_compose_healthcheck(
+    module_stack: model.Stack, manifests: dict[str, Any]
+) -> None:
     for name, (lws, _) in manifests.items():
         leader = templates(lws)["leader"]["spec"]["containers"][0]
-        compose = [k8s.from_compose(a) for a in launch.launch_spec(stack, name).healthcheck]
+        compose = [k8s.from_compose(a) for a in launch.launch_spec(module_stack, name).healthcheck]
         assert leader["livenessProbe"]["exec"]["command"] == compose
-        assert option(compose, "--timeout") == str(stack.settings.healthcheck.check_timeout)
-        for pair in launch.launch_spec(stack, name).expectations:
+        assert option(compose, "--timeout") == str(module_stack.settings.healthcheck.check_timeout)
+        for pair in launch.launch_spec(module_stack, name).expectations:
             assert pair in leader["readinessProbe"]["exec"]["command"]
 
 
@@ -286,8 +283,8 @@ def test_probe_states_do_not_collide(manifests: dict[str, Any]) -> None:
             assert states["readinessProbe"] != launch.HC_STATE
 
 
-def test_probe_timing_covers_the_load(stack: model.Stack, manifests: dict[str, Any]) -> None:
-    hc = stack.settings.healthcheck
+def test_probe_timing_covers_the_load(module_stack: model.Stack, manifests: dict[str, Any]) -> None:
+    hc = module_stack.settings.healthcheck
     for lws, _ in manifests.values():
         for _, container in containers(lws):
             startup = container["startupProbe"]
@@ -414,15 +411,15 @@ def test_dollar_in_profile_env_is_not_expanded_by_kubernetes(stack_copy: Path) -
 # --- bad input and the command line -------------------------------------------------------------------------
 
 
-def test_bad_node_counts_and_profiles(stack: model.Stack) -> None:
+def test_bad_node_counts_and_profiles(module_stack: model.Stack) -> None:
     with pytest.raises(UserError, match="--nodes must be 1 or more"):
-        k8s.render_k8s(stack, nodes=0)
+        k8s.render_k8s(module_stack, nodes=0)
     with pytest.raises(UserError) as err:
-        k8s.render_k8s(stack, nodes=3)
+        k8s.render_k8s(module_stack, nodes=3)
     assert err.value.field == "model.tp_size" and err.value.line is not None
     assert "cannot be split evenly over 3 nodes" in err.value.message
     with pytest.raises(UserError, match="unknown profile 'nope'"):
-        k8s.render_k8s(stack, nodes=2, profiles=["nope"])
+        k8s.render_k8s(module_stack, nodes=2, profiles=["nope"])
 
 
 def test_sglang_without_multi_node_flags_is_refused(stack_copy: Path) -> None:
@@ -460,16 +457,16 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["--profile", "nope"], "unknown profile 'nope'"),
     ],
 )
-def test_cli_bad_input_is_one_line_exit_2(stack_file: Path, args: list[str], needle: str) -> None:
-    result = run_cli("render", "-f", str(stack_file), "--target", "k8s", *args)
+def test_cli_bad_input_is_one_line_exit_2(stack_copy: Path, args: list[str], needle: str) -> None:
+    result = run_cli("render", "-f", str(stack_copy), "--target", "k8s", *args)
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if not line.startswith("bwstack: warning:")]
     assert len(lines) == 1 and lines[0].startswith("bwstack: ") and needle in lines[0]
     assert "Traceback" not in result.stderr
 
 
-def test_cli_nodes_zero_exits_2(stack_file: Path) -> None:
-    result = run_cli("render", "-f", str(stack_file), "--target", "k8s", "--nodes", "0")
+def test_cli_nodes_zero_exits_2(stack_copy: Path) -> None:
+    result = run_cli("render", "-f", str(stack_copy), "--target", "k8s", "--nodes", "0")
     lines = [line for line in result.stderr.splitlines() if not line.startswith("bwstack: warning:")]
     assert result.returncode == 2 and len(lines) == 1 and "--nodes" in lines[0]
     assert "Traceback" not in result.stderr

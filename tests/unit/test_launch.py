@@ -11,11 +11,6 @@ from ruamel.yaml import YAML
 from bwstack import explain, launch, model, render
 
 
-@pytest.fixture()
-def stack(stack_copy: Path) -> model.Stack:
-    return model.load_stack(stack_copy)
-
-
 def test_argv_of_the_glm_profile_as_profiles_yaml_writes_it(stack: model.Stack) -> None:
     spec = launch.launch_spec(stack, "dsa-fi-sparse-fp8")
     # profiles.yaml: model.* in the order of sglang_cli.MODEL_FLAGS, then the listen address, the backends

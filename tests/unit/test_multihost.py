@@ -19,23 +19,12 @@ from ruamel.yaml import YAML
 
 from bwstack import cli, launch, model, multihost, render
 from bwstack.errors import UserError
-from support.stack import copy_stack
 
 DIST = "${DIST_INIT_ADDR:?" + multihost.DIST_HINT + "}"
 
 
-@pytest.fixture(scope="module")
-def stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_stack(tmp_path_factory.mktemp("multihost-stack"))
-
-
-@pytest.fixture(scope="module")
-def stack(stack_file: Path) -> model.Stack:
-    return model.load_stack(stack_file)
-
-
-def compose_file(stack: model.Stack, nodes: int = 2, profiles: tuple[str, ...] = ()) -> dict[str, Any]:
-    [output] = multihost.render_multihost(stack, nodes=nodes, profiles=profiles)
+def compose_file(module_stack: model.Stack, nodes: int = 2, profiles: tuple[str, ...] = ()) -> dict[str, Any]:
+    [output] = multihost.render_multihost(module_stack, nodes=nodes, profiles=profiles)
     data: dict[str, Any] = YAML(typ="safe").load(output.text)
     return data
 
@@ -44,9 +33,9 @@ def option(argv: list[str], name: str) -> str:
     return argv[argv.index(name) + 1]
 
 
-def test_one_service_per_profile_and_rank(stack: model.Stack) -> None:
-    data = compose_file(stack, nodes=2)
-    expected = {f"{p}-node{r}" for p in stack.profiles for r in range(2)}
+def test_one_service_per_profile_and_rank(module_stack: model.Stack) -> None:
+    data = compose_file(module_stack, nodes=2)
+    expected = {f"{p}-node{r}" for p in module_stack.profiles for r in range(2)}
     assert set(data["services"]) == expected
     for name, svc in data["services"].items():
         assert svc["profiles"] == [
@@ -58,16 +47,16 @@ def test_one_service_per_profile_and_rank(stack: model.Stack) -> None:
     assert data["secrets"] == {"hf_token": {"file": "secrets/hf_token"}}
 
 
-def test_rank_services_share_the_single_host_logic(stack: model.Stack) -> None:
-    data = compose_file(stack, nodes=4, profiles=("dsa-fi-sparse-fp8",))
+def test_rank_services_share_the_single_host_logic(module_stack: model.Stack) -> None:
+    data = compose_file(module_stack, nodes=4, profiles=("dsa-fi-sparse-fp8",))
     for rank in range(4):
         svc = data["services"][f"dsa-fi-sparse-fp8-node{rank}"]
         argv = svc["command"]
         assert argv[-6:] == ["--dist-init-addr", DIST, "--nnodes", "4", "--node-rank", str(rank)]
-        single = launch.launch_spec(stack, "dsa-fi-sparse-fp8").argv
+        single = launch.launch_spec(module_stack, "dsa-fi-sparse-fp8").argv
         assert multihost.set_option(argv[:-6], "--host", "0.0.0.0") == single
         assert option(argv, "--tp-size") == "8"
-        assert svc["environment"] == launch.launch_spec(stack, "dsa-fi-sparse-fp8").env()
+        assert svc["environment"] == launch.launch_spec(module_stack, "dsa-fi-sparse-fp8").env()
         device = svc["deploy"]["resources"]["reservations"]["devices"][0]
         assert device == {"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}
         assert svc["network_mode"] == "host" and "ports" not in svc and svc["ipc"] == "host"
@@ -77,14 +66,14 @@ def test_rank_services_share_the_single_host_logic(stack: model.Stack) -> None:
         assert svc["restart"] == "on-failure:3"
 
 
-def test_only_rank_zero_serves_and_runs_the_deep_check(stack: model.Stack) -> None:
-    services = compose_file(stack, nodes=2, profiles=("dense-triton-auto",))["services"]
+def test_only_rank_zero_serves_and_runs_the_deep_check(module_stack: model.Stack) -> None:
+    services = compose_file(module_stack, nodes=2, profiles=("dense-triton-auto",))["services"]
     leader, worker = services["dense-triton-auto-node0"], services["dense-triton-auto-node1"]
     assert option(leader["command"], "--host") == "127.0.0.1"  # stack.bind_address, on the host network
     assert option(worker["command"], "--host") == "127.0.0.1"
     deep = leader["healthcheck"]["test"]
     assert deep[:3] == ["CMD", "python3", "/opt/bwstack/healthchecks/warmup.py"]
-    assert deep == ["CMD", *launch.launch_spec(stack, "dense-triton-auto").healthcheck]
+    assert deep == ["CMD", *launch.launch_spec(module_stack, "dense-triton-auto").healthcheck]
     shallow = worker["healthcheck"]["test"]
     assert shallow[:3] == ["CMD", "python3", "-c"] and "warmup.py" not in " ".join(shallow)
     assert "/health" in shallow[3] and "/generate" not in shallow[3]
@@ -110,36 +99,36 @@ def test_api_url() -> None:
     assert multihost.api_url("127.0.0.1", 1) == "http://127.0.0.1:1"
 
 
-def test_paths_follow_the_output_folder(stack: model.Stack, tmp_path: Path) -> None:
+def test_paths_follow_the_output_folder(module_stack: model.Stack, tmp_path: Path) -> None:
     out = tmp_path / "deploy" / "multi"
-    [output] = multihost.render_multihost(stack, nodes=2, profiles=("dense-fi-bf16",), out=out)
+    [output] = multihost.render_multihost(module_stack, nodes=2, profiles=("dense-fi-bf16",), out=out)
     assert output.path == out / multihost.MULTIHOST_FILE
     data = YAML(typ="safe").load(output.text)
     context = data["services"]["dense-fi-bf16-node0"]["build"]["context"]
-    assert (out / context).resolve() == stack.root.resolve()
+    assert (out / context).resolve() == module_stack.root.resolve()
     assert (out / data["secrets"]["hf_token"]["file"]).resolve() == (
-        stack.root / "secrets" / "hf_token"
+        module_stack.root / "secrets" / "hf_token"
     ).resolve()
-    [named] = multihost.render_multihost(stack, nodes=2, out=tmp_path / "two-hosts.yml")
+    [named] = multihost.render_multihost(module_stack, nodes=2, out=tmp_path / "two-hosts.yml")
     assert named.path == tmp_path / "two-hosts.yml"
 
 
-def test_output_is_valid_compose(stack: model.Stack) -> None:
-    [output] = multihost.render_multihost(stack, nodes=2)
+def test_output_is_valid_compose(module_stack: model.Stack) -> None:
+    [output] = multihost.render_multihost(module_stack, nodes=2)
     render.validate_compose(output.text)  # also done by render_multihost; RenderError on a violation
     assert output.text.startswith("# GENERATED by `bwstack render --nodes 2`")
 
 
-def test_bad_input(stack: model.Stack) -> None:
+def test_bad_input(module_stack: model.Stack) -> None:
     with pytest.raises(UserError, match="--nodes must be 1 or more"):
-        multihost.render_multihost(stack, nodes=0)
+        multihost.render_multihost(module_stack, nodes=0)
     with pytest.raises(UserError, match="needs --nodes 2 or more"):
-        multihost.render_multihost(stack, nodes=1)
+        multihost.render_multihost(module_stack, nodes=1)
     with pytest.raises(UserError) as err:
-        multihost.render_multihost(stack, nodes=3)
+        multihost.render_multihost(module_stack, nodes=3)
     assert err.value.field == "model.tp_size" and "--nodes must divide model.tp_size" in err.value.message
     with pytest.raises(UserError, match="unknown profile 'nope'"):
-        multihost.render_multihost(stack, nodes=2, profiles=("nope",))
+        multihost.render_multihost(module_stack, nodes=2, profiles=("nope",))
 
 
 def test_cli_renders_and_checks_multihost(stack_copy: Path) -> None:

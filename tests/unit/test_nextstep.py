@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from bwstack import model, nextstep, operate, rules, sweep
 from healthchecks import signatures
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def stack() -> model.Stack:
-    return model.load_stack(ROOT / "profiles.yaml")
-
 
 # every known-bad shipped profile failing with its own class on sm120 -> the profile worth trying next
 SHIPPED = {
@@ -30,31 +21,31 @@ SHIPPED = {
 
 
 @pytest.mark.parametrize("failed", list(SHIPPED))
-def test_each_known_failure_names_the_nearest_healthy_profile(stack: model.Stack, failed: str) -> None:
-    cls = stack.profile(failed).expect
-    hint = nextstep.suggest(stack, failed, cls)
+def test_each_known_failure_names_the_nearest_healthy_profile(repo_stack: model.Stack, failed: str) -> None:
+    cls = repo_stack.profile(failed).expect
+    hint = nextstep.suggest(repo_stack, failed, cls)
     name, move = SHIPPED[failed]
     assert hint.profile == name, hint.line()
     assert move in hint.why and hint.why.startswith(f"{cls} on sm120")
     assert "expected and predicted healthy on sm120" in hint.why
-    rule = rules.predict(stack, failed, "sm120").decision
+    rule = rules.predict(repo_stack, failed, "sm120").decision
     assert rule.rule is not None and f"rule {rule.rule}: {rule.fix}" in hint.why  # the fix the rules know
-    chosen = stack.profile(name)
-    assert chosen.expect == "healthy" and rules.predict(stack, name, "sm120").verdict == "healthy"
+    chosen = repo_stack.profile(name)
+    assert chosen.expect == "healthy" and rules.predict(repo_stack, name, "sm120").verdict == "healthy"
 
 
-def test_nan_on_the_dense_path_with_fp8_kv_points_at_the_bf16_kv_profile(stack: model.Stack) -> None:
-    hint = nextstep.suggest(stack, "modelcard-fi-auto", "nan")
+def test_nan_on_the_dense_path_with_fp8_kv_points_at_the_bf16_kv_profile(repo_stack: model.Stack) -> None:
+    hint = nextstep.suggest(repo_stack, "modelcard-fi-auto", "nan")
     assert hint.line().startswith("next to try: dense-fi-bf16: nan on sm120 points at kv_cache_dtype")
 
 
-def test_never_a_profile_seen_failing_here(stack: model.Stack) -> None:
+def test_never_a_profile_seen_failing_here(repo_stack: model.Stack) -> None:
     seen = {"dense-fi-bf16": "nan"}
-    hint = nextstep.suggest(stack, "modelcard-fi-auto", "nan", verdicts=seen)
+    hint = nextstep.suggest(repo_stack, "modelcard-fi-auto", "nan", verdicts=seen)
     assert hint.profile not in (None, "dense-fi-bf16", "modelcard-fi-auto")
-    assert stack.profile(str(hint.profile)).expect == "healthy"
-    every_healthy = {n: "crash" for n, p in stack.profiles.items() if p.expect == "healthy"}
-    none = nextstep.suggest(stack, "modelcard-fi-auto", "nan", verdicts=every_healthy)
+    assert repo_stack.profile(str(hint.profile)).expect == "healthy"
+    every_healthy = {n: "crash" for n, p in repo_stack.profiles.items() if p.expect == "healthy"}
+    none = nextstep.suggest(repo_stack, "modelcard-fi-auto", "nan", verdicts=every_healthy)
     assert none.profile is None
     assert none.line() == (
         "next to try: nothing: no other profile is expected and predicted healthy on sm120 "
@@ -62,9 +53,9 @@ def test_never_a_profile_seen_failing_here(stack: model.Stack) -> None:
     )
 
 
-def test_a_class_without_implicated_fields_takes_the_nearest(stack: model.Stack) -> None:
+def test_a_class_without_implicated_fields_takes_the_nearest(repo_stack: model.Stack) -> None:
     # one field changed, same variant (legacy-dense-fi-bf16 has the same backends on another image: one more)
-    hint = nextstep.suggest(stack, "dense-fi-bf16", "crash")
+    hint = nextstep.suggest(repo_stack, "dense-fi-bf16", "crash")
     assert hint.line() == (
         "next to try: dense-triton-bf16: crash on sm120; it changes attention_backend flashinfer -> triton; "
         "expected and predicted healthy on sm120"
@@ -89,13 +80,13 @@ def test_failure_class_of_a_failed_up(reason: str, log_class: str | None, cls: s
     assert operate.failure_class(reason, log_class) == cls
 
 
-def test_a_failed_sweep_row_prints_and_records_its_next_profile(stack: model.Stack) -> None:
+def test_a_failed_sweep_row_prints_and_records_its_next_profile(repo_stack: model.Stack) -> None:
     doc: dict[str, object] = {"results": {}}
     row = {"profile": "dsa-trtllm-fp8", "verdict": "unsupported_arch", "expect": "unsupported_arch"}
-    sweep.add_next_try(stack, doc, row)  # type: ignore[arg-type]
+    sweep.add_next_try(repo_stack, doc, row)  # type: ignore[arg-type]
     assert row["next_try"]["profile"] == "dsa-fi-sparse-fp8"  # type: ignore[index]
     healthy = {"profile": "dense-fi-bf16", "verdict": "healthy"}
-    sweep.add_next_try(stack, doc, healthy)  # type: ignore[arg-type]
+    sweep.add_next_try(repo_stack, doc, healthy)  # type: ignore[arg-type]
     assert "next_try" not in healthy
     out = io.StringIO()
     display = sweep.Display(Console(file=out, width=80), 1)

@@ -13,8 +13,8 @@ import pytest
 
 from bwstack import launch, pins
 from bwstack.lock import command as locking
+from support.stack import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = pins.list_variants(ROOT / "images")
 #: generated from pins.toml (checked against a fresh generation elsewhere) or prose that may quote a pin
 GENERATED_OR_PROSE = {

@@ -14,11 +14,6 @@ from bwstack import launch, model, render
 from bwstack.render import RenderError
 
 
-@pytest.fixture()
-def stack(stack_copy: Path) -> model.Stack:
-    return model.load_stack(stack_copy)
-
-
 def _services(text: str) -> dict[str, dict[str, object]]:
     data = YAML(typ="safe").load(text)
     services: dict[str, dict[str, object]] = data["services"]

@@ -9,15 +9,12 @@ give the same verdict. The venvs are the ones the explain and snapshot tests bui
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from bwstack import explain, model, rules
+from support.stack import ROOT
 
 pytestmark = [pytest.mark.wheels, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(

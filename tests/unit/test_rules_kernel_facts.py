@@ -17,8 +17,8 @@ import pytest
 from bwstack import audit, pins, rules
 from bwstack.fatbin import CodeTarget, FileScan
 from bwstack.lock import kernel_facts
+from support.stack import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "images"
 VARIANTS = ("v0.5.23-cu130", "v0.5.9-cu130")
 

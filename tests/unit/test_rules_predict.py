@@ -20,8 +20,10 @@ from click.testing import CliRunner
 
 from bwstack import explain, model, rules
 from bwstack.cli import main
+from support.stack import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("scratch_cache")  # an empty $BWSTACK_CACHE per test
+
 PROFILES = ROOT / "profiles.yaml"
 
 SM120 = {
@@ -40,26 +42,16 @@ SM120 = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _no_explain_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BWSTACK_CACHE", str(tmp_path / "cache"))
-
-
-@pytest.fixture(scope="module")
-def stack() -> model.Stack:
-    return model.load_stack(PROFILES)
-
-
-def test_the_table_covers_every_shipped_profile(stack: model.Stack) -> None:
-    assert set(SM120) == set(stack.profiles)
+def test_the_table_covers_every_shipped_profile(repo_stack: model.Stack) -> None:
+    assert set(SM120) == set(repo_stack.profiles)
 
 
 @pytest.mark.parametrize("name", sorted(SM120))
-def test_shipped_profiles_on_sm120_match_their_expect(stack: model.Stack, name: str) -> None:
-    pred = rules.predict(stack, name, "sm120")
+def test_shipped_profiles_on_sm120_match_their_expect(repo_stack: model.Stack, name: str) -> None:
+    pred = rules.predict(repo_stack, name, "sm120")
     verdict, rule = SM120[name]
     assert (pred.verdict, pred.decision.rule) == (verdict, rule)
-    assert pred.verdict == stack.profile(name).expect and pred.agrees is True
+    assert pred.verdict == repo_stack.profile(name).expect and pred.agrees is True
     doc = pred.to_json()
     assert doc["reason"] and doc["evidence"] and doc["source"] in ("rule", "audit")
     assert doc["config_source"] == "static"
@@ -67,9 +59,9 @@ def test_shipped_profiles_on_sm120_match_their_expect(stack: model.Stack, name: 
     assert json.loads(json.dumps(doc)) == doc
 
 
-def test_auto_kv_resolves_to_fp8_on_blackwell_and_bf16_on_hopper(stack: model.Stack) -> None:
-    assert rules.predict(stack, "modelcard-fi-auto", "sm120").effective["kv_cache_dtype"] == "fp8_e4m3"
-    hopper = rules.predict(stack, "modelcard-fi-auto", "sm90")
+def test_auto_kv_resolves_to_fp8_on_blackwell_and_bf16_on_hopper(repo_stack: model.Stack) -> None:
+    assert rules.predict(repo_stack, "modelcard-fi-auto", "sm120").effective["kv_cache_dtype"] == "fp8_e4m3"
+    hopper = rules.predict(repo_stack, "modelcard-fi-auto", "sm90")
     assert hopper.effective["kv_cache_dtype"] == "bfloat16" and hopper.verdict == "healthy"
 
 
@@ -92,31 +84,31 @@ def test_auto_kv_resolves_to_fp8_on_blackwell_and_bf16_on_hopper(stack: model.St
         ("dense-fi-bf16", "sm100", "healthy", None),
     ],
 )
-def test_other_arches(stack: model.Stack, name: str, arch: str, verdict: str, rule: str | None) -> None:
-    pred = rules.predict(stack, name, arch)
+def test_other_arches(repo_stack: model.Stack, name: str, arch: str, verdict: str, rule: str | None) -> None:
+    pred = rules.predict(repo_stack, name, arch)
     assert (pred.verdict, pred.decision.rule) == (verdict, rule), pred.decision.reason
     assert pred.agrees is None  # the profiles' expectations are for sm120
 
 
-def test_nvfp4_gemm_on_hopper_is_a_kernel_gap_found_by_the_audit(stack: model.Stack) -> None:
-    pred = rules.predict(stack, "dense-fi-bf16", "sm90")
+def test_nvfp4_gemm_on_hopper_is_a_kernel_gap_found_by_the_audit(repo_stack: model.Stack) -> None:
+    pred = rules.predict(repo_stack, "dense-fi-bf16", "sm90")
     assert (pred.verdict, pred.decision.source) == ("unsupported_arch", "audit")
     assert "fp4_gemm_backend=flashinfer_cutlass" in pred.decision.reason
     assert any("kernel-archs.json" in e for e in pred.decision.evidence)
 
 
-def test_flashmla_without_a_kernel_is_reported_by_the_kernel_facts(stack: model.Stack) -> None:
-    pred = rules.predict(stack, "legacy-nsa-default-fp8", "sm120")
+def test_flashmla_without_a_kernel_is_reported_by_the_kernel_facts(repo_stack: model.Stack) -> None:
+    pred = rules.predict(repo_stack, "legacy-nsa-default-fp8", "sm120")
     uses = {(k.field, k.value): k for k in pred.kernels}
     assert uses[("dsa_decode_backend", "flashmla_kv")].status == "missing"
     assert uses[("attention_backend", "dsa")].missing == ("deep_gemm.mqa_logits",)
     assert uses[("common", "sgl_kernel")].status == "ok"
 
 
-def test_variant_env_switches_off_the_deepgemm_nan_rule(stack: model.Stack) -> None:
-    pred = rules.predict(stack, "legacy-dense-fi-bf16", "sm120")
+def test_variant_env_switches_off_the_deepgemm_nan_rule(repo_stack: model.Stack) -> None:
+    pred = rules.predict(repo_stack, "legacy-dense-fi-bf16", "sm120")
     assert pred.verdict == "healthy"
-    inputs = rules.profile_inputs(stack, "legacy-dense-fi-bf16")
+    inputs = rules.profile_inputs(repo_stack, "legacy-dense-fi-bf16")
     assert inputs.env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0"
     assert inputs.packages["transformers"] == "5.2.0"  # the override, not sglang 0.5.9's own 4.57.1
 
@@ -149,7 +141,7 @@ def _resolution(resolved: dict[str, Any], startup_error: explain.Problem | None 
 
 
 def test_a_cached_explain_error_decides_and_borrows_the_matching_rules_evidence(
-    stack: model.Stack, monkeypatch: pytest.MonkeyPatch
+    repo_stack: model.Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     problem = explain.Problem(
         "DeepseekSparseAttnBackend.__init__",
@@ -171,7 +163,7 @@ def test_a_cached_explain_error_decides_and_borrows_the_matching_rules_evidence(
         return _resolution(resolved, problem)
 
     monkeypatch.setattr(explain, "resolve_cached", cached)
-    pred = rules.predict(stack, "dsa-trtllm-fp8", "sm120")
+    pred = rules.predict(repo_stack, "dsa-trtllm-fp8", "sm120")
     assert (pred.verdict, pred.decision.source, pred.config_source) == (
         "unsupported_arch",
         "explain",
@@ -186,7 +178,7 @@ def test_a_cached_explain_error_decides_and_borrows_the_matching_rules_evidence(
 
 
 def test_a_cached_resolution_replaces_the_static_fallback(
-    stack: model.Stack, monkeypatch: pytest.MonkeyPatch
+    repo_stack: model.Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # SGLang's own answer wins: here it (hypothetically) kept the KV cache in bf16, so no rule fires
     resolved = {
@@ -197,25 +189,27 @@ def test_a_cached_resolution_replaces_the_static_fallback(
         "moe_runner_backend": "flashinfer_cutlass",
     }
     monkeypatch.setattr(explain, "resolve_cached", lambda *a, **k: _resolution(resolved))
-    pred = rules.predict(stack, "dense-triton-auto", "sm120")
+    pred = rules.predict(repo_stack, "dense-triton-auto", "sm120")
     assert pred.config_source == "explain" and pred.verdict == "healthy"
     assert pred.effective["dsa_kv_layout"] == "bf16"
     assert pred.agrees is False and pred.why_differs is not None
 
 
-def test_explain_mode_off_never_reads_the_cache(stack: model.Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_explain_mode_off_never_reads_the_cache(
+    repo_stack: model.Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def fail(*a: Any, **k: Any) -> None:
         raise AssertionError("resolve_cached called")
 
     monkeypatch.setattr(explain, "resolve_cached", fail)
-    assert rules.predict(stack, "dense-fi-bf16", "sm120", explain_mode="off").verdict == "healthy"
+    assert rules.predict(repo_stack, "dense-fi-bf16", "sm120", explain_mode="off").verdict == "healthy"
 
 
 # --- validate / list -------------------------------------------------------------------------------------------
 
 
-def test_check_stack_is_quiet_for_the_shipped_profiles(stack: model.Stack) -> None:
-    assert rules.check_stack(stack) == []
+def test_check_stack_is_quiet_for_the_shipped_profiles(repo_stack: model.Stack) -> None:
+    assert rules.check_stack(repo_stack) == []
 
 
 def _set_expect(path: Path, profile: str, old: str, new: str) -> None:

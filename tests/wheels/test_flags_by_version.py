@@ -6,13 +6,10 @@ without network; they pin the facts of the --nsa-* -> --dsa-* rename and the fla
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from bwstack import sglang_cli
-
-ROOT = Path(__file__).resolve().parents[2]
+from support.stack import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ import pytest
 from bwstack import sglang_cli
 from bwstack.errors import ExternalError
 from bwstack.lock import args as lockargs
+from support.stack import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = sorted(p.parent.name for p in (ROOT / "images").glob("*/pins.toml"))
 
 
