@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bwstack import foreign, sglang_cli, sglang_env
+from bwstack import foreign, modelconfig, sglang_cli, sglang_env
 from bwstack.errors import ExternalError, UserError
 
 if TYPE_CHECKING:
@@ -61,7 +61,6 @@ DSA_ATTENTION = ("dsa", "nsa")
 #: the model settings (sglang_cli.MODEL_FLAGS keys) whose flags explain passes on: the ones SGLang's backend
 #: resolution reads (the resolver brings its own --model-path)
 RESOLVER_MODEL_FLAGS = ("tp_size", "quantization")
-MODEL_CONFIGS = Path(__file__).parent / "data" / "model-configs"
 RESOLVE_SCRIPT = foreign.RESOLVE
 CACHE_FORMAT = "bwstack.explain/1"
 
@@ -317,23 +316,7 @@ def stack_model_config(stack: Stack) -> dict[str, Any]:
 
 def load_model_config(name: str, *, base: Path | None = None) -> dict[str, Any]:
     """A model-config fixture by name (``glm-5``), or a config.json / folder path relative to ``base``."""
-    candidates = [MODEL_CONFIGS / name / "config.json"]
-    if base is not None:
-        path = base / name
-        candidates.append(path / "config.json" if path.is_dir() else path)
-    for candidate in candidates:
-        if candidate.is_file():
-            try:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
-            except ValueError as exc:
-                raise UserError(f"not JSON: {exc}", file=candidate) from None
-            if not isinstance(data, dict) or not data.get("architectures"):
-                raise UserError("a model config needs 'architectures'", file=candidate)
-            return data
-    known = ", ".join(sorted(p.name for p in MODEL_CONFIGS.iterdir() if (p / "config.json").is_file()))
-    raise UserError(
-        f"unknown model config {name!r} (fixtures: {known}; or a path to a config.json)", field="model.config"
-    )
+    return modelconfig.load(name, base=base)
 
 
 # --- the version level --------------------------------------------------------------------------------------

@@ -5,11 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any
 
-from bwstack import launch
-from bwstack.errors import UserError
+from bwstack import launch, modelconfig
 from bwstack.model import Stack
 
 #: GLM-5's first_k_dense_replace (sm120-backends.md §5) when no model-config fixture is available
@@ -17,31 +15,10 @@ GLM5_FIRST_K_DENSE = 3
 
 
 def model_config(stack: Stack) -> dict[str, Any] | None:
-    """The model's HF config: the fixture ``data/model-configs/<name>/config.json`` when ``model.config`` is a
-    name, else the file (or folder with a config.json) it names next to profiles.yaml; None when absent."""
+    """The model's HF config (:mod:`bwstack.modelconfig`); None when ``model.config`` is unset or absent."""
     ref = stack.model.config
-    if ref is None:
-        return None
-    if "/" in ref or ref.endswith(".json"):
-        path = stack.root / ref
-        path = path / "config.json" if path.is_dir() else path
-        text = path.read_text(encoding="utf-8") if path.is_file() else None
-    else:
-        folder = resources.files("bwstack").joinpath(f"data/model-configs/{ref}")
-        candidates = [
-            folder.joinpath("config.json"),
-            resources.files("bwstack").joinpath(f"data/model-configs/{ref}.json"),
-        ]
-        text = next((c.read_text(encoding="utf-8") for c in candidates if c.is_file()), None)
-    if text is None:
-        return None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"model config {ref} is not JSON: {exc}", file=stack.path, field="model.config"
-        ) from None
-    return dict(data) if isinstance(data, dict) else None
+    path = None if ref is None else modelconfig.find(ref, base=stack.root)
+    return None if path is None else modelconfig.read(path)
 
 
 def fast_layer_count(config: Mapping[str, Any] | None) -> int:
