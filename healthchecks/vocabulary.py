@@ -251,8 +251,9 @@ class DsaDefault:
         return self.first <= version[:3] and (self.last is None or version[:3] <= self.last)
 
 
-_HOPPER = frozenset({9})
-_BLACKWELL = frozenset({10, 11, 12})
+#: compute-capability majors of Hopper and of Blackwell (SGLang's ``is_blackwell_supported``: 10, 11, 12)
+HOPPER_MAJORS = frozenset({9})
+BLACKWELL_MAJORS = frozenset({10, 11, 12})
 _SM12X = frozenset({12})
 _SERVER_ARGS = "sglang/srt/server_args.py"
 _OVERRIDES = "sglang/srt/arg_groups/overrides.py"
@@ -265,15 +266,15 @@ _OVERRIDES = "sglang/srt/arg_groups/overrides.py"
 #: from 0.5.17. Hopper-only rows are also what SGLang's non-Blackwell branch gives any other major.
 DSA_DEFAULTS: tuple[DsaDefault, ...] = (
     DsaDefault(
-        (0, 5, 9), (0, 5, 9), "fp8_e4m3", _HOPPER | _BLACKWELL, None, "flashmla_auto", "flashmla_kv",
+        (0, 5, 9), (0, 5, 9), "fp8_e4m3", HOPPER_MAJORS | BLACKWELL_MAJORS, None, "flashmla_auto", "flashmla_kv",
         (f"read in sglang 0.5.9 wheel {_SERVER_ARGS}:1158-1163",),
     ),
     DsaDefault(
-        (0, 5, 10), (0, 5, 10), "fp8_e4m3", _BLACKWELL, None, "trtllm", "trtllm",
+        (0, 5, 10), (0, 5, 10), "fp8_e4m3", BLACKWELL_MAJORS, None, "trtllm", "trtllm",
         (f"read in sglang 0.5.10 wheel {_SERVER_ARGS}:1464-1467",), overrides_user=True,
     ),
     DsaDefault(
-        (0, 5, 10), (0, 5, 10), "fp8_e4m3", _HOPPER, None, "flashmla_auto", "flashmla_kv",
+        (0, 5, 10), (0, 5, 10), "fp8_e4m3", HOPPER_MAJORS, None, "flashmla_auto", "flashmla_kv",
         (f"read in sglang 0.5.10 wheel {_SERVER_ARGS}:1468-1473",),
     ),
     DsaDefault(
@@ -286,7 +287,7 @@ DSA_DEFAULTS: tuple[DsaDefault, ...] = (
         glm_sm12_log=True,
     ),
     DsaDefault(
-        (0, 5, 11), None, "fp8_e4m3", _BLACKWELL, None, "trtllm", "trtllm",
+        (0, 5, 11), None, "fp8_e4m3", BLACKWELL_MAJORS, None, "trtllm", "trtllm",
         (
             f"read in sglang 0.5.11 wheel {_SERVER_ARGS}:1617-1622",
             f"read in sglang 0.5.12 wheel {_SERVER_ARGS}:1721-1726",
@@ -298,7 +299,7 @@ DSA_DEFAULTS: tuple[DsaDefault, ...] = (
         ),
     ),
     DsaDefault(
-        (0, 5, 11), None, "fp8_e4m3", _HOPPER, None, "flashmla_kv", "flashmla_kv",
+        (0, 5, 11), None, "fp8_e4m3", HOPPER_MAJORS, None, "flashmla_kv", "flashmla_kv",
         (
             f"read in sglang 0.5.11 wheel {_SERVER_ARGS}:1623-1628",
             f"read in sglang 0.5.12 wheel {_SERVER_ARGS}:1727-1732",
@@ -308,7 +309,7 @@ DSA_DEFAULTS: tuple[DsaDefault, ...] = (
         ),
     ),
     DsaDefault(
-        (0, 5, 9), None, "bfloat16", _BLACKWELL, None, "flashmla_sparse", "trtllm",
+        (0, 5, 9), None, "bfloat16", BLACKWELL_MAJORS, None, "flashmla_sparse", "trtllm",
         (
             f"read in sglang 0.5.9 wheel {_SERVER_ARGS}:1164-1170",
             f"read in sglang 0.5.12 wheel {_SERVER_ARGS}:1733-1739",
@@ -317,7 +318,7 @@ DSA_DEFAULTS: tuple[DsaDefault, ...] = (
         ),
     ),
     DsaDefault(
-        (0, 5, 9), None, "bfloat16", _HOPPER, None, "flashmla_sparse", "fa3",
+        (0, 5, 9), None, "bfloat16", HOPPER_MAJORS, None, "flashmla_sparse", "fa3",
         (
             f"read in sglang 0.5.9 wheel {_SERVER_ARGS}:1171-1176",
             f"read in sglang 0.5.12 wheel {_SERVER_ARGS}:1740-1745",
