@@ -17,7 +17,8 @@ from typing import Any
 
 from bwstack.standin.models import ModelInfo
 from healthchecks import vocabulary
-from healthchecks.vocabulary import BLACKWELL_MAJORS, DSA_DEFAULTS, DsaDefault, Version, dsa_archs
+
+Version = vocabulary.Version
 
 #: the oldest and newest SGLang whose wheel this module was checked against; others use the nearest rows
 OLDEST_CHECKED: Version = (0, 5, 9)
@@ -93,18 +94,18 @@ def dsa_word(version: Version) -> str:
     return "NSA" if version <= (0, 5, 12) else "DSA"
 
 
-def dsa_default(version: Version, kv: str, major: int, arch: str) -> DsaDefault:
+def dsa_default(version: Version, kv: str, major: int, arch: str) -> vocabulary.DsaDefault:
     """The vocabulary's DSA default for this version, KV dtype, arch major and model."""
     row = vocabulary.dsa_default(version, kv, major, arch)
     if row is not None:
         return row
     # an arch outside every row (e.g. SM80): SGLang's non-Blackwell branch, i.e. the Hopper rows
-    return dsa_default(version, kv, 9, arch) if major != 9 else DSA_DEFAULTS[-1]
+    return dsa_default(version, kv, 9, arch) if major != 9 else vocabulary.DSA_DEFAULTS[-1]
 
 
 def is_dsa_model(model: ModelInfo, version: Version | None = None) -> bool:
     """True when SGLang (``version``, or any supported one) would run this model with the DSA machinery."""
-    return model.architecture in dsa_archs(version) and model.index_topk is not None
+    return model.architecture in vocabulary.dsa_archs(version) and model.index_topk is not None
 
 
 def resolve(args: Mapping[str, Any], target: Target) -> Resolution:
@@ -140,9 +141,8 @@ def _resolve_dsa(args: Mapping[str, Any], target: Target, version: Version, resu
 
 
 def _log_prefill_threshold(target: Target, version: Version, result: Resolution) -> None:
-    glm_blackwell = (
-        target.model.architecture == "GlmMoeDsaForCausalLM" and target.capability[0] in BLACKWELL_MAJORS
-    )
+    blackwell = target.capability[0] in vocabulary.BLACKWELL_MAJORS
+    glm_blackwell = target.model.architecture == "GlmMoeDsaForCausalLM" and blackwell
     if version <= (0, 5, 9):
         if glm_blackwell:  # 0.5.9 wheel srt/server_args.py L1206-1210
             result.warning(
@@ -309,7 +309,7 @@ def glm_sm12_rejection(version: Version, args: Mapping[str, Any], target: Target
 def _resolve_moe(args: Mapping[str, Any], target: Target, version: Version, result: Resolution) -> None:
     """MoE runner: only SM100 (major == 10) switches ``auto`` to flashinfer_trtllm; SM120 stays ``auto``."""
     family = (
-        target.model.architecture in dsa_archs(version)
+        target.model.architecture in vocabulary.dsa_archs(version)
         or target.model.architecture == "KimiK25ForConditionalGeneration"
     )
     if not family or target.capability[0] != 10:
