@@ -703,7 +703,7 @@ def compare(
         )
     attention = requested.get("attention_backend", (None, ""))[0]
     if attention is not None and attention != "dsa":
-        for name in ("dsa_prefill_backend", "dsa_decode_backend"):
+        for name in vocabulary.DSA_SIDES:
             got = effective.get(name)
             if got is None or name in requested or name not in startup.from_warnings:
                 continue  # only a resolution SGLang announced, not a default the repr states

@@ -266,7 +266,8 @@ _OVERRIDES = "sglang/srt/arg_groups/overrides.py"
 #: from 0.5.17. Hopper-only rows are also what SGLang's non-Blackwell branch gives any other major.
 DSA_DEFAULTS: tuple[DsaDefault, ...] = (
     DsaDefault(
-        (0, 5, 9), (0, 5, 9), "fp8_e4m3", HOPPER_MAJORS | BLACKWELL_MAJORS, None, "flashmla_auto", "flashmla_kv",
+        (0, 5, 9), (0, 5, 9), "fp8_e4m3", HOPPER_MAJORS | BLACKWELL_MAJORS, None,
+        "flashmla_auto", "flashmla_kv",
         (f"read in sglang 0.5.9 wheel {_SERVER_ARGS}:1158-1163",),
     ),
     DsaDefault(

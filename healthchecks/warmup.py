@@ -67,9 +67,13 @@ STATE_SCHEMA = "bwstack.hc-state/1"
 LOG_CHUNK = 1 << 20
 STARTUP_BYTES = 4 << 20  # the startup record is near the top of the log (rotated at every start)
 
-KEY_ALIASES = vocabulary.KEY_ALIASES  # field -> the names /server_info reports it under
-VALUE_ALIASES = vocabulary.VALUE_ALIASES
-SUMMARY_KEYS = ("attention_backend", "dsa_decode_backend", "nsa_decode_backend", "kv_cache_dtype", "tp_size")
+#: the /server_info keys a healthy line sums up (the DSA decode backend under both of its names)
+SUMMARY_KEYS = (
+    "attention_backend",
+    *vocabulary.KEY_ALIASES["dsa_decode_backend"],
+    "kv_cache_dtype",
+    "tp_size",
+)
 
 
 class Unhealthy(Exception):
@@ -564,7 +568,7 @@ def compare_expect(expect: dict[str, str], info: dict[str, Any]) -> list[str]:
     """One message per mismatch between requested and effective values."""
     problems = []
     for key, requested in sorted(expect.items()):
-        names = KEY_ALIASES.get(key, (key,))
+        names = vocabulary.KEY_ALIASES.get(key, (key,))
         found = [name for name in names if name in info]
         if not found:
             problems.append(f"{key}: requested {requested}, effective not reported by /server_info")
