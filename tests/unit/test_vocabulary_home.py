@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.stack import ROOT
 
 from healthchecks import vocabulary
+from support.stack import ROOT
 
 HOME = ROOT / "healthchecks" / "vocabulary.py"
 SCANNED = ("src", "healthchecks", "images")
