@@ -154,6 +154,8 @@ class ModelSettings(_Strict):
 
 
 class _ProfileHead(_Strict):
+    """The fields a profile starts with; the backend fields follow, then :class:`Profile`'s own."""
+
     description: str = ""
     variant: Name | None = None
 
