@@ -263,7 +263,8 @@ _OVERRIDES = "sglang/srt/arg_groups/overrides.py"
 #: ``srt/arg_groups/overrides.py`` (0.5.15+). From 0.5.11 every wheel read picks trtllm/trtllm for an FP8 KV
 #: cache on compute major >= 10, SM120 included (0.5.12 wheel server_args.py L1721-1726: ``elif
 #: kv_cache_dtype == "fp8_e4m3": if major >= 10: ... = "trtllm"``); GLM on SM12x gets flashinfer_sparse_mla
-#: from 0.5.17. Hopper-only rows are also what SGLang's non-Blackwell branch gives any other major.
+#: from 0.5.17. No row names a major below 9: SGLang's non-Blackwell branch gives those the Hopper values
+#: (the stand-in asks for major 9 then); the rules leave them unknown.
 DSA_DEFAULTS: tuple[DsaDefault, ...] = (
     DsaDefault(
         (0, 5, 9), (0, 5, 9), "fp8_e4m3", HOPPER_MAJORS | BLACKWELL_MAJORS, None,
