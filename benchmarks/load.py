@@ -32,7 +32,7 @@ sys.path[:0] = [str(ROOT / "tests")]  # support.realsglang: the CPU venv, flags 
 
 from bwstack import calibrate, tinytrain  # noqa: E402
 from bwstack.model import HealthcheckSettings  # noqa: E402
-from healthchecks import common, warmup  # noqa: E402
+from healthchecks import common, judging  # noqa: E402
 from support.realsglang import real_server, venv_python  # noqa: E402
 
 WARMUP = ROOT / "healthchecks" / "warmup.py"
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         with real_server(model, log) as server:
             measured = calibrate.measure(server.url)
             env = {k: v for k, v in os.environ.items() if not k.startswith("BWSTACK_")}
-            env[common.ENV_HC_BASELINE] = f"{warmup.PASSAGE_ID}={measured['score']:.4f}"
+            env[common.ENV_HC_BASELINE] = f"{judging.PASSAGE_ID}={measured['score']:.4f}"
             result["baseline_score"] = round(measured["score"], 4)
             idle = [probe(server.url, tmp, log, env) for _ in range(IDLE_PROBES)]
             result["idle"] = summary([t for t, _ in idle], [line for _, line in idle])

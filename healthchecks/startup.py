@@ -29,14 +29,13 @@ names and values come out in profile vocabulary (:mod:`healthchecks.vocabulary`)
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from healthchecks import vocabulary
+from healthchecks import argsrecord, vocabulary
 
 #: lines kept per wrapped ``server_args`` record before giving up on finding its end
 MAX_WRAPPED_LINES = 400
@@ -328,7 +327,7 @@ class StartupReader:
         self._tail = ""  # the end of the previous line (a wrap may cut the server_args= marker)
         self._record_line = 0
         self._record_format = ""
-        self._balance = _Balance()
+        self._balance = argsrecord.Balance()
         self._command: list[str] | None = None
         self._command_line = 0
 
@@ -374,7 +373,7 @@ class StartupReader:
                     found = None  # a word ending the last line glued to this one; not a wrapped marker
             if found:
                 self._record = [joined[found.start(1) :]]
-                self._balance = _Balance()
+                self._balance = argsrecord.Balance()
                 self._record_line = self.line_no - (1 if joined is not text else 0)
                 self._record_format = "dict" if found.group(1) == "{" else "ServerArgs"
                 self._tail = ""
@@ -417,7 +416,7 @@ class StartupReader:
         assert self._record is not None
         body = "".join(self._record)
         self._record = None
-        fields = _parse_record(body, self._record_format)
+        fields = argsrecord.parse_record(body, self._record_format)
         if not fields:
             return
         line = self._record_line
@@ -522,120 +521,12 @@ class StartupReader:
             tokens = tail.split()
         if not any(token.startswith("--") for token in tokens):
             return
-        flags = _flags_from_argv(tokens)
+        flags = argsrecord.flags_from_argv(tokens)
         self.startup.argv_line = self._command_line  # known command line: a field it lacks was not a flag
         for name, value in flags.items():
             self.startup.argv[name] = Stated(
                 name, vocabulary.semantic_value(value), self._command_line, _short(command), "argv", value
             )
-
-
-def _flags_from_argv(tokens: list[str]) -> dict[str, str]:
-    """The semantic fields an argv sets (``--flag value`` and ``--flag=value``; later wins, like argparse)."""
-    found: dict[str, str] = {}
-    for index, token in enumerate(tokens):
-        if not token.startswith("--"):
-            continue
-        flag, eq, inline = token.partition("=")
-        name = vocabulary.field_for_flag(flag)
-        if name is None:
-            continue
-        value = inline if eq else (tokens[index + 1] if index + 1 < len(tokens) else "")
-        if value and not value.startswith("--"):
-            found[name] = value
-    return found
-
-
-class _Balance:
-    """Brackets and quotes of a record read piece by piece: :meth:`feed` returns the index, in that piece, of
-    the bracket closing the first one, or None while it is still open."""
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.quote = ""
-        self.escaped = False
-
-    def feed(self, piece: str) -> int | None:
-        for index, char in enumerate(piece):
-            if self.quote:
-                if self.escaped:
-                    self.escaped = False
-                elif char == "\\":
-                    self.escaped = True
-                elif char == self.quote:
-                    self.quote = ""
-                continue
-            if char in "'\"":
-                self.quote = char
-            elif char in "([{":
-                self.depth += 1
-            elif char in ")]}":
-                self.depth -= 1
-                if self.depth == 0:
-                    return index
-        return None
-
-
-def _matching_close(body: str) -> int | None:
-    """Index of the bracket closing the one that opens ``body`` (quotes and nesting respected), or None."""
-    return _Balance().feed(body)
-
-
-def _split_top(body: str) -> list[str]:
-    """Split on commas outside quotes and brackets."""
-    parts: list[str] = []
-    depth = 0
-    quote = ""
-    escaped = False
-    start = 0
-    for index, char in enumerate(body):
-        if quote:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = ""
-            continue
-        if char in "'\"":
-            quote = char
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(body[start:index])
-            start = index + 1
-    parts.append(body[start:])
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _value(text: str) -> Any:
-    """A Python literal's value; the text itself when it is not a literal (an enum or object repr)."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return text
-
-
-def _parse_record(body: str, fmt: str) -> dict[str, Any]:
-    """``ServerArgs(a=1, b='x')`` or ``{'a': 1, 'b': 'x'}`` (possibly cut short) -> {name: value}."""
-    inner = body[1:] if fmt == "dict" else body[len("ServerArgs(") :]
-    end = _matching_close(body)
-    if end is not None:
-        inner = body[1:end] if fmt == "dict" else body[len("ServerArgs(") : end]
-    fields: dict[str, Any] = {}
-    for part in _split_top(inner):
-        if fmt == "dict":
-            key, sep, value = part.partition(":")
-            name = key.strip().strip("'\"")
-        else:
-            key, sep, value = part.partition("=")
-            name = key.strip()
-        if not sep or not re.fullmatch(r"[A-Za-z_]\w*", name):
-            continue
-        fields[name] = _value(value.strip())
-    return fields
 
 
 def read_text(text: str) -> Startup:
@@ -703,7 +594,7 @@ def compare(
         )
     attention = requested.get("attention_backend", (None, ""))[0]
     if attention is not None and attention != "dsa":
-        for name in ("dsa_prefill_backend", "dsa_decode_backend"):
+        for name in vocabulary.DSA_SIDES:
             got = effective.get(name)
             if got is None or name in requested or name not in startup.from_warnings:
                 continue  # only a resolution SGLang announced, not a default the repr states

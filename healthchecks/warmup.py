@@ -21,12 +21,9 @@ overall deadline: every socket wait is bounded by the remaining budget and an in
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import hashlib
 import http.client
 import json
-import math
 import os
 import signal
 import socket
@@ -35,55 +32,25 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any
 
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, signatures, startup, vocabulary
+from healthchecks import common, judging, signatures, startup
+from healthchecks.judging import Unhealthy
+from healthchecks.settings import Config, UsageError, parse_args
 
 PROMPT = "The capital city of France is"
-#: the quality probe's reference passage (public domain: Lincoln, 1863); models know it by heart, so a working
-#: model scores it high and garbage scores it low. Changing it changes PASSAGE_ID: recalibrate every model.
-PASSAGE = (
-    "Four score and seven years ago our fathers brought forth on this continent, a new nation, conceived in "
-    "Liberty, and dedicated to the proposition that all men are created equal. Now we are engaged in a great "
-    "civil war, testing whether that nation, or any nation so conceived and so dedicated, can long endure."
-)
-PASSAGE_ID = "gettysburg-" + hashlib.sha256(PASSAGE.encode()).hexdigest()[:8]
 TEMPERATURE = 0.7  # > 0 and no top-k/top-p/min-p: the plain multinomial path that trips on NaN
 MAX_NEW_TOKENS = 8
 MAX_BODY_BYTES = 8 * 1024 * 1024
 READ_CHUNK = 64 * 1024
-SENTINEL_LOGPROB = -1e29  # SGLANG_SANITIZE_NAN_LOGITS replaces NaN by -1e30
-DEFAULT_MARGIN = 1.0  # nats/token a passage score may fall below its calibrated baseline
-FLAT_SPREAD = 1e-4  # logprobs closer than this are "all equal"
-FLAT_BELOW = -1.0  # ... and all equal below this (nats) means a flat (uniform) distribution
-MIN_SCORED = 4  # fewer scored tokens than this: too few to judge a distribution
-REPEAT_SPREAD = 1e-3  # one token sampled over and over with logprobs this close: a degenerate loop
 SNIPPET = 160
 LOG_SNIPPET = 200
 STATE_SCHEMA = "bwstack.hc-state/1"
 LOG_CHUNK = 1 << 20
 STARTUP_BYTES = 4 << 20  # the startup record is near the top of the log (rotated at every start)
-
-KEY_ALIASES = vocabulary.KEY_ALIASES  # field -> the names /server_info reports it under
-VALUE_ALIASES = vocabulary.VALUE_ALIASES
-SUMMARY_KEYS = ("attention_backend", "dsa_decode_backend", "nsa_decode_backend", "kv_cache_dtype", "tp_size")
-
-
-class Unhealthy(Exception):
-    """A verdict: the class and a one-line reason."""
-
-    def __init__(self, cls: str, reason: str, gone: bool = False) -> None:
-        super().__init__(reason)
-        self.cls = cls
-        self.reason = reason
-        self.gone = gone  # nothing answers on the port (refused, dropped, unreachable)
-
-
-class UsageError(Exception):
-    """Bad healthcheck arguments (reported as an unhealthy line, never as exit 2)."""
 
 
 class DeadlineExceeded(BaseException):
@@ -100,24 +67,6 @@ class Dropped(Exception):
 
 class Unreachable(Exception):
     """Another socket error while connecting."""
-
-
-@dataclass
-class Config:
-    """The resolved healthcheck settings (flags win over env vars)."""
-
-    url: str
-    timeout: float
-    expect: dict[str, str]
-    expect_text: str | None
-    log: str
-    api_key_file: str
-    mode: str
-    decode_every: float
-    state_path: str
-    stall_after: float = common.DEFAULT_HC_STALL_AFTER
-    baseline: tuple[str, float] | None = None
-    margin: float = DEFAULT_MARGIN
 
 
 @dataclass
@@ -139,104 +88,6 @@ class Run:
     state: dict[str, Any]
     stage: str = "start"
     notes: list[str] = field(default_factory=list)
-
-
-# --- arguments ----------------------------------------------------------------------------------------------
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-    return value
-
-
-def parse_expect(items: list[str]) -> dict[str, str]:
-    """Parse KEY=VALUE items (each may hold several, comma-separated) into a dict."""
-    result: dict[str, str] = {}
-    for item in items:
-        for part in item.split(","):
-            if not part.strip():
-                continue
-            key, sep, value = part.partition("=")
-            key = key.strip().replace("-", "_").lstrip("_")
-            if not sep or not key or not value.strip():
-                raise UsageError(f"--expect wants KEY=VALUE, got {part.strip()!r}")
-            result[key] = value.strip()
-    return result
-
-
-def parse_baseline(text: str) -> tuple[str, float] | None:
-    """``PASSAGE_ID=SCORE`` (what ``bwstack calibrate`` recorded) -> (id, score); None when empty."""
-    if not text.strip():
-        return None
-    passage, sep, score = text.strip().partition("=")
-    try:
-        value = float(score)
-    except ValueError:
-        value = math.nan
-    if not sep or not passage or not math.isfinite(value) or value > 0:
-        raise UsageError(f"--baseline wants PASSAGE_ID=SCORE (a logprob <= 0), got {text.strip()!r}")
-    return passage, value
-
-
-def parse_args(argv: list[str] | None) -> Config:
-    """Flags first, then the BWSTACK_* env vars of docs/design.md, then the defaults."""
-    env = common.env_or
-    p = _Parser(prog="warmup.py", description="bwstack deep healthcheck for an SGLang server")
-    p.add_argument("--url", default=env(common.ENV_HC_URL, common.DEFAULT_HC_URL))
-    p.add_argument("--timeout", type=_positive, default=None, help="overall budget in seconds")
-    p.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--expect-text", default=None, help="substring the sampled completion must contain")
-    p.add_argument("--log", default=env(common.ENV_LOG, common.DEFAULT_LOG))
-    p.add_argument("--api-key-file", default=env(common.ENV_API_KEY_FILE, common.DEFAULT_API_KEY_FILE))
-    p.add_argument("--mode", choices=("full", "light"), default=None)
-    p.add_argument("--decode-every", type=_positive, default=None, help="light mode: seconds between decodes")
-    p.add_argument("--state", default=env(common.ENV_HC_STATE, common.DEFAULT_HC_STATE))
-    p.add_argument(
-        "--stall-after", type=_positive, default=None, help="seconds of an unchanged log while refused = dead"
-    )
-    p.add_argument("--baseline", default=None, metavar="PASSAGE_ID=SCORE", help="calibrated passage score")
-    p.add_argument("--margin", type=_positive, default=None, help="nats/token below the baseline = garbage")
-    args = p.parse_args(argv)
-    timeout = args.timeout or _positive(env(common.ENV_HC_TIMEOUT, str(common.DEFAULT_HC_TIMEOUT)))
-    decode_every = args.decode_every or _positive(
-        env(common.ENV_HC_DECODE_EVERY, str(common.DEFAULT_HC_DECODE_EVERY))
-    )
-    stall_after = args.stall_after or _positive(
-        env(common.ENV_HC_STALL_AFTER, str(common.DEFAULT_HC_STALL_AFTER))
-    )
-    mode = args.mode or env(common.ENV_HC_MODE, common.DEFAULT_HC_MODE)
-    if mode not in ("full", "light"):
-        raise UsageError(f"{common.ENV_HC_MODE} must be full or light, got {mode!r}")
-    expect_items = args.expect or [os.environ.get(common.ENV_HC_EXPECT, "")]
-    expect_text = args.expect_text
-    if expect_text is None:
-        expect_text = os.environ.get(common.ENV_HC_EXPECT_TEXT)
-    baseline = parse_baseline(args.baseline if args.baseline is not None else env(common.ENV_HC_BASELINE, ""))
-    margin = args.margin or _positive(env(common.ENV_HC_MARGIN, str(DEFAULT_MARGIN)))
-    return Config(
-        url=args.url,
-        timeout=timeout,
-        expect=parse_expect(expect_items),
-        expect_text=expect_text or None,
-        log=args.log,
-        api_key_file=args.api_key_file,
-        mode=mode,
-        decode_every=decode_every,
-        state_path=args.state,
-        stall_after=stall_after,
-        baseline=baseline,
-        margin=margin,
-    )
 
 
 # --- HTTP ---------------------------------------------------------------------------------------------------
@@ -547,80 +398,13 @@ def fetch_server_info(run: Run) -> dict[str, Any]:
     return data
 
 
-_norm = vocabulary.semantic_value  # one spelling of values for requested vs effective
-
-
-def _same(requested: str, effective: Any) -> bool:
-    a, b = _norm(requested), _norm(effective)
-    if a == b:
-        return True
-    try:
-        return float(a) == float(b)
-    except ValueError:
-        return False
-
-
-def compare_expect(expect: dict[str, str], info: dict[str, Any]) -> list[str]:
-    """One message per mismatch between requested and effective values."""
-    problems = []
-    for key, requested in sorted(expect.items()):
-        names = KEY_ALIASES.get(key, (key,))
-        found = [name for name in names if name in info]
-        if not found:
-            problems.append(f"{key}: requested {requested}, effective not reported by /server_info")
-            continue
-        effective = info[found[0]]
-        if not _same(requested, effective):
-            via = "" if found[0] == key else f" (as {found[0]})"
-            problems.append(f"{key}: requested {requested}, effective {_norm(effective)}{via}")
-    return problems
-
-
 def check_config(run: Run) -> str:
     """Compare --expect with /server_info; returns a short summary of the effective config."""
     info = fetch_server_info(run)
-    problems = compare_expect(run.cfg.expect, info)
+    problems = judging.compare_expect(run.cfg.expect, info)
     if problems:
         raise Unhealthy("backend_override", "; ".join(problems))
-    parts = [f"{k}={_norm(info[k])}" for k in SUMMARY_KEYS if info.get(k) is not None]
-    if "version" in info:
-        parts.append(f"sglang {info['version']}")
-    return " ".join(parts)
-
-
-def _finish(meta: dict[str, Any]) -> tuple[str, str]:
-    reason = meta.get("finish_reason")
-    if isinstance(reason, dict):
-        return str(reason.get("type")), str(reason.get("message") or "")
-    return str(reason), ""
-
-
-def _check_logprobs(meta: dict[str, Any]) -> float:
-    entries = meta.get("output_token_logprobs")
-    if not isinstance(entries, list) or not entries:
-        raise Unhealthy("warmup_failed", "POST /generate: no meta_info.output_token_logprobs in the answer")
-    lowest = math.inf
-    for pos, entry in enumerate(entries):
-        if not isinstance(entry, list) or not entry:
-            raise Unhealthy("warmup_failed", f"POST /generate: malformed logprob entry {pos}: {entry!r}")
-        value, token = entry[0], entry[1] if len(entry) > 1 else "?"
-        where = f"output token {pos} (id {token})"
-        lowest = min(lowest, _finite_logprob(value, where, typed_where=f"POST /generate: {where}"))
-    return lowest
-
-
-def _finite_logprob(value: Any, where: str, *, typed_where: str | None = None) -> float:
-    """One logprob of SGLang's answer as a float; Unhealthy ``nan`` for null, inf/NaN or the sanitizer's
-    sentinel, ``warmup_failed`` for a value that is no number (``typed_where`` names it then)."""
-    if value is None:
-        raise Unhealthy("nan", f"{where}: logprob null (NaN/inf serialized as null)")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise Unhealthy("warmup_failed", f"{typed_where or where}: logprob is not a number: {value!r}")
-    if not math.isfinite(value):
-        raise Unhealthy("nan", f"{where}: logprob {value}")
-    if value <= SENTINEL_LOGPROB:
-        raise Unhealthy("nan", f"{where}: logprob {value:g} (NaN sanitized to a sentinel)")
-    return float(value)
+    return judging.config_summary(info)
 
 
 def check_decode(run: Run) -> str:
@@ -640,14 +424,14 @@ def check_decode(run: Run) -> str:
         raise Unhealthy("warmup_failed", f"POST /generate: unexpected answer {_snippet(json.dumps(data))!r}")
     meta: dict[str, Any] = data["meta_info"]
     text = data.get("text")
-    kind, message = _finish(meta)
+    kind, message = judging.finish(meta)
     if kind == "abort":
         found = signatures.classify_text(message)
         cls = found.cls if found else "warmup_failed"
         fallback = Unhealthy(cls, f"request aborted: {_snippet(message)!r}")
         raise _root_cause_or(run, fallback, wait=True)
-    lowest = _check_logprobs(meta)
-    degenerate = degenerate_decode(meta["output_token_logprobs"])
+    lowest = judging.check_logprobs(meta)
+    degenerate = judging.degenerate_decode(meta["output_token_logprobs"])
     if degenerate:
         raise Unhealthy("garbage", degenerate)
     if not isinstance(text, str):
@@ -663,96 +447,9 @@ def check_decode(run: Run) -> str:
 # --- quality probe ------------------------------------------------------------------------------------------
 
 
-def degenerate_decode(entries: list[Any]) -> str | None:
-    """Why a sampled decode (finite logprobs, checked before) is degenerate, or None.
-
-    Baseline-free: every sampled token with one and the same logprob far below 0 is a flat distribution
-    (e.g. SGLANG_SANITIZE_NAN_LOGITS turning NaN into uniform logits); one token id sampled over and over with
-    logprobs that do not move is a loop (the classic ``!!!!!!!!`` of a broken kernel).
-    """
-    values = [float(e[0]) for e in entries]
-    ids = [e[1] if len(e) > 1 else None for e in entries]
-    if len(values) < MIN_SCORED:
-        return None
-    spread = max(values) - min(values)
-    if spread <= FLAT_SPREAD and max(values) < FLAT_BELOW:
-        return (
-            f"sampled decode: all {len(values)} tokens have logprob {values[0]:.4f} "
-            f"(= -ln {math.exp(-values[0]):.0f}: a flat distribution, the logits carry no information)"
-        )
-    if len(set(ids)) == 1 and spread <= REPEAT_SPREAD:
-        return (
-            f"sampled decode: token id {ids[0]} sampled {len(values)} times in a row with logprobs within "
-            f"{spread:.1e} of each other (a degenerate loop)"
-        )
-    return None
-
-
-def quality_payload() -> dict[str, Any]:
-    """Teacher forcing: the passage as the prompt, logprobs of every prompt token, one greedy token."""
-    return {
-        "text": PASSAGE,
-        "sampling_params": {"temperature": 0.0, "max_new_tokens": 1},
-        "return_logprob": True,
-        "logprob_start_len": 0,
-    }
-
-
-def passage_logprobs(meta: dict[str, Any]) -> list[float]:
-    """The prompt tokens' logprobs after the first; [] when the server returned none to score.
-
-    SGLang gives the first prompt token ``null`` (nothing precedes it); 0.5.23 returns ``[]`` without
-    ``logprob_start_len``; 0.5.9 may return only the first entry. A later ``null`` / non-finite / sentinel
-    value is NaN.
-    """
-    entries = meta.get("input_token_logprobs")
-    if not isinstance(entries, list):
-        return []
-    values: list[float] = []
-    for pos, entry in enumerate(entries):
-        if not isinstance(entry, list) or not entry:
-            raise Unhealthy(
-                "warmup_failed", f"passage probe: malformed prompt logprob entry {pos}: {entry!r}"
-            )
-        value = entry[0]
-        if pos == 0 and value is None:
-            continue
-        where = f"passage probe: prompt token {pos} (id {entry[1] if len(entry) > 1 else '?'})"
-        values.append(_finite_logprob(value, where))
-    return values
-
-
-def judge_passage(values: list[float], baseline: tuple[str, float] | None, margin: float) -> str:
-    """The passage verdict: a summary when fine, Unhealthy('garbage') when not."""
-    if not values:
-        return "passage not scored (the server returned no prompt logprobs)"
-    score = sum(values) / len(values)
-    spread = max(values) - min(values)
-    if len(values) >= MIN_SCORED and spread <= FLAT_SPREAD and max(values) < FLAT_BELOW:
-        raise Unhealthy(
-            "garbage",
-            f"passage {PASSAGE_ID}: all {len(values)} prompt tokens have logprob {values[0]:.4f} "
-            f"(= -ln {math.exp(-values[0]):.0f}: a flat distribution, the logits carry no information)",
-        )
-    summary = f"passage {PASSAGE_ID} score {score:.3f} nats/token over {len(values)} tokens"
-    if baseline is None:
-        return f"{summary} (no calibrated baseline)"
-    passage, expected = baseline
-    if passage != PASSAGE_ID:
-        return f"{summary} (baseline is for passage {passage}, not this one: recalibrate)"
-    floor = expected - margin
-    if score < floor:
-        raise Unhealthy(
-            "garbage",
-            f"passage {PASSAGE_ID} score {score:.3f} nats/token over {len(values)} tokens, below the "
-            f"calibrated baseline {expected:.3f} - margin {margin:g} = {floor:.3f} (finite but wrong output)",
-        )
-    return f"{summary} (baseline {expected:.3f}, margin {margin:g})"
-
-
 def score_passage(run: Run) -> tuple[list[float], dict[str, Any]]:
     """One prefill of the passage; its prompt logprobs and the answer's meta_info."""
-    reply, data = _call_json(run, "POST", "/generate", quality_payload())
+    reply, data = _call_json(run, "POST", "/generate", judging.quality_payload())
     if reply.status != 200:
         raise _http_failure(run, "POST /generate (passage)", reply)
     if isinstance(data, list) and data:
@@ -760,19 +457,19 @@ def score_passage(run: Run) -> tuple[list[float], dict[str, Any]]:
     if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
         raise Unhealthy("warmup_failed", f"passage probe: unexpected answer {_snippet(json.dumps(data))!r}")
     meta: dict[str, Any] = data["meta_info"]
-    kind, message = _finish(meta)
+    kind, message = judging.finish(meta)
     if kind == "abort":
         found = signatures.classify_text(message)
         fallback = Unhealthy(found.cls if found else "warmup_failed", f"passage probe aborted: {message!r}")
         raise _root_cause_or(run, fallback, wait=True)
-    return passage_logprobs(meta), meta
+    return judging.passage_logprobs(meta), meta
 
 
 def check_quality(run: Run) -> str:
     """The quality probe: score the reference passage, compare with the calibrated baseline."""
     run.stage = "POST /generate (passage)"
     values, _meta = score_passage(run)
-    return judge_passage(values, run.cfg.baseline, run.cfg.margin)
+    return judging.judge_passage(values, run.cfg.baseline, run.cfg.margin)
 
 
 def _decode_due(run: Run) -> bool:

@@ -21,17 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FIELDS = (
-    "common",
-    "attention_backend",
-    "dsa_prefill_backend",
-    "dsa_decode_backend",
-    "moe_runner_backend",
-    "fp4_gemm_backend",
-)
+from healthchecks import vocabulary
 
-# Values spelt differently by some SGLang versions (design.md: `dsa` is spelt `nsa` up to 0.5.12).
-VALUE_ALIASES = {("attention_backend", "nsa"): "dsa"}
+#: the fields an entry belongs to: ``common`` (every server), then each backend field that picks kernels
+FIELDS = ("common", *vocabulary.KERNEL_FIELDS)
 
 ANY_FAMILY = "any"
 
@@ -286,7 +279,7 @@ def _dsa_sub_backends() -> tuple[BackendUse, ...]:
     )
     return tuple(
         BackendUse(field, value, needs, source)
-        for field in ("dsa_prefill_backend", "dsa_decode_backend")
+        for field in vocabulary.DSA_SIDES
         for value, needs, source in table
     )
 
@@ -363,14 +356,10 @@ def library(key: str) -> Library:
     return _BY_KEY[key]
 
 
-def canonical_value(field: str, value: str) -> str:
-    """The semantic spelling of a value (``nsa`` → ``dsa`` for ``attention_backend``)."""
-    return VALUE_ALIASES.get((field, value), value)
-
-
 def lookup(field: str, value: str) -> BackendUse | None:
-    """The table entry for a field/value, or None when the table does not know it."""
-    wanted = canonical_value(field, value)
+    """The table entry for a field/value (any spelling: ``nsa`` is ``dsa``), or None when the table does not
+    know it."""
+    wanted = vocabulary.canonical_value(field, value)
     return next((b for b in BACKENDS if b.field == field and b.value == wanted), None)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from bwstack.errors import ExternalError, UserError
 from bwstack.model import Stack
-from healthchecks import common, warmup
+from healthchecks import common, judging, settings, warmup
 
 BASELINES_FILE = "baselines.json"
 SCHEMA = "bwstack.baselines/1"
@@ -64,13 +64,13 @@ def _load(path: Path) -> dict[str, Any]:
 def load_baseline(stack: Stack) -> Baseline | None:
     """The baseline of the stack's model for the healthcheck's current passage; None when not calibrated."""
     path = baselines_path(stack)
-    entry = _load(path)["models"].get(stack.model.path, {}).get(warmup.PASSAGE_ID)
+    entry = _load(path)["models"].get(stack.model.path, {}).get(judging.PASSAGE_ID)
     if entry is None:
         return None
-    where = f"models.{stack.model.path}.{warmup.PASSAGE_ID}"
+    where = f"models.{stack.model.path}.{judging.PASSAGE_ID}"
     try:
         baseline = Baseline(
-            passage=warmup.PASSAGE_ID,
+            passage=judging.PASSAGE_ID,
             score=float(entry["score"]),
             margin=float(entry["margin"]),
             tokens=int(entry["tokens"]),
@@ -92,7 +92,7 @@ def describe(stack: Stack) -> str:
     baseline = load_baseline(stack)
     if baseline is None:
         return (
-            f"quality baseline: none for {stack.model.path} (passage {warmup.PASSAGE_ID}): only the "
+            f"quality baseline: none for {stack.model.path} (passage {judging.PASSAGE_ID}): only the "
             "baseline-free checks run (flat or looping logprobs); record one with 'bwstack calibrate "
             "PROFILE'"
             " on a known-good server"
@@ -106,7 +106,7 @@ def describe(stack: Stack) -> str:
 
 def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None) -> dict[str, Any]:
     """Probe a running server: liveness, a sampled decode, the passage score. ExternalError when unfit."""
-    cfg = warmup.Config(
+    cfg = settings.Config(
         url=url,
         timeout=timeout,
         expect={},
@@ -127,14 +127,14 @@ def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None =
         info = warmup.fetch_server_info(run)
         warmup.check_decode(run)
         values, _meta = warmup.score_passage(run)
-        warmup.judge_passage(values, None, warmup.DEFAULT_MARGIN)  # a flat passage is no baseline
-    except warmup.Unhealthy as exc:
+        judging.judge_passage(values, None, judging.DEFAULT_MARGIN)  # a flat passage is no baseline
+    except judging.Unhealthy as exc:
         raise ExternalError(
             f"the server at {url} is not fit to calibrate on: {exc.cls}: {exc.reason}"
         ) from None
     except (warmup.Refused, warmup.Dropped, warmup.Unreachable, warmup.DeadlineExceeded) as exc:
         raise ExternalError(f"the server at {url} did not answer: {type(exc).__name__} {exc}") from None
-    except warmup.UsageError as exc:
+    except settings.UsageError as exc:
         raise UserError(str(exc), field="--url") from None
     if not values:
         raise ExternalError(
@@ -149,7 +149,7 @@ def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None =
 
 
 def calibrate(
-    stack: Stack, profile: str, *, url: str | None = None, margin: float = warmup.DEFAULT_MARGIN
+    stack: Stack, profile: str, *, url: str | None = None, margin: float = judging.DEFAULT_MARGIN
 ) -> tuple[Baseline, Path]:
     """Measure the passage score of the running server and record it for the stack's model."""
     stack.profile(profile)
@@ -165,7 +165,7 @@ def calibrate(
             field="model.path",
         )
     baseline = Baseline(
-        passage=warmup.PASSAGE_ID,
+        passage=judging.PASSAGE_ID,
         score=round(found["score"], 4),
         margin=margin,
         tokens=found["tokens"],
@@ -176,7 +176,7 @@ def calibrate(
     path = baselines_path(stack)
     data = _load(path)
     entry = {k: v for k, v in baseline.__dict__.items() if k != "passage"}
-    data["models"].setdefault(stack.model.path, {})[warmup.PASSAGE_ID] = entry
+    data["models"].setdefault(stack.model.path, {})[judging.PASSAGE_ID] = entry
     from bwstack.files import atomic_write
 
     atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

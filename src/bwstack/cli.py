@@ -232,12 +232,12 @@ def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -
     """Record the quality probe's baseline (passage score) of a running known-good server for the model."""
     from bwstack import calibrate as calib
     from bwstack import model
-    from healthchecks import warmup
+    from healthchecks import judging
 
     stack = model.load_stack(file)
     model.emit_warnings(stack)
     baseline, path = calib.calibrate(
-        stack, profile, url=url, margin=warmup.DEFAULT_MARGIN if margin is None else margin
+        stack, profile, url=url, margin=judging.DEFAULT_MARGIN if margin is None else margin
     )
     click.echo(
         f"{path}: {stack.model.path} passage {baseline.passage}: {baseline.score:.4f} nats/token over "

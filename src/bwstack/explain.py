@@ -23,41 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bwstack import foreign, modelconfig, sglang_cli, sglang_env
+from bwstack import foreign, modelconfig, sglang_env
 from bwstack.errors import ExternalError, UserError
+from healthchecks import vocabulary
 
 if TYPE_CHECKING:
     from bwstack.model import Stack
 
-ARCH_CAPABILITY: dict[str, tuple[int, int]] = {
-    "sm90": (9, 0),
-    "sm100": (10, 0),
-    "sm103": (10, 3),
-    "sm120": (12, 0),
-    "sm121": (12, 1),
-}
-DEVICE_NAMES = {
-    "sm90": "NVIDIA H200",
-    "sm100": "NVIDIA B200",
-    "sm103": "NVIDIA B300",
-    "sm120": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-    "sm121": "NVIDIA GB10",
-}
-SEMANTIC_FIELDS = (
-    "attention_backend",
-    "dsa_prefill_backend",
-    "dsa_decode_backend",
-    "kv_cache_dtype",
-    "moe_runner_backend",
-    "fp4_gemm_backend",
-)
-#: spellings SGLang treats as the same value (not an override)
-SAME_VALUE = {
-    ("attention_backend", "dsa"): "nsa",
-    ("attention_backend", "nsa"): "dsa",
-    ("kv_cache_dtype", "bf16"): "bfloat16",
-}
-DSA_ATTENTION = ("dsa", "nsa")
+ARCH_CAPABILITY = vocabulary.ARCH_CAPABILITY
+DEVICE_NAMES = vocabulary.DEVICE_NAMES
+SEMANTIC_FIELDS = vocabulary.BACKEND_FIELDS
+#: the attention backend's DSA value in each spelling (``dsa``, ``nsa`` up to 0.5.12)
+DSA_ATTENTION = vocabulary.spellings("attention_backend", "dsa")
 #: the model settings (sglang_cli.MODEL_FLAGS keys) whose flags explain passes on: the ones SGLang's backend
 #: resolution reads (the resolver brings its own --model-path)
 RESOLVER_MODEL_FLAGS = ("tp_size", "quantization")
@@ -142,7 +119,7 @@ class Resolution:
             return FieldOutcome(name, None, effective, "default")
         if effective == requested:
             return FieldOutcome(name, requested, effective, "kept")
-        if SAME_VALUE.get((name, requested)) == effective:
+        if isinstance(effective, str) and vocabulary.same_value(name, requested, effective):
             return FieldOutcome(name, requested, effective, "normalised")
         if requested == "auto":
             return FieldOutcome(name, requested, effective, "resolved")
@@ -218,14 +195,7 @@ class Explanation:
         return "\n".join(lines)
 
 
-LABELS = {
-    "attention_backend": "attention backend",
-    "dsa_prefill_backend": "DSA prefill backend",
-    "dsa_decode_backend": "DSA decode backend",
-    "kv_cache_dtype": "KV cache dtype",
-    "moe_runner_backend": "MoE runner",
-    "fp4_gemm_backend": "FP4 GEMM backend",
-}
+LABELS = vocabulary.FIELD_LABELS
 
 
 def _outcome_line(outcome: FieldOutcome) -> str:
@@ -425,8 +395,7 @@ RESULT_KEYS = (
     "attention_backend",
     "prefill_attention_backend",
     "decode_attention_backend",
-    "dsa_prefill_backend",
-    "dsa_decode_backend",
+    *vocabulary.DSA_SIDES,
     "kv_cache_dtype",
     "page_size",
     "moe_runner_backend",
@@ -437,14 +406,12 @@ RESULT_KEYS = (
 
 def _flag_tables() -> dict[str, Any]:
     """The flag/field name tables ``foreign/resolve.py`` needs, from their one home on the host side."""
-    from healthchecks.warmup import KEY_ALIASES
-
     return {
-        "semantic_options": {k: list(v) for k, v in sglang_cli.SEMANTIC_FLAGS.items()},
+        "semantic_options": {k: list(v) for k, v in vocabulary.SEMANTIC_FLAGS.items()},
         "value_aliases": {
-            k: {v: list(s) for v, s in m.items()} for k, m in sglang_cli.VALUE_SPELLINGS.items()
+            k: {v: list(s) for v, s in m.items()} for k, m in vocabulary.VALUE_SPELLINGS.items()
         },
-        "result_fields": {k: list(KEY_ALIASES.get(k, (k,))) for k in RESULT_KEYS},
+        "result_fields": {k: list(vocabulary.KEY_ALIASES.get(k, (k,))) for k in RESULT_KEYS},
     }
 
 

@@ -13,22 +13,30 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    create_model,
+    field_validator,
+)
 
 from bwstack import pins, sglang_cli
 from bwstack.errors import UserError
 from bwstack.yamlload import Lines, load_yaml
-from healthchecks import signatures
+from healthchecks import signatures, vocabulary
 
 FORMAT_VERSION = 1
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 #: failure classes a profile may expect (the healthcheck's classes; ``healthy`` for a working profile)
 EXPECT_CLASSES = ("healthy", *(c for c in signatures.CLASSES if c not in {"healthy", "starting"}))
-GPU_ARCHES = ("sm120", "sm121", "sm100", "sm103", "sm90")
-BACKEND_FIELDS = tuple(sglang_cli.SEMANTIC_FLAGS)
+GPU_ARCHES = vocabulary.PROFILE_ARCHES
+BACKEND_FIELDS = vocabulary.BACKEND_FIELDS
 COMPOSE_FEATURES = ("start_interval",)
 
 _SHELL_HINT = (
@@ -46,6 +54,10 @@ ImageRepo = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(?:[._/-][a-z0-
 HostAddr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F.:]+$")]
 SizeStr = Annotated[str, StringConstraints(pattern=r"^\d+(?:[bkmg]|kb|mb|gb)?$")]
 RestartPolicy = Annotated[str, StringConstraints(pattern=r"^(no|always|unless-stopped|on-failure(?::\d+)?)$")]
+if TYPE_CHECKING:
+    GpuArch = str
+else:  # one of the vocabulary's archs (pydantic lists them, in that order, when a value is not one)
+    GpuArch = Literal[GPU_ARCHES]
 
 
 class _Strict(BaseModel):
@@ -72,7 +84,7 @@ class StackSettings(_Strict):
     project: Name = "bwstack"
     variant: Name
     image_repo: ImageRepo = "bwstack/sglang"
-    gpu_arch: Literal["sm120", "sm121", "sm100", "sm103", "sm90"] = "sm120"
+    gpu_arch: GpuArch = "sm120"
     #: what the services run on: ``gpu`` reserves ``model.tp_size`` NVIDIA GPUs, ``cpu`` reserves none
     device: Literal["gpu", "cpu"] = "gpu"
     bind_address: HostAddr = "127.0.0.1"
@@ -141,17 +153,31 @@ class ModelSettings(_Strict):
         return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-class Profile(_Strict):
-    """One backend combination, rendered as one compose service under its own compose profile."""
+class _ProfileHead(_Strict):
+    """The fields a profile starts with; the backend fields follow, then :class:`Profile`'s own."""
 
     description: str = ""
     variant: Name | None = None
-    attention_backend: SafeToken | None = None
-    dsa_prefill_backend: SafeToken | None = None
-    dsa_decode_backend: SafeToken | None = None
-    kv_cache_dtype: SafeToken | None = None
-    moe_runner_backend: SafeToken | None = None
-    fp4_gemm_backend: SafeToken | None = None
+
+
+if not TYPE_CHECKING:  # one optional field per semantic backend field of the vocabulary, in its order
+    _ProfileBackends = create_model(
+        "_ProfileBackends",
+        __base__=_ProfileHead,
+        **{name: (SafeToken | None, None) for name in BACKEND_FIELDS},
+    )
+else:  # mypy's view: the backend fields are read by name (Profile.backends), so it need not list them
+
+    class _ProfileBackends(_ProfileHead):
+        pass
+
+
+class Profile(_ProfileBackends):
+    """One backend combination, rendered as one compose service under its own compose profile.
+
+    Its fields: ``description``, ``variant``, the semantic backend fields (``vocabulary.BACKEND_FIELDS``,
+    each an optional token), then the ones below."""
+
     extra_args: list[str] = []
     env: dict[EnvName, str] = {}
     tags: list[Name] = Field(default=[], description="labels for selecting profiles (bwstack sweep --tag)")
@@ -160,7 +186,7 @@ class Profile(_Strict):
         description="this profile's checkpoint, instead of model.path (e.g. a faulty tiny model)",
     )
     expect: str = Field(default="healthy", json_schema_extra={"enum": list(EXPECT_CLASSES)})
-    arch: Literal["sm120", "sm121", "sm100", "sm103", "sm90"] | None = None
+    arch: GpuArch | None = None
     device: Literal["gpu", "cpu"] | None = None  # default: stack.device
     why: str = ""
     evidence: list[str] = []

@@ -24,9 +24,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from bwstack.model import BACKEND_FIELDS, Stack
+from healthchecks import vocabulary
 
-_DSA_BACKENDS = ("attention_backend", "dsa_prefill_backend", "dsa_decode_backend")
-_KERNELS = (*_DSA_BACKENDS, "moe_runner_backend", "fp4_gemm_backend")
+_DSA_BACKENDS = ("attention_backend", *vocabulary.DSA_SIDES)
+_KERNELS = vocabulary.KERNEL_FIELDS
 
 #: failure class -> the profile fields whose change addresses it, most implicated first
 FIELDS_FOR_CLASS: dict[str, tuple[str, ...]] = {
@@ -78,11 +79,7 @@ _NO_PREDICTION = SimpleNamespace(verdict="healthy", decision=SimpleNamespace(rul
 def _changed(a: Mapping[str, str | None], b: Mapping[str, str | None]) -> list[str]:
     """Backend fields that differ; the DSA sub-backends only count where one side runs DSA attention."""
     dsa = "dsa" in (a.get("attention_backend"), b.get("attention_backend"))
-    return [
-        k
-        for k in BACKEND_FIELDS
-        if a.get(k) != b.get(k) and (dsa or k not in ("dsa_prefill_backend", "dsa_decode_backend"))
-    ]
+    return [k for k in BACKEND_FIELDS if a.get(k) != b.get(k) and (dsa or k not in vocabulary.DSA_SIDES)]
 
 
 def suggest(

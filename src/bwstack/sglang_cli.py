@@ -37,11 +37,6 @@ MODEL_FLAGS: dict[str, str] = {
     "trust_remote_code": "--trust-remote-code",
 }
 
-#: values renamed between versions: semantic value -> spellings, preferred first
-VALUE_SPELLINGS: dict[str, dict[str, tuple[str, ...]]] = {
-    "attention_backend": {"dsa": ("dsa", "nsa"), "nsa": ("dsa", "nsa")},
-}
-
 #: flags bwstack sets itself; a profile's extra_args must not set them (say which field to use instead)
 OWNED_FLAGS: dict[str, str] = {
     "--host": "bwstack binds 0.0.0.0 inside the container; set stack.bind_address for the host side",
@@ -141,7 +136,7 @@ class Snapshot:
             return None
         if flag.choices is None:
             return value
-        for spelling in VALUE_SPELLINGS.get(semantic, {}).get(value, (value,)):
+        for spelling in vocabulary.spellings(semantic, value):
             if spelling in flag.choices:
                 return spelling
         return None

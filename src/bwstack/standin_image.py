@@ -5,7 +5,8 @@ Three images, all named ``bwstack/standin*`` and labelled ``io.bwstack.standin``
 1. the Debian root file system image -- made by :mod:`bwstack.standin_rootfs` (the CPU variants build on
    it too).
 2. ``bwstack/standin-base:<content hash>`` -- the rootfs plus the stdlib-only stand-in code
-   (``bwstack/__init__.py``, ``sglang_argv.py``, ``standin/``) at ``/opt/standin`` on ``PYTHONPATH``, an
+   (``bwstack/__init__.py``, ``sglang_argv.py``, ``standin/``, ``healthchecks/vocabulary.py``) at
+   ``/opt/standin`` on ``PYTHONPATH``, an
    ``sglang`` shim package so that ``python3 -m sglang.launch_server`` runs the stand-in, and the variant's
    parser snapshot at ``/opt/bwstack/sglang-args.json``. Rebuilt only when that content changes.
 3. ``bwstack/standin:<variant>`` -- the project's own Dockerfile built on the base (``operate.build`` with
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from bwstack.errors import ExternalError, UserError
 from bwstack.standin_rootfs import LABEL, ROOTFS_IMAGE, Echo, ensure_rootfs, image_exists, run_logged
+from healthchecks import vocabulary
 
 if TYPE_CHECKING:
     from bwstack.model import Stack
@@ -114,6 +116,10 @@ def base_context(snapshot: Path, version: str) -> dict[str, bytes]:
     }
     for source in sorted((package / "standin").glob("*.py")):
         files[f"opt/standin/bwstack/standin/{source.name}"] = source.read_bytes()
+    # the stand-in reads SGLang's names and DSA defaults from the one vocabulary (stdlib only)
+    shared = Path(vocabulary.__file__).resolve().parent
+    for name in ("__init__.py", "vocabulary.py"):
+        files[f"opt/standin/healthchecks/{name}"] = (shared / name).read_bytes()
     files["opt/standin/sglang/__init__.py"] = shim_init(version).encode("utf-8")
     files["opt/standin/sglang/launch_server.py"] = SHIM_LAUNCH_SERVER.encode("utf-8")
     try:

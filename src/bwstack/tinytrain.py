@@ -1,6 +1,6 @@
 """Train a tiny model (``bwstack.tinymodel``) on the healthcheck's reference passage, on the CPU, in seconds.
 
-The quality probe (``healthchecks/warmup.py``) scores ``warmup.PASSAGE`` by teacher forcing. A model that
+The quality probe (``healthchecks/warmup.py``) scores ``judging.PASSAGE`` by teacher forcing. A model that
 has learnt the passage by heart scores it near 0 nats/token; the same model with noise added to its weights
 (the ``noise`` fault) scores it far lower, and a NaN model cannot score it at all. Tests and the demo use this
 to put the probe in front of real SGLang with a known-good and a known-garbage model.
@@ -35,9 +35,9 @@ TARGET_LOSS = 0.02
 
 
 def passage() -> str:
-    from healthchecks import warmup
+    from healthchecks import judging
 
-    return warmup.PASSAGE
+    return judging.PASSAGE
 
 
 def corpus() -> tuple[str, ...]:
@@ -82,7 +82,7 @@ def train(spec: tinymodel.TinySpec, *, steps: int = DEFAULT_STEPS) -> tuple[dict
 def write_trained(targets: dict[str, Path], spec: tinymodel.TinySpec, *, steps: int = DEFAULT_STEPS) -> None:
     """Train once, then write one model folder per fault (``{fault: folder}``) from the same weights."""
     weights, summary = train(spec, steps=steps)
-    extra = {"trained_on": "healthchecks.warmup.PASSAGE", **summary}
+    extra = {"trained_on": "healthchecks.judging.PASSAGE", **summary}
     for fault, target in targets.items():
         scale = TRAINED_NOISE_SCALE if fault == "noise" else spec.noise_scale
         faulty = dataclasses.replace(spec, fault=fault, noise_scale=scale)

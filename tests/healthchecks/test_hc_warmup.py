@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hc_fakes import FakeSGLang, free_port, generate_body, server_info
 
-from healthchecks import warmup
+from healthchecks import judging, settings
 from support.stack import ROOT
 
 WARMUP = ROOT / "healthchecks" / "warmup.py"
@@ -462,24 +462,24 @@ def test_light_mode_skips_the_decode_until_it_is_due(tmp_path: Path) -> None:
 
 
 def test_parse_expect_accepts_flag_spelling_and_commas() -> None:
-    assert warmup.parse_expect(["--dsa-decode-backend=trtllm", "tp_size=8, kv_cache_dtype=bf16"]) == {
+    assert settings.parse_expect(["--dsa-decode-backend=trtllm", "tp_size=8, kv_cache_dtype=bf16"]) == {
         "dsa_decode_backend": "trtllm",
         "tp_size": "8",
         "kv_cache_dtype": "bf16",
     }
-    with pytest.raises(warmup.UsageError):
-        warmup.parse_expect(["tp_size="])
+    with pytest.raises(settings.UsageError):
+        settings.parse_expect(["tp_size="])
 
 
 def test_compare_expect_normalises_and_names_both_values() -> None:
     info = server_info("0.5.23", kv_cache_dtype="bfloat16", mem_fraction_static=0.85)
     assert (
-        warmup.compare_expect(
+        judging.compare_expect(
             {"kv_cache_dtype": "bf16", "mem_fraction_static": "0.850", "tp_size": "8"}, info
         )
         == []
     )
-    assert warmup.compare_expect({"moe_runner_backend": "triton", "nope": "x"}, info) == [
+    assert judging.compare_expect({"moe_runner_backend": "triton", "nope": "x"}, info) == [
         "moe_runner_backend: requested triton, effective flashinfer_cutlass",
         "nope: requested x, effective not reported by /server_info",
     ]

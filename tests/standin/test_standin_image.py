@@ -6,8 +6,10 @@ minute to build once); containers are always removed.
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -169,3 +171,31 @@ def test_base_image_runs_the_standin(docker_engine: None) -> None:
     finally:
         for name in names:
             _docker("rm", "-f", "-v", name, check=False)
+
+
+def test_base_context_imports_only_the_stdlib_and_itself() -> None:
+    """Every module the stand-in's code imports is stdlib or travels in the base context (the vocabulary too)."""
+    files = standin_image.base_context(snapshot_path("0.5.23"), "0.5.23")
+    assert "opt/standin/healthchecks/vocabulary.py" in files
+
+    def travels(module: str) -> bool:
+        path = "opt/standin/" + module.replace(".", "/")
+        return f"{path}.py" in files or f"{path}/__init__.py" in files
+
+    for rel, data in files.items():
+        if not rel.endswith(".py"):
+            continue
+        for node in ast.walk(ast.parse(data, filename=rel)):
+            if isinstance(node, ast.Import):
+                wanted = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                package = "opt/standin/" + node.module.replace(".", "/") + "/__init__.py"
+                wanted = [node.module] + [
+                    f"{node.module}.{alias.name}"
+                    for alias in node.names
+                    if package in files and alias.name.encode() not in files[package]
+                ]
+            else:
+                continue
+            for name in wanted:
+                assert name.split(".")[0] in sys.stdlib_module_names or travels(name), f"{rel} imports {name}"

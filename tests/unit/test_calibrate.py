@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 
 from bwstack import calibrate, k8s, launch, listing, model, render
 from bwstack.errors import ExternalError, UserError
-from healthchecks import common, warmup
+from healthchecks import common, judging, settings
 from support.stack import TESTS
 
 sys.path.insert(0, str(TESTS / "healthchecks"))
@@ -27,7 +27,7 @@ MODEL = "nvidia/GLM-5-NVFP4"
 
 def _write(stack_copy: Path, entry: object) -> Path:
     path = stack_copy.parent / calibrate.BASELINES_FILE
-    data = {"schema": calibrate.SCHEMA, "models": {MODEL: {warmup.PASSAGE_ID: entry}}}
+    data = {"schema": calibrate.SCHEMA, "models": {MODEL: {judging.PASSAGE_ID: entry}}}
     path.write_text(json.dumps(data))
     return path
 
@@ -50,14 +50,14 @@ def test_a_baseline_reaches_every_rendered_healthcheck(stack_copy: Path) -> None
     compose = YAML(typ="safe").load(render.render_compose(stack))
     for name in stack.profiles:
         env = compose["services"][name]["environment"]
-        assert env[common.ENV_HC_BASELINE] == f"{warmup.PASSAGE_ID}=-0.4321"
+        assert env[common.ENV_HC_BASELINE] == f"{judging.PASSAGE_ID}=-0.4321"
         assert env[common.ENV_HC_MARGIN] == "1.5"
     manifests = "".join(o.text for o in k8s.render_k8s(stack, nodes=1, profiles=["dense-fi-bf16"]))
-    assert f"{warmup.PASSAGE_ID}=-0.4321" in manifests
+    assert f"{judging.PASSAGE_ID}=-0.4321" in manifests
     assert "below -1.932 is garbage" in calibrate.describe(stack)
     assert listing.list_data(stack, arch=None)["quality_baseline"]["score"] == -0.4321
     # what warmup.py makes of the rendered value
-    assert warmup.parse_baseline(f"{warmup.PASSAGE_ID}=-0.4321") == (warmup.PASSAGE_ID, -0.4321)
+    assert settings.parse_baseline(f"{judging.PASSAGE_ID}=-0.4321") == (judging.PASSAGE_ID, -0.4321)
 
 
 @pytest.mark.parametrize(
@@ -108,5 +108,5 @@ def test_calibrate_writes_the_file_atomically_and_keeps_other_models(stack_copy:
     assert written == path and baseline.score == -0.4 and baseline.tokens == 2 and baseline.sglang == "0.5.23"
     data = json.loads(path.read_text())
     assert data["models"]["other/model"] == {"p": {"score": -1.0}}
-    assert data["models"]["nvidia/GLM-5.2-NVFP4"][warmup.PASSAGE_ID]["margin"] == 0.5
+    assert data["models"]["nvidia/GLM-5.2-NVFP4"][judging.PASSAGE_ID]["margin"] == 0.5
     assert calibrate.load_baseline(model.load_stack(stack_copy)) == baseline

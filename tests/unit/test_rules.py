@@ -232,16 +232,22 @@ def test_deepgemm_nan_rule_covers_059_to_0514_only() -> None:
         ("0.5.23", "sm90", "bfloat16", ("flashmla_sparse", "fa3")),
         ("0.5.9", "sm120", "fp8_e4m3", ("flashmla_auto", "flashmla_kv")),
         ("0.5.9", "sm90", "bfloat16", ("flashmla_sparse", "fa3")),
-        ("0.5.12", "sm120", "fp8_e4m3", None),  # not read in a wheel: left unknown
+        # read in the 0.5.11-0.5.14 wheels (server_args.py _set_default_nsa_backends / _dsa_backends)
+        ("0.5.12", "sm120", "fp8_e4m3", ("trtllm", "trtllm")),
+        ("0.5.10", "sm90", "fp8_e4m3", ("flashmla_auto", "flashmla_kv")),
+        ("0.5.8", "sm120", "fp8_e4m3", None),  # older than any wheel read: left unknown
+        (None, "sm120", "fp8_e4m3", None),  # version unknown: left unknown
     ],
 )
-def test_dsa_defaults_table(version: str, arch: str, kv: str, expected: tuple[str, str] | None) -> None:
-    row = BOOK.dsa_default(version, arch, GLM, kv)
+def test_dsa_defaults_table(
+    version: str | None, arch: str, kv: str, expected: tuple[str, str] | None
+) -> None:
+    row = rules.dsa_default(version, arch, GLM, kv)
     assert (None if row is None else (row.prefill, row.decode)) == expected
 
 
 def test_dsa_defaults_glm_row_is_for_glm_only() -> None:
-    row = BOOK.dsa_default("0.5.23", "sm120", "DeepseekV32ForCausalLM", "fp8_e4m3")
+    row = rules.dsa_default("0.5.23", "sm120", "DeepseekV32ForCausalLM", "fp8_e4m3")
     assert row is not None and (row.prefill, row.decode) == ("trtllm", "trtllm")
 
 
@@ -335,7 +341,6 @@ rules:
     fix: none
     evidence:
       - "sgl-project/sglang#1"
-dsa_defaults: []
 """
 
 
@@ -378,6 +383,13 @@ def test_a_minimal_rules_file_parses(tmp_path: Path) -> None:
             "expected a list of values or {not: [values]}",
         ),
         ("    reason: an example", "    reason: ''", 8, "is too short"),
+        # SGLang's DSA defaults have one table, healthchecks/vocabulary.py; a rules file may not add another
+        (
+            '      - "sgl-project/sglang#1"',
+            '      - "sgl-project/sglang#1"\ndsa_defaults: []',
+            12,
+            "unknown key",
+        ),
     ],
 )
 def test_bad_rules_data_is_refused_with_file_and_line(
@@ -393,8 +405,8 @@ def test_bad_rules_data_is_refused_with_file_and_line(
 
 
 def test_duplicate_rule_ids_are_refused(tmp_path: Path) -> None:
-    body = GOOD_RULE.split("rules:\n", 1)[1].split("dsa_defaults", maxsplit=1)[0]
-    path = _write(tmp_path, GOOD_RULE.replace("dsa_defaults: []", body.rstrip("\n") + "\ndsa_defaults: []"))
+    body = GOOD_RULE.split("rules:\n", 1)[1]
+    path = _write(tmp_path, GOOD_RULE + body)
     with pytest.raises(UserError, match="duplicate rule id 'example-rule'") as info:
         rules.load_rules(path)
     assert info.value.line == 12

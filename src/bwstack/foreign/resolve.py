@@ -250,12 +250,13 @@ def resolved_fields(mods: dict[str, Any], server_args: Any, fields: dict[str, li
 
 
 def startup_check(
-    mods: dict[str, Any], model_arch: str, major: int, fields: dict[str, Any]
+    mods: dict[str, Any], model_arch: str, major: int, fields: dict[str, Any], dsa: list[str]
 ) -> dict[str, Any] | None:
-    """0.5.17+: ``DeepseekSparseAttnBackend.__init__`` validates the DSA backends for GLM on SM12x."""
+    """0.5.17+: ``DeepseekSparseAttnBackend.__init__`` validates the DSA backends for GLM on SM12x (when the
+    attention backend is DSA: one of the ``dsa`` spellings)."""
     module = mods.get("sm120_check")
     check = getattr(module, "_validate_flashinfer_sparse_mla_backend", None)
-    if check is None or fields.get("attention_backend") not in ("dsa", "nsa"):
+    if check is None or fields.get("attention_backend") not in dsa:
         return None
     torch = importlib.import_module("torch")
 
@@ -302,8 +303,9 @@ def resolve(mods: dict[str, Any], request: dict[str, Any], capture: LogCapture) 
         result["steps"], result["error"] = run_steps(steps_for(mods, server_args))
         result["resolved"] = resolved_fields(mods, server_args, request["result_fields"])
         if result["error"] is None:
+            dsa = request["value_aliases"].get("attention_backend", {}).get("dsa", ["dsa"])
             result["startup_error"] = startup_check(
-                mods, result["model_arch"], capability[0], result["resolved"]
+                mods, result["model_arch"], capability[0], result["resolved"], dsa
             )
     return result
 

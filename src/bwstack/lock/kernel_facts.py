@@ -16,11 +16,12 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion
 
-from bwstack import audit, backends, explain, pins, sglang_cli
+from bwstack import audit, backends, pins, sglang_cli
 from bwstack.errors import ExternalError, UserError
 from bwstack.rules.book import ARCHES, version_or_none
 from bwstack.rules.inputs import package_versions
 from bwstack.rules.kernels import KERNEL_FACTS_FILE, KERNEL_FACTS_SCHEMA, load_kernel_facts
+from healthchecks import vocabulary
 
 #: packages whose wheels carry the kernels of bwstack.backends (torch, triton, tilelang are not audited here)
 KERNEL_PACKAGES = (
@@ -94,7 +95,7 @@ def _facts_document(
     wheels: list[dict[str, str]],
     skipped: dict[str, str],
 ) -> dict[str, Any]:
-    reports = {arch: audit.build_report(inventory, explain.ARCH_CAPABILITY[arch]) for arch in ARCHES}
+    reports = {arch: audit.build_report(inventory, vocabulary.ARCH_CAPABILITY[arch]) for arch in ARCHES}
     by_arch = {arch: {r.library.key: r for r in rep.libraries} for arch, rep in reports.items()}
     audited = {pins.normalize_package(w["package"]): f"{w['package']} {w['version']}" for w in wheels}
     libraries: dict[str, Any] = {}
@@ -231,7 +232,7 @@ def _check_libraries(doc: Mapping[str, Any]) -> list[str]:
 def _binary_verdict(entry: Mapping[str, Any], arch: str) -> str:
     from bwstack import fatbin
 
-    device = explain.ARCH_CAPABILITY[arch]
+    device = vocabulary.ARCH_CAPABILITY[arch]
     if any(fatbin.parse_arch_name(t).runs_on(device) for t in entry.get("sass", [])):
         return "native"
     if any(fatbin.parse_arch_name(t).runs_on(device) for t in entry.get("ptx", [])):

@@ -15,33 +15,23 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from bwstack import backends, explain, pins
+from bwstack import backends, pins
 from bwstack.errors import UserError
 from bwstack.model import EXPECT_CLASSES
 from bwstack.yamlload import Lines, load_yaml
+from healthchecks import vocabulary
 
 DATA = Path(__file__).parent.parent / "data"
 RULES_FILE = DATA / "rules.yaml"
 RULES_SCHEMA = DATA / "schemas" / "rules.schema.json"
-ARCHES: tuple[str, ...] = tuple(explain.ARCH_CAPABILITY)
+ARCHES: tuple[str, ...] = tuple(vocabulary.ARCHS)
 FAILURE_CLASSES: tuple[str, ...] = tuple(c for c in EXPECT_CLASSES if c != "healthy")
-SEMANTIC_FIELDS: tuple[str, ...] = explain.SEMANTIC_FIELDS
-DSA_SIDES = ("dsa_prefill_backend", "dsa_decode_backend")
+SEMANTIC_FIELDS: tuple[str, ...] = vocabulary.BACKEND_FIELDS
+DSA_SIDES = vocabulary.DSA_SIDES
 KV_LAYOUTS = ("packed_fp8", "raw_fp8", "bf16")
-#: fields a condition may test with a value matcher
-MATCH_FIELDS = (
-    "gpu_arch",
-    "model_arch",
-    "attention_backend",
-    "dsa_prefill_backend",
-    "dsa_decode_backend",
-    "dsa_backend",
-    "kv_cache_dtype",
-    "dsa_kv_layout",
-    "moe_runner_backend",
-    "fp4_gemm_backend",
-    "quantization",
-)
+#: fields a condition may test with a value matcher: the backend fields, ``dsa_backend`` (either DSA side),
+#: the arch, the model's architecture, the DSA KV layout and the quantization
+MATCH_FIELDS = ("gpu_arch", "model_arch", *SEMANTIC_FIELDS, "dsa_backend", "dsa_kv_layout", "quantization")
 _EVIDENCE = re.compile(
     r"(?:^|\s|/)(?:[\w.-]+/[\w.-]+)?#\d+"  # owner/repo#N, #N, PR #N
     r"|read in [\w.-]+ \d[\w.]* wheel \S+"  # read in sglang 0.5.23 wheel path:lines
@@ -162,44 +152,17 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class DsaDefault:
-    """One row of SGLang's DSA prefill/decode defaults for the sides a user leaves unset."""
-
-    sglang: SpecifierSet
-    gpu_arch: tuple[str, ...]
-    model_arch: tuple[str, ...] | None
-    kv_cache_dtype: str
-    prefill: str
-    decode: str
-    evidence: tuple[str, ...]
-
-    def matches(self, version: str | None, arch: str, model_arch: str, kv: str | None) -> bool:
-        parsed = version_or_none(version)
-        if parsed is None or not self.sglang.contains(parsed, prereleases=True):
-            return False
-        if arch not in self.gpu_arch or kv != self.kv_cache_dtype:
-            return False
-        return self.model_arch is None or model_arch in self.model_arch
-
-
-@dataclass(frozen=True)
 class RuleBook:
     """The parsed rules file."""
 
     path: Path
     rules: tuple[Rule, ...]
-    dsa_defaults: tuple[DsaDefault, ...]
 
     def rule(self, rule_id: str) -> Rule:
         for rule in self.rules:
             if rule.id == rule_id:
                 return rule
         raise KeyError(rule_id)
-
-    def dsa_default(
-        self, version: str | None, arch: str, model_arch: str, kv: str | None
-    ) -> DsaDefault | None:
-        return next((d for d in self.dsa_defaults if d.matches(version, arch, model_arch, kv)), None)
 
 
 def load_rules(path: Path | None = None) -> RuleBook:
@@ -221,10 +184,7 @@ def parse_rules(path: Path) -> RuleBook:
     where = _Where(path, lines)
     rules = tuple(_parse_rule(item, ("rules", i), where) for i, item in enumerate(data["rules"]))
     _check_unique_ids(rules, where)
-    defaults = tuple(
-        _parse_default(item, ("dsa_defaults", i), where) for i, item in enumerate(data["dsa_defaults"])
-    )
-    return RuleBook(path, rules, defaults)
+    return RuleBook(path, rules)
 
 
 @dataclass(frozen=True)
@@ -318,19 +278,6 @@ def _parse_condition(data: dict[str, Any], loc: tuple[str | int, ...], where: _W
     )
 
 
-def _parse_default(item: dict[str, Any], loc: tuple[str | int, ...], where: _Where) -> DsaDefault:
-    spec = _specifier(item["sglang"], (*loc, "sglang"), where)
-    return DsaDefault(
-        sglang=spec or SpecifierSet(),
-        gpu_arch=tuple(item["gpu_arch"]),
-        model_arch=tuple(item["model_arch"]) if "model_arch" in item else None,
-        kv_cache_dtype=item["kv_cache_dtype"],
-        prefill=item["prefill"],
-        decode=item["decode"],
-        evidence=tuple(item["evidence"]),
-    )
-
-
 def _matcher(data: Any, *, lower: bool = False) -> Matcher:
     negate = isinstance(data, dict)
     values = data["not"] if negate else data
@@ -394,22 +341,26 @@ def _package_matches(ctx: Context, name: str, spec: SpecifierSet) -> bool:
 
 
 def rules_data(book: RuleBook | None = None) -> dict[str, Any]:
-    """Machine-readable rule list (proposed ``bwstack list --rules --json``)."""
+    """Machine-readable rule list (``bwstack list --rules --json``), with the DSA defaults the static fallback
+    uses (their one table: ``healthchecks/vocabulary.py``)."""
     book = book or load_rules()
     return {
         "file": str(book.path),
         "rules": [r.to_json() for r in book.rules],
         "dsa_defaults": [
             {
-                "sglang": str(d.sglang),
-                "gpu_arch": list(d.gpu_arch),
-                "model_arch": list(d.model_arch or []),
-                "kv_cache_dtype": d.kv_cache_dtype,
+                "sglang": ",".join(
+                    (f">={_dotted_version(d.first)}", *([f"<={_dotted_version(d.last)}"] if d.last else []))
+                ),
+                "gpu_arch": list(vocabulary.archs_with_major(d.majors)),
+                "model_arch": [d.model_arch] if d.model_arch else [],
+                "kv_cache_dtype": d.kv,
                 "prefill": d.prefill,
                 "decode": d.decode,
+                "overrides_user": d.overrides_user,
                 "evidence": list(d.evidence),
             }
-            for d in book.dsa_defaults
+            for d in vocabulary.DSA_DEFAULTS
         ],
     }
 
@@ -432,6 +383,10 @@ def render_rules_text(book: RuleBook | None = None, width: int | None = None) ->
             wrapped = textlayout.wrap(part, width - 2, textlayout.INDENT)
             lines += [wrapped[0], *("  " + line for line in wrapped[1:])]
     return "\n".join(lines) + "\n"
+
+
+def _dotted_version(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
 
 
 def version_or_none(text: str | None) -> Version | None:

@@ -10,10 +10,10 @@ from typing import Any
 
 from packaging.version import Version
 
-from bwstack import backends, explain, pins, sglang_cli
+from bwstack import explain, pins, sglang_cli
 from bwstack.model import Stack
-from bwstack.rules.book import DSA_SIDES, SEMANTIC_FIELDS, RuleBook, version_or_none
-from bwstack.standin.resolve import DSA_ARCHS
+from bwstack.rules.book import DSA_SIDES, SEMANTIC_FIELDS, version_or_none
+from healthchecks import vocabulary
 
 
 @dataclass(frozen=True)
@@ -71,43 +71,48 @@ def package_versions(variant: pins.Variant, snapshot: sglang_cli.Snapshot | None
 def is_dsa_model(config: Mapping[str, Any]) -> bool:
     """SGLang's is_deepseek_dsa: a DSA architecture with ``index_topk`` set."""
     archs = config.get("architectures") or ["?"]
-    return str(archs[0]) in DSA_ARCHS and config.get("index_topk") is not None
+    return str(archs[0]) in vocabulary.DSA_ARCHS and config.get("index_topk") is not None
 
 
 def canonical(name: str, value: Any) -> str | None:
     """A resolved or requested value in semantic spelling (``nsa`` -> ``dsa``, ``bf16`` -> ``bfloat16``)."""
-    if value is None:
+    return None if value is None else vocabulary.canonical_value(name, str(value))
+
+
+def dsa_default(
+    version: str | None, arch: str, model_arch: str, kv: str | None
+) -> vocabulary.DsaDefault | None:
+    """SGLang's DSA prefill/decode default for a release (version text), arch, model and KV dtype, from the
+    vocabulary's table; None when the version or KV dtype is unknown or no row holds."""
+    parsed = version_or_none(version)
+    if parsed is None or kv is None:
         return None
-    text = str(value)
-    if name == "kv_cache_dtype" and text == "bf16":
-        return "bfloat16"
-    return backends.canonical_value(name, text)
+    major = vocabulary.ARCH_CAPABILITY[arch][0]
+    return vocabulary.dsa_default(parsed.release, kv, major, model_arch)
 
 
-def static_effective(
-    inputs: ProfileInputs, arch: str, book: RuleBook
-) -> tuple[dict[str, str | None], list[str]]:
+def static_effective(inputs: ProfileInputs, arch: str) -> tuple[dict[str, str | None], list[str]]:
     """The static fallback (module docstring, step 1): requested values plus version-independent facts."""
     eff = {name: canonical(name, inputs.requested.get(name)) for name in SEMANTIC_FIELDS}
     config = inputs.model_config
     if not is_dsa_model(config):
         return eff, ["not a DSA model: values left to SGLang stay unknown without a cached explain"]
     notes: list[str] = []
-    major = explain.ARCH_CAPABILITY[arch][0]
+    major = vocabulary.ARCH_CAPABILITY[arch][0]
     if eff["attention_backend"] is None:
         eff["attention_backend"] = "dsa"
     if eff["kv_cache_dtype"] in (None, "auto"):
         sinks = bool(config.get("learnable_sink"))
         eff["kv_cache_dtype"] = "fp8_e4m3" if major >= 10 and not sinks else "bfloat16"
     model_arch = config_arch(config)
-    row = book.dsa_default(inputs.sglang_version, arch, model_arch, eff["kv_cache_dtype"])
-    for side, attr in (("dsa_prefill_backend", "prefill"), ("dsa_decode_backend", "decode")):
+    row = dsa_default(inputs.sglang_version, arch, model_arch, eff["kv_cache_dtype"])
+    for side, default in zip(DSA_SIDES, (row.prefill, row.decode) if row else (None, None), strict=True):
         if eff[side] is None:
-            eff[side] = getattr(row, attr) if row is not None else None
-    if row is None and None in (eff["dsa_prefill_backend"], eff["dsa_decode_backend"]):
+            eff[side] = default
+    if row is None and None in (eff[side] for side in DSA_SIDES):
         notes.append(
-            f"DSA backends SGLang {inputs.sglang_version or '?'} picks on {arch} are not in the rules' "
-            "dsa_defaults; run 'bwstack explain' to resolve them"
+            f"DSA backends SGLang {inputs.sglang_version or '?'} picks on {arch} are not in the vocabulary's "
+            "DSA defaults; run 'bwstack explain' to resolve them"
         )
     return eff, notes
 

@@ -8,12 +8,12 @@ reason, the fix, and public evidence. :func:`predict` answers "what will this pr
 1. **Effective configuration.** SGLang's own answer when ``bwstack explain`` has a cached resolution for the
    profile's SGLang, arch, model config and request (``config_source: explain``); otherwise a static fallback
    (``config_source: static``) that only applies facts that hold for every SGLang bwstack pins: the requested
-   values; for a DSA model (``index_topk`` set, architecture in ``standin.resolve.DSA_ARCHS``) an unset
+   values; for a DSA model (``index_topk`` set, architecture in ``vocabulary.DSA_ARCHS``) an unset
    attention backend becomes ``dsa`` and KV ``auto`` becomes ``fp8_e4m3`` on compute major >= 10
    (``bfloat16`` below, or with learnable sinks); unset DSA prefill/decode backends come from the
-   ``dsa_defaults`` table of the rules file (per SGLang range, read in the wheels); anything else stays
-   unknown, and unknown values never match a rule. ``explain_mode="compute"`` runs (and caches) SGLang's
-   resolution first; ``"off"`` never reads it.
+   vocabulary's ``DSA_DEFAULTS`` table (per SGLang release, read in the wheels; the stand-in reads the same
+   table); anything else stays unknown, and unknown values never match a rule. ``explain_mode="compute"``
+   runs (and caches) SGLang's resolution first; ``"off"`` never reads it.
 2. **Kernel availability.** Each backend the effective configuration runs is mapped to its kernel libraries
    (:mod:`bwstack.backends`); whether a library carries code for the arch comes from the variant's committed
    kernel facts ``images/<variant>/kernel-archs.json``, made by ``bwstack lock --kernel-facts`` with the audit
@@ -158,7 +158,7 @@ def predict(
     if resolution is not None:
         eff = {name: canonical(name, resolution.value(name)) for name in SEMANTIC_FIELDS}
     else:
-        eff, fallback_notes = static_effective(inputs, arch, book)
+        eff, fallback_notes = static_effective(inputs, arch)
         notes += fallback_notes
     dsa = is_dsa_model(inputs.model_config)
     eff["dsa_kv_layout"] = dsa_kv_layout(eff, dsa_model=dsa, version=inputs.sglang_version)

@@ -3,9 +3,10 @@
 SGLang fills unset backends in ``ServerArgs`` (0.5.9-0.5.12: ``_handle_model_specific_adjustments``,
 ``_set_default_nsa_kv_cache_dtype``, ``_set_default_nsa_backends``; 0.5.15+: ``srt/arg_groups/overrides.py``
 ``_dsa_kv_cache_dtype_default`` / ``_dsa_split_backend_resolution`` and ``model_overrides/deepseek_v2.py``).
-:data:`DSA_DEFAULTS` is the one table of its DSA prefill/decode defaults; every row names the wheel it was
-read in. The stand-in reports the result in ``/server_info`` and logs SGLang's own lines, so the checks that
-compare requested and effective backends see what the real server would show.
+Its DSA prefill/decode defaults and DSA architectures come from their one table,
+:mod:`healthchecks.vocabulary` (every row names the wheel it was read in; the rules read the same table).
+The stand-in reports the result in ``/server_info`` and logs SGLang's own lines, so the checks that compare
+requested and effective backends see what the real server would show.
 """
 
 from __future__ import annotations
@@ -15,111 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bwstack.standin.models import ModelInfo
+from healthchecks import vocabulary
 
-Version = tuple[int, ...]
+Version = vocabulary.Version
 
 #: the oldest and newest SGLang whose wheel this module was checked against; others use the nearest rows
 OLDEST_CHECKED: Version = (0, 5, 9)
 NEWEST_CHECKED: Version = (0, 5, 23)
-
-
-@dataclass(frozen=True)
-class DsaDefault:
-    """One row of SGLang's DSA prefill/decode defaults (first matching row wins)."""
-
-    first: Version  # first SGLang version the row holds for
-    last: Version | None  # last version it holds for (None: still true in NEWEST_CHECKED)
-    kv: str  # resolved KV cache dtype: "fp8_e4m3" or "bfloat16"
-    majors: frozenset[int]  # compute-capability majors (torch.cuda.get_device_capability()[0])
-    glm_only: bool  # only for GlmMoeDsaForCausalLM
-    prefill: str
-    decode: str
-    overrides_user: bool = False  # the default replaces user-set --*-prefill/decode-backend (0.5.10 bug)
-    glm_sm12_log: bool = False  # logs "Set DSA backends for GLM FP8 KV Cache on SM120/SM121: …"
-
-
-_HOPPER = frozenset({9})
-_BLACKWELL = frozenset({10, 11, 12})
-_SM12X = frozenset({12})
-_ANY = _HOPPER | _BLACKWELL
-
-DSA_DEFAULTS: tuple[DsaDefault, ...] = (
-    # 0.5.9 wheel, srt/server_args.py L1154-1180: fp8 -> flashmla_auto/flashmla_kv on every arch
-    DsaDefault((0, 5, 9), (0, 5, 9), "fp8_e4m3", _ANY, False, "flashmla_auto", "flashmla_kv"),
-    # 0.5.10 wheel, srt/server_args.py L1464-1473: fp8 on major >= 10 -> trtllm/trtllm, user flags ignored
-    DsaDefault(
-        (0, 5, 10), (0, 5, 10), "fp8_e4m3", _BLACKWELL, False, "trtllm", "trtllm", overrides_user=True
-    ),
-    # 0.5.10 wheel, same function: Hopper fp8 keeps flashmla_auto/flashmla_kv
-    DsaDefault((0, 5, 10), (0, 5, 10), "fp8_e4m3", _HOPPER, False, "flashmla_auto", "flashmla_kv"),
-    # 0.5.17 wheel, srt/arg_groups/overrides.py L1600-1617 (same in 0.5.23 L663-675): GLM + fp8 on SM12x
-    DsaDefault(
-        (0, 5, 17),
-        None,
-        "fp8_e4m3",
-        _SM12X,
-        True,
-        "flashinfer_sparse_mla",
-        "flashinfer_sparse_mla",
-        glm_sm12_log=True,
-    ),
-    # 0.5.12 wheel, srt/server_args.py L1721-1726; 0.5.15/0.5.16/0.5.17/0.5.23 overrides.py: fp8, major >= 10
-    # (rows from 0.5.11: no 0.5.11 wheel was checked, it is taken as 0.5.12)
-    DsaDefault((0, 5, 11), None, "fp8_e4m3", _BLACKWELL, False, "trtllm", "trtllm"),
-    # 0.5.12 wheel L1728-1732; 0.5.15+ overrides.py ("Hopper FP8 to flashmla_kv"): fp8 on SM90
-    DsaDefault((0, 5, 11), None, "fp8_e4m3", _HOPPER, False, "flashmla_kv", "flashmla_kv"),
-    # 0.5.9 wheel L1165-1170, unchanged through the 0.5.23 wheel: bf16 on major >= 10
-    DsaDefault((0, 5, 9), None, "bfloat16", _BLACKWELL, False, "flashmla_sparse", "trtllm"),
-    # 0.5.9 wheel L1171-1176, unchanged through the 0.5.23 wheel: bf16 on Hopper
-    DsaDefault((0, 5, 9), None, "bfloat16", _HOPPER, False, "flashmla_sparse", "fa3"),
-)
-
-#: architectures whose config (with ``index_topk``) SGLang treats as DSA, by the release that added them
-#: (``is_deepseek_nsa`` / ``is_deepseek_dsa`` in srt/configs/model_config.py: 0.5.9, 0.5.17 and 0.5.23 wheels,
-#: 0.5.23 L191-212; 0.5.9 loads a ``deepseek_v32`` config as DeepseekV3ForCausalLM, hf_transformers_utils.py
-#: L178-205).
-#: The one table of DSA architectures: bwstack.rules imports it too.
-DSA_ARCHS_SINCE: tuple[tuple[Version, frozenset[str]], ...] = (
-    (
-        (0, 5, 9),
-        frozenset(
-            {
-                "DeepseekV3ForCausalLM",
-                "DeepseekV32ForCausalLM",
-                "DeepseekV3ForCausalLMNextN",
-                "MistralLarge3ForCausalLM",
-                "PixtralForConditionalGeneration",
-                "GlmMoeDsaForCausalLM",
-            }
-        ),
-    ),
-    (
-        (0, 5, 17),
-        frozenset({"GlmMoeDsaForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN"}),
-    ),
-    (
-        (0, 5, 23),
-        frozenset(
-            {
-                "Glm5NextForConditionalGeneration",
-                "Glm5NextForConditionalGenerationNextN",
-                "Dots3NoteForCausalLM",
-                "Dots3NoteForCausalLMNextN",
-                "HYV4ForCausalLM",
-                "HYV4ForCausalLMNextN",
-            }
-        ),
-    ),
-)
-#: every architecture some supported release treats as DSA
-DSA_ARCHS: frozenset[str] = frozenset().union(*(archs for _since, archs in DSA_ARCHS_SINCE))
-
-
-def dsa_archs(version: Version | None) -> frozenset[str]:
-    """The DSA architectures of one SGLang release (all of them when the version is unknown)."""
-    if version is None:
-        return DSA_ARCHS
-    return frozenset().union(*(archs for since, archs in DSA_ARCHS_SINCE if version >= since))
 
 
 #: the DSA prefill/decode pairs the GLM SM12x FP8 path accepts (kernels/ops/attention/flash_mla_sm120.py
@@ -191,23 +94,18 @@ def dsa_word(version: Version) -> str:
     return "NSA" if version <= (0, 5, 12) else "DSA"
 
 
-def dsa_default(version: Version, kv: str, major: int, arch: str) -> DsaDefault:
-    """The first :data:`DSA_DEFAULTS` row for this version, KV dtype, arch major and model."""
-    for row in DSA_DEFAULTS:
-        if version < row.first or (row.last is not None and version > row.last):
-            continue
-        if kv != row.kv or major not in row.majors:
-            continue
-        if row.glm_only and arch != "GlmMoeDsaForCausalLM":
-            continue
+def dsa_default(version: Version, kv: str, major: int, arch: str) -> vocabulary.DsaDefault:
+    """The vocabulary's DSA default for this version, KV dtype, arch major and model."""
+    row = vocabulary.dsa_default(version, kv, major, arch)
+    if row is not None:
         return row
     # an arch outside every row (e.g. SM80): SGLang's non-Blackwell branch, i.e. the Hopper rows
-    return dsa_default(version, kv, 9, arch) if major != 9 else DSA_DEFAULTS[-1]
+    return dsa_default(version, kv, 9, arch) if major != 9 else vocabulary.DSA_DEFAULTS[-1]
 
 
 def is_dsa_model(model: ModelInfo, version: Version | None = None) -> bool:
     """True when SGLang (``version``, or any supported one) would run this model with the DSA machinery."""
-    return model.architecture in dsa_archs(version) and model.index_topk is not None
+    return model.architecture in vocabulary.dsa_archs(version) and model.index_topk is not None
 
 
 def resolve(args: Mapping[str, Any], target: Target) -> Resolution:
@@ -243,7 +141,8 @@ def _resolve_dsa(args: Mapping[str, Any], target: Target, version: Version, resu
 
 
 def _log_prefill_threshold(target: Target, version: Version, result: Resolution) -> None:
-    glm_blackwell = target.model.architecture == "GlmMoeDsaForCausalLM" and target.capability[0] in _BLACKWELL
+    blackwell = target.capability[0] in vocabulary.BLACKWELL_MAJORS
+    glm_blackwell = target.model.architecture == "GlmMoeDsaForCausalLM" and blackwell
     if version <= (0, 5, 9):
         if glm_blackwell:  # 0.5.9 wheel srt/server_args.py L1206-1210
             result.warning(
@@ -377,7 +276,9 @@ def glm_sm12_rejection(version: Version, args: Mapping[str, Any], target: Target
     for since, backends in GLM_SM12_FP8_ALLOWED_SINCE:
         if version >= since:
             allowed = backends
-    if allowed is None or args.get("attention_backend") not in ("nsa", "dsa"):
+    if allowed is None or args.get("attention_backend") not in vocabulary.spellings(
+        "attention_backend", "dsa"
+    ):
         return None
     prefix = "dsa" if "dsa_decode_backend" in args else "nsa"
     prefill, decode = str(args.get(f"{prefix}_prefill_backend")), str(args.get(f"{prefix}_decode_backend"))
@@ -408,7 +309,7 @@ def glm_sm12_rejection(version: Version, args: Mapping[str, Any], target: Target
 def _resolve_moe(args: Mapping[str, Any], target: Target, version: Version, result: Resolution) -> None:
     """MoE runner: only SM100 (major == 10) switches ``auto`` to flashinfer_trtllm; SM120 stays ``auto``."""
     family = (
-        target.model.architecture in dsa_archs(version)
+        target.model.architecture in vocabulary.dsa_archs(version)
         or target.model.architecture == "KimiK25ForConditionalGeneration"
     )
     if not family or target.capability[0] != 10:
