@@ -160,18 +160,33 @@ class Arch:
 
     capability: tuple[int, int]
     device_name: str
+    #: parts of this arch's product names (as nvidia-smi prints them), for drivers whose compute_cap is [N/A]
+    products: tuple[str, ...] = ()
 
 
 #: every arch bwstack knows (a profile may name each), in capability order
 ARCHS: dict[str, Arch] = {
-    "sm90": Arch((9, 0), "NVIDIA H200"),
-    "sm100": Arch((10, 0), "NVIDIA B200"),
-    "sm103": Arch((10, 3), "NVIDIA B300"),
-    "sm120": Arch((12, 0), "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"),
-    "sm121": Arch((12, 1), "NVIDIA GB10"),
+    "sm90": Arch((9, 0), "NVIDIA H200", ("H200", "H100")),
+    "sm100": Arch((10, 0), "NVIDIA B200", ("B200",)),
+    "sm103": Arch((10, 3), "NVIDIA B300", ("B300",)),
+    "sm120": Arch(
+        (12, 0), "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", ("RTX PRO 6000 Blackwell", "RTX 5090")
+    ),
+    "sm121": Arch((12, 1), "NVIDIA GB10", ("GB10",)),
 }
 ARCH_CAPABILITY: dict[str, tuple[int, int]] = {name: arch.capability for name, arch in ARCHS.items()}
 DEVICE_NAMES: dict[str, str] = {name: arch.device_name for name, arch in ARCHS.items()}
+
+
+def product_capability(product: str) -> tuple[int, int] | None:
+    """A GPU's compute capability from its product name (``NVIDIA RTX PRO 6000 Blackwell …``), if known."""
+    lowered = product.lower()
+    for arch in ARCHS.values():
+        if any(part.lower() in lowered for part in arch.products):
+            return arch.capability
+    return None
+
+
 #: the archs in the order profiles.yaml offers them (newest family first: sm120, sm121, sm100, sm103, sm90)
 PROFILE_ARCHES: tuple[str, ...] = tuple(
     sorted(ARCHS, key=lambda name: (-ARCHS[name].capability[0], ARCHS[name].capability[1]))

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from bwstack.doctor_probe import HostProbe
+from bwstack.doctor.probe import HostProbe
 from bwstack.errors import UserError
 from bwstack.model import Stack
 
@@ -76,8 +76,8 @@ def detect_host(probe: HostProbe) -> Host:
     """The host's GPU arch and count, from the doctor's nvidia-smi query."""
     from collections import Counter
 
-    from bwstack.doctor import NVIDIA_SMI_QUERY
-    from bwstack.doctor_checks import gpus_from
+    from bwstack.doctor.command import NVIDIA_SMI_QUERY
+    from bwstack.doctor.facts import gpus_from
 
     gpus, problem = gpus_from(probe.run("nvidia_smi", NVIDIA_SMI_QUERY))
     if problem is not None:

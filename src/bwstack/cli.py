@@ -281,7 +281,7 @@ def up(
     stack = model.load_stack(file)
     model.emit_warnings(stack)
     if profile is None:
-        from bwstack.doctor_probe import default_probe
+        from bwstack.doctor.probe import default_probe
 
         choice = choose.choose(stack, default_probe(), pinned=choose.pinned_profile())
         if dry_run or choice.profile is None:
@@ -648,7 +648,7 @@ def demo(file: Path, out: Path | None, keep: bool, standin_load_seconds: float |
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def doctor(file: Path, variant: str | None, as_json: bool) -> None:
     """Host preflight: driver, GPUs, container runtime, Compose, shm, memlock, disk."""
-    from bwstack import doctor as doctor_mod
+    from bwstack.doctor import command as doctor_mod
 
     sys.exit(doctor_mod.run_doctor(file, variant=variant, as_json=as_json, echo=click.echo))
 

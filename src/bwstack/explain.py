@@ -483,7 +483,8 @@ def _from_raw(raw: Mapping[str, Any], arch: str, request: dict[str, str | None])
 
 
 def cache_key(sglang_version: str, query: Query) -> str:
-    """Hash of everything the result depends on: the query, the venv's pins and the resolver script."""
+    """Hash of everything the result depends on: the query, the venv's pins, the resolver script and the
+    vocabulary's tables it is sent."""
     material = {
         "format": CACHE_FORMAT,
         "sglang": sglang_version,
@@ -493,6 +494,7 @@ def cache_key(sglang_version: str, query: Query) -> str:
         "extra_argv": list(query.extra_argv),
         "env": dict(sorted(query.env.items())),
         "resolver": hashlib.sha256(RESOLVE_SCRIPT.read_bytes()).hexdigest(),
+        "tables": _flag_tables(),
         "venv": sglang_env.expected_marker(sglang_version),
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]

@@ -24,9 +24,10 @@ import pytest
 from click.testing import CliRunner
 from ruamel.yaml import YAML
 
-from bwstack import cli, doctor, fetch, launch, model, modelcache, render
-from bwstack.doctor_checks import check_model_cache
-from bwstack.doctor_probe import CommandResult
+from bwstack import cli, fetch, launch, model, modelcache, render
+from bwstack.doctor import command as doctor
+from bwstack.doctor.host import check_model_cache
+from bwstack.doctor.probe import CommandResult
 from bwstack.errors import ExternalError
 from support.hub import Hub, Repo, serve, tiny_model
 

@@ -101,8 +101,8 @@ def test_every_class_list_is_derived_from_the_catalog() -> None:
     # no other source file spells out the catalog's classes as a list of its own
     lists = 0
     for path in [*ROOT.joinpath("src").rglob("*.py"), *ROOT.joinpath("healthchecks").glob("*.py")]:
-        if path.name == "signatures.py":
-            continue
+        if path.parent == ROOT / "healthchecks" and path.name.startswith("signatures"):
+            continue  # the catalog itself: signatures.py and its parts, signatures_*.py
         text = path.read_text(encoding="utf-8")
         lists += all(f'"{c}"' in text for c in ("kernel_compile", "illegal_memory", "oom"))
     assert lists == 0

@@ -449,9 +449,19 @@ def test_long_lines_are_truncated_in_the_match_text() -> None:
 
 
 def test_module_is_stdlib_only() -> None:
-    source = Path(signatures.__file__).read_text()
-    imported = set(re.findall(r"^(?:from|import) (\w+)", source, flags=re.MULTILINE))
-    assert imported <= {"__future__", "re", "collections", "dataclasses", "typing"}
+    """signatures.py and its parts (signatures_*.py) import the stdlib and one another, nothing else."""
+    parts = sorted(Path(signatures.__file__).parent.glob("signatures*.py"))
+    assert len(parts) > 1
+    for part in parts:
+        source = part.read_text()
+        imported = set(re.findall(r"^(?:from|import) (\w+)", source, flags=re.MULTILINE))
+        assert imported <= {"__future__", "re", "collections", "dataclasses", "typing", "healthchecks"}, (
+            part.name
+        )
+        siblings = re.findall(r"^from healthchecks(?:\.(\w+))? import ([\w, ]+)", source, flags=re.MULTILINE)
+        for module, names in siblings:
+            used = [module] if module else [name.strip() for name in names.split(",")]
+            assert all(name.startswith("signatures") for name in used), f"{part.name}: {used}"
 
 
 def test_a_handled_traceback_before_the_ready_line_is_no_verdict() -> None:

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from bwstack.cli import main
-from bwstack.doctor import expectations, run_doctor
-from bwstack.doctor_probe import FIXTURE_ENV, FixtureProbe, SystemProbe
+from bwstack.doctor.command import expectations, run_doctor
+from bwstack.doctor.probe import FIXTURE_ENV, FixtureProbe, SystemProbe
 from bwstack.errors import UserError
 from support.stack import ROOT, TESTS
 

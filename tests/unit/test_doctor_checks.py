@@ -9,21 +9,20 @@ from typing import Any
 
 import pytest
 
-from bwstack.doctor import collect
-from bwstack.doctor_checks import (
+from bwstack.doctor.checks import judge, no_gpu_headline
+from bwstack.doctor.command import collect
+from bwstack.doctor.facts import (
     Check,
     Expectations,
     RawHost,
-    arch_coverage,
-    judge,
     min_driver_branch,
-    no_gpu_headline,
     parse_docker_info,
     parse_gpus,
     parse_topology,
     parse_version,
 )
-from bwstack.doctor_probe import CommandResult, FixtureProbe, FsStats
+from bwstack.doctor.gpu import arch_coverage
+from bwstack.doctor.probe import CommandResult, FixtureProbe, FsStats
 from support.stack import TESTS
 
 FIXTURES = TESTS / "fixtures" / "doctor"

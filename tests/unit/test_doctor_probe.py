@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack.doctor_probe import (
+from bwstack.doctor.probe import (
     FIXTURE_ENV,
     CommandResult,
     FixtureProbe,

@@ -12,6 +12,7 @@ import pytest
 
 from bwstack import explain, model
 from bwstack.errors import UserError
+from healthchecks import vocabulary
 
 pytestmark = pytest.mark.usefixtures("scratch_cache")  # an empty $BWSTACK_CACHE per test
 
@@ -163,6 +164,12 @@ def test_cache_roundtrip_and_key() -> None:
     ]
     keys = {explain.cache_key("0.5.23", q) for q in [query, *others]} | {explain.cache_key("0.5.9", query)}
     assert len(keys) == 7
+    # a change of the vocabulary's tables the resolver is sent is a new key too
+    spellings = dict(vocabulary.VALUE_SPELLINGS)
+    spellings["moe_runner_backend"] = {"flashinfer_cutlass": ("flashinfer_cutlass", "fi_cutlass")}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vocabulary, "VALUE_SPELLINGS", spellings)
+        assert explain.cache_key("0.5.23", query) not in keys
     explain.clear_cache()
     assert (
         explain.resolve_cached(

@@ -35,6 +35,8 @@ ALIAS_GROUPS: tuple[frozenset[str], ...] = (
 )
 DSA_BACKEND_VALUES = frozenset(v for row in vocabulary.DSA_DEFAULTS for v in (row.prefill, row.decode))
 KV_DTYPES = frozenset(row.kv for row in vocabulary.DSA_DEFAULTS)
+#: the product-name parts that tell an arch from nvidia-smi's GPU name
+PRODUCTS = frozenset(part for arch in vocabulary.ARCHS.values() for part in arch.products)
 #: names only the vocabulary may bind to data of its own (anything else may only refer to its tables)
 HOME_ONLY_NAMES = ("DSA_DEFAULTS", "DSA_ARCHS", "DSA_ARCHS_SINCE", "DsaDefault", "KEY_ALIASES")
 
@@ -83,6 +85,8 @@ def copies_in(source: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and node.value in vocabulary.DEVICE_NAMES.values():
             found.append(f"line {node.lineno}: a device name {node.value!r}")
+        if isinstance(node, ast.Constant) and node.value in PRODUCTS:
+            found.append(f"line {node.lineno}: a product name {node.value!r}")
         if isinstance(node, ast.ClassDef):
             own = {
                 s.target.id
@@ -135,6 +139,7 @@ def test_the_home_holds_every_fact() -> None:
         ('ARCH = Literal["sm120", "sm100"]', "arch list"),
         ('CAP = {"sm90": (9, 0), "sm120": (12, 0)}', "arch list"),
         ('NAME = "NVIDIA GB10"', "device name"),
+        ('KNOWN = (("RTX 5090", (12, 0)),)', "product name"),
         ('GLM = {"GlmMoeDsaForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM"}',
          "DSA architecture list"),
         ('ROW = ((0, 5, 12), "fp8_e4m3", "trtllm", "trtllm")', "DSA default row"),

@@ -1,8 +1,8 @@
 """``bwstack doctor``: host preflight before the first ``bwstack up``.
 
 It works out what the selected image variant needs (CUDA toolkit and GPU archs from ``images/<v>/pins.toml``,
-the largest ``tp_size`` from profiles.yaml), asks the host through a :class:`~bwstack.doctor_probe.HostProbe`,
-judges with :mod:`bwstack.doctor_checks`, and prints one table (or JSON). Exit status 0 when nothing fails
+the largest ``tp_size`` from profiles.yaml), asks the host through a :class:`~bwstack.doctor.probe.HostProbe`,
+judges with :mod:`bwstack.doctor.checks`, and prints one table (or JSON). Exit status 0 when nothing fails
 (warnings allowed), 1 when a check fails; a host without an NVIDIA GPU gets one clear sentence and exit 1.
 """
 
@@ -17,16 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from bwstack import model, modelcache, pins, textlayout
-from bwstack.doctor_checks import (
-    Check,
-    Expectations,
-    RawHost,
-    check_model_cache,
-    docker_root_dir,
-    judge,
-    no_gpu_headline,
-)
-from bwstack.doctor_probe import CommandResult, HostProbe, default_probe
+from bwstack.doctor.checks import judge, no_gpu_headline
+from bwstack.doctor.facts import Check, Expectations, RawHost, docker_root_dir
+from bwstack.doctor.host import check_model_cache
+from bwstack.doctor.probe import CommandResult, HostProbe, default_probe
 from bwstack.modelcache import CacheStatus
 
 Echo = Callable[..., Any]
