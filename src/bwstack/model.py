@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -534,7 +534,7 @@ def _from_validation(exc: ValidationError, path: Path, lines: Lines, data: Any) 
     err = exc.errors(include_url=False)[0]
     loc: tuple[str | int, ...] = tuple(err["loc"])
     etype = err["type"]
-    dotted = _dotted(loc)
+    dotted = field_path(loc)
     line = lines.line(loc)
     if etype == "extra_forbidden":
         parent = loc[:-1]
@@ -544,7 +544,7 @@ def _from_validation(exc: ValidationError, path: Path, lines: Lines, data: Any) 
             f"unknown key {loc[-1]!r}" + (f" (valid: {valid})" if valid else ""),
             file=path,
             line=line,
-            field=_dotted(parent) or "top level",
+            field=field_path(parent) or "top level",
         )
     if etype == "missing":
         return UserError("required key missing", file=path, line=lines.line(loc[:-1]), field=dotted)
@@ -630,7 +630,8 @@ def _value_at(data: Any, loc: tuple[str | int, ...]) -> Any:
     return cur
 
 
-def _dotted(loc: Sequence[str | int]) -> str:
+def field_path(loc: Iterable[str | int]) -> str:
+    """A validation location as a field path: ``profiles[0].backends``."""
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))

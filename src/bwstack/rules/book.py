@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from bwstack import backends, pins
 from bwstack.errors import UserError
-from bwstack.model import EXPECT_CLASSES
+from bwstack.model import EXPECT_CLASSES, field_path
 from bwstack.yamlload import Lines, load_yaml
 from healthchecks import vocabulary
 
@@ -195,7 +195,7 @@ class _Where:
     lines: Lines
 
     def error(self, message: str, loc: Sequence[str | int]) -> UserError:
-        return UserError(message, file=self.path, line=self.lines.line(loc), field=_dotted(loc) or None)
+        return UserError(message, file=self.path, line=self.lines.line(loc), field=field_path(loc) or None)
 
 
 @functools.cache
@@ -227,7 +227,7 @@ def _check_schema(data: Any, lines: Lines, path: Path) -> None:
         message = (
             f"invalid value {_short(error.instance)} (valid: {', '.join(map(str, error.validator_value))})"
         )
-    raise UserError(message, file=path, line=lines.line(loc), field=_dotted(loc) or None)
+    raise UserError(message, file=path, line=lines.line(loc), field=field_path(loc) or None)
 
 
 def _parse_rule(item: dict[str, Any], loc: tuple[str | int, ...], where: _Where) -> Rule:
@@ -396,13 +396,6 @@ def version_or_none(text: str | None) -> Version | None:
         return Version(text)
     except InvalidVersion:
         return None
-
-
-def _dotted(loc: Iterable[str | int]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 def _short(value: Any) -> str:
