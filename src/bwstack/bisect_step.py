@@ -9,7 +9,10 @@ For a tag ``REPO:TAG`` (pulled when it is not local) the step
    The tag is tested as published: the variant's Python overrides and source builds are not applied (they
    would be rebuilt for every tag);
 3. builds the serving image of that variant (the project's Dockerfile on the tag: serve wrapper and deep
-   healthcheck) from a staged build context, and
+   healthcheck) from a staged build context. A tag whose image already is a bwstack serving image (label
+   ``io.bwstack.stage=serve``: an operator's own builds, the tests' local tags) is run as it is, with its own
+   env switches: the Dockerfile cannot be rebuilt on it, because the base's ``BWSTACK_VARIANT`` environment
+   variable overrides the build arg of that name and the build would read the base's variant folder; and
 4. runs the sweep of the one profile on it (``steps/<tag>/``, the sweep's own report and ``--resume``), then
    removes the throwaway image.
 
@@ -148,11 +151,12 @@ class StepRunner:
             self.ensure_image(image)
         except ExternalError as exc:
             return skip(str(exc))
-        commit = label_commit(image_labels(image))
+        labels = image_labels(image)
+        commit = label_commit(labels)
         try:
             variant, snapshot = self.prepare(image, tag)
             stack = self.with_variant(variant, snapshot)
-            ref = self.build(stack, variant)
+            ref = self.serving_image(stack, variant, labels)
         except ExternalError as exc:
             return skip(str(exc), label_commit=commit)
         try:
@@ -221,7 +225,20 @@ class StepRunner:
             snapshots={**self.stack.snapshots, variant.name: snapshot},
         )
 
-    def build(self, stack: Stack, variant: pins.Variant) -> str:
+    def serving_image(self, stack: Stack, variant: pins.Variant, labels: dict[str, str]) -> str:
+        """The throwaway serving image: the tag itself where it is one already, else built on it."""
+        ref = launch.image_ref(stack, variant.name)
+        if labels.get("io.bwstack.stage") != "serve":
+            return self.build(stack, variant, ref)
+        done = docker("tag", variant.base_image, ref)
+        if done.returncode != 0:
+            raise ExternalError(
+                f"docker tag {variant.base_image} {ref} failed: {' '.join(done.stderr.split())}"
+            )
+        self.echo(f"  {variant.base_image} is a bwstack serving image: run as it is (as {ref})")
+        return ref
+
+    def build(self, stack: Stack, variant: pins.Variant, ref: str) -> str:
         """The throwaway serving image, from a build context staged next to the state."""
         from bwstack import wheelhouse
 
@@ -235,7 +252,6 @@ class StepRunner:
             else:
                 shutil.copy2(source, dest)
         shutil.copytree(variant.dir, context / "images" / variant.name)
-        ref = launch.image_ref(stack, variant.name)
         argv = operate.docker_build_argv(stack, variant.name, tag=ref, base_image=None, context=context)
         self.echo(f"  building {ref} (the serving image on {variant.base_image})")
         try:
