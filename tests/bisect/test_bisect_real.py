@@ -183,7 +183,7 @@ def test_bisect_finds_the_planted_tag_and_resumes_after_sigkill(
     assert f"first changed tag: {TAGS[PLANTED]}" in text
     assert "step 2 of ≤3: testing" in text and "step 3 of ≤3: testing" in text
     assert result["compare"] in text
-    print(f"bisect: 3 steps, {wall:.0f} s wall (with the killed step 2 run twice)")
+    print(resumed.stdout, f"\nbisect: 3 steps, {wall:.0f} s wall (with the killed step 2 run twice)")
 
 
 def test_bisect_bad_input_exits_2_with_the_place(tagged: dict[str, Any], tmp_path: Path) -> None:
