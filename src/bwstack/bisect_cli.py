@@ -132,7 +132,14 @@ def bisect(
     else:
         console = Console(highlight=False, soft_wrap=True)
         runner = bisect_step.StepRunner(
-            stack, profile, repo, folder, fast=fast, console=console, echo=click.echo
+            stack,
+            profile,
+            repo,
+            folder,
+            fast=fast,
+            good_verdict=good_verdict,
+            console=console,
+            echo=click.echo,
         )
         code = _run(
             search,

@@ -13,8 +13,9 @@ For a tag ``REPO:TAG`` (pulled when it is not local) the step
    ``io.bwstack.stage=serve``: an operator's own builds, the tests' local tags) is run as it is, with its own
    env switches: the Dockerfile cannot be rebuilt on it, because the base's ``BWSTACK_VARIANT`` environment
    variable overrides the build arg of that name and the build would read the base's variant folder; and
-4. runs the sweep of the one profile on it (``steps/<tag>/``, the sweep's own report and ``--resume``), then
-   removes the throwaway image.
+4. runs the sweep of the one profile on it (``steps/<tag>/``, the sweep's own report and ``--resume``), with
+   the ``--good`` verdict as the profile's ``expect`` (so the sweep's "matches" column reads "unchanged"),
+   then removes the throwaway image.
 
 A tag that cannot be pulled, dumped, built or spelt for is skipped with the reason; it is never a verdict.
 """
@@ -121,10 +122,12 @@ class StepRunner:
         out: Path,
         *,
         fast: bool,
+        good_verdict: str,
         console: Any,
         echo: Callable[[str], None],
     ) -> None:
         self.stack = stack
+        self.good_verdict = good_verdict
         self.profile = profile
         self.repo = repo
         self.out = out
@@ -219,8 +222,11 @@ class StepRunner:
         return variant, sglang_cli.load_snapshot(snapshot_path)
 
     def with_variant(self, variant: pins.Variant, snapshot: sglang_cli.Snapshot) -> Stack:
+        """The stack with the throwaway variant, and the --good verdict as the profile's expectation."""
+        profile = self.stack.profile(self.profile).model_copy(update={"expect": self.good_verdict})
         return dataclasses.replace(
             self.stack,
+            profiles={**self.stack.profiles, self.profile: profile},
             variants={**self.stack.variants, variant.name: variant},
             snapshots={**self.stack.snapshots, variant.name: snapshot},
         )

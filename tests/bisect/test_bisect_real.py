@@ -201,3 +201,41 @@ def test_bisect_bad_input_exits_2_with_the_place(tagged: dict[str, Any], tmp_pat
     assert parsed.returncode == 2 and f"{broken}:2:" in parsed.stderr and "Traceback" not in parsed.stderr
     missing = bwstack(tagged["root"], *[a.replace(PROFILE, "no-such-profile") for a in args])
     assert missing.returncode == 2 and "unknown profile 'no-such-profile'" in missing.stderr
+
+
+def test_a_tag_that_is_no_bwstack_image_gets_the_serving_layer_built_on_it(
+    tagged: dict[str, Any], python_image: str, tmp_path: Path
+) -> None:
+    """The path of a published nightly (no serve wrapper inside): the project's Dockerfile is built on the
+    tag. The stand-in's Debian root file system stands in for the published image; it has no SGLang, so the
+    parser snapshot the dump would write is put in place first (the step then skips the dump)."""
+    from bwstack import bisect, model
+    from bwstack.bisect_step import StepRunner, image_labels, throwaway_name
+
+    stack = model.load_stack(tagged["root"] / "profiles.cpu.yaml")
+    runner = StepRunner(
+        stack, PROFILE, tagged["repo"], tmp_path, fast=False, good_verdict="nan", console=None, echo=print
+    )
+    tag = bisect.parse_tag("nightly-dev-cu13-20261109-0123456789abc")
+    image = f"{tagged['repo']}:{tag.name}"
+    dockerstack.docker("tag", python_image, image)
+    name = throwaway_name(runner.base, image, tag)
+    (tmp_path / "variants" / name).mkdir(parents=True)
+    snapshot = stack.variant(NEW).cli_snapshot_path.read_text(encoding="utf-8")
+    (tmp_path / "variants" / name / "sglang-args.json").write_text(snapshot, encoding="utf-8")
+    ref = None
+    try:
+        variant, parsed = runner.prepare(image, tag)
+        ref = runner.serving_image(runner.with_variant(variant, parsed), variant, image_labels(image))
+        labels = image_labels(ref)
+        assert labels["io.bwstack.stage"] == "serve" and labels["io.bwstack.variant"] == name
+        assert labels["io.bwstack.sglang-commit"] == tag.sha
+        assert labels["org.opencontainers.image.base.name"] == image
+        shown = dockerstack.docker(
+            "run", "--rm", "--network", "none", "--entrypoint", "python3", ref, "-c",
+            "import json; print(json.load(open('/opt/bwstack/versions.json'))['base']['image'])",
+        )  # fmt: skip
+        assert shown.stdout.strip() == image
+        assert not (tmp_path / "context").exists()  # the staged build context is gone
+    finally:
+        dockerstack.docker("rmi", *([ref] if ref else []), image, check=False)
