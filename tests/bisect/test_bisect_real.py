@@ -186,6 +186,36 @@ def test_bisect_finds_the_planted_tag_and_resumes_after_sigkill(
     print(resumed.stdout, f"\nbisect: 3 steps, {wall:.0f} s wall (with the killed step 2 run twice)")
 
 
+def test_ctrl_c_in_a_step_stops_its_server_saves_the_state_and_exits_130(
+    tagged: dict[str, Any], tmp_path: Path
+) -> None:
+    out = tmp_path / "bisect"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bwstack.cli", *bisect_args(tagged, out)],
+        cwd=tagged["root"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "BWSTACK_OFFLINE": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("bisect: ") or first.startswith("bwstack: warning"), first
+        assert dockerstack.wait_until(lambda: bool(running(tagged["project"])), timeout=300)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, rest[-3000:]
+    assert "bisect interrupted; nothing left running, state saved: --resume continues" in rest
+    assert running(tagged["project"]) == []
+    assert dockerstack.docker("images", "--quiet", "bwstack/sglang:bisect-*").stdout.split() == []
+    state = json.loads((out / "bisect.json").read_text(encoding="utf-8"))
+    assert state["status"] == "interrupted" and state["steps"] == []
+
+
 def test_bisect_bad_input_exits_2_with_the_place(tagged: dict[str, Any], tmp_path: Path) -> None:
     args = bisect_args(tagged, tmp_path / "b")
     same = bwstack(tagged["root"], *[TAGS[0] if a == TAGS[-1] else a for a in args])
