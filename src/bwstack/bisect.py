@@ -191,10 +191,12 @@ def resolve_candidates(
     bad: str,
     *,
     tags_file: Path | None,
-    local_tags: Iterable[str],
+    local_tags: Callable[[], Iterable[str]],
     registry: Registry | None,
 ) -> Candidates:
-    """The window of tags to bisect; UserError for bad input (unknown tag, good == bad, wrong order …)."""
+    """The window of tags to bisect; UserError for bad input (unknown tag, good == bad, wrong order …).
+
+    ``local_tags`` (Docker) is called only once the input is known to be good."""
     good_tag = parse_tag(good, field="--good")
     bad_tag = parse_tag(bad, field="--bad")
     if good == bad:
@@ -204,15 +206,17 @@ def resolve_candidates(
             f"--good is a {good_tag.flavour} tag, --bad a {bad_tag.flavour} one; bisect one flavour",
             field="--bad",
         )
-    local = set(local_tags)
+    if good_tag.day > bad_tag.day:
+        raise _newer(good, bad)
     notes: list[str] = []
     if tags_file is not None:
         listed = [t for t in read_tags_file(tags_file) if t.flavour == good_tag.flavour]
         source = f"--tags {tags_file.name}"
-    else:
-        listed = [
-            parse_tag(n) for n in sorted(local) if TAG.match(n) and parse_tag(n).flavour == good_tag.flavour
-        ]
+        _check_known(listed, good, bad, source, tags_file)
+    local = set(local_tags())
+    if tags_file is None:
+        parsed = [parse_tag(n) for n in sorted(local) if TAG.match(n)]
+        listed = [t for t in parsed if t.flavour == good_tag.flavour]
         source = f"the local images of {repo}"
     all_local = tags_file is not None and all(t.name in local for t in listed)
     if registry is not None and not all_local:
@@ -226,22 +230,30 @@ def resolve_candidates(
                 listed += [parse_tag(n) for n in sorted(pushed) if n not in known and TAG.match(n)]
                 source += " and Docker Hub"
             listed = [Tag(t.name, t.flavour, t.day, t.sha, pushed.get(t.name, t.pushed)) for t in listed]
-    names = [t.name for t in listed]
-    for option, tag in (("--good", good), ("--bad", bad)):
-        if tag not in names:
-            raise UserError(f"unknown tag {tag}: not among {source}", file=tags_file, field=option)
+    _check_known(listed, good, bad, source, tags_file)
     ordered = order(listed)
     index = {t.name: i for i, t in enumerate(ordered)}
     if index[good] > index[bad]:
-        raise UserError(
-            f"--good {good} is newer than --bad {bad}; bisect searches forward in time (to find the tag that "
-            "fixed a failure, give the old failing tag as --good with --good-verdict CLASS)",
-            field="--good",
-        )
+        raise _newer(good, bad)
     missing = [t.name for t in ordered[index[good] : index[bad] + 1] if t.name not in local]
     if missing:
         notes.append(f"{len(missing)} tag(s) are not local and will be pulled: {', '.join(missing[:3])}…")
     return Candidates(ordered[index[good] : index[bad] + 1], source, notes)
+
+
+def _newer(good: str, bad: str) -> UserError:
+    return UserError(
+        f"--good {good} is newer than --bad {bad}; bisect searches forward in time (to find the tag that "
+        "fixed a failure, give the old failing tag as --good with --good-verdict CLASS)",
+        field="--good",
+    )
+
+
+def _check_known(listed: Sequence[Tag], good: str, bad: str, source: str, tags_file: Path | None) -> None:
+    names = {t.name for t in listed}
+    for option, tag in (("--good", good), ("--bad", bad)):
+        if tag not in names:
+            raise UserError(f"unknown tag {tag}: not among {source}", file=tags_file, field=option)
 
 
 # --- the search ---------------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def bisect(
             good,
             bad,
             tags_file=tags_file,
-            local_tags=bisect_step.local_tags(repo),
+            local_tags=lambda: bisect_step.local_tags(repo),
             registry=None if search.registry_disabled() else search.hub_tags,
         )
         state = search.new_state(inputs, candidates)

@@ -26,6 +26,10 @@ def tags_file(tmp_path: Path, lines: list[str]) -> Path:
     return path
 
 
+def no_docker() -> list[str]:
+    raise AssertionError("bad input must be refused before Docker is asked for the local images")
+
+
 def never(repo: str, prefix: str) -> dict[str, str]:
     raise AssertionError(f"the registry was asked for {repo} {prefix}")
 
@@ -95,7 +99,12 @@ def test_a_tags_file_of_local_images_never_asks_the_registry(tmp_path: Path) -> 
     days = [5, 1, 8, 3, 2, 7, 4, 6]
     path = tags_file(tmp_path, [name(d) for d in days])
     found = bisect.resolve_candidates(
-        "r/sglang", name(2), name(7), tags_file=path, local_tags=[name(d) for d in days], registry=never
+        "r/sglang",
+        name(2),
+        name(7),
+        tags_file=path,
+        local_tags=lambda: [name(d) for d in days],
+        registry=never,
     )
     assert [t.name for t in found.tags] == [name(d) for d in range(2, 8)]
     assert found.notes == []
@@ -111,7 +120,7 @@ def test_a_tag_that_is_not_local_asks_the_registry_whose_push_times_order_one_da
         return {early: "2026-11-02T01:00:00Z", late: "2026-11-02T23:00:00Z"}
 
     found = bisect.resolve_candidates(
-        "r/sglang", name(1), name(3), tags_file=path, local_tags=[name(1), name(3)], registry=registry
+        "r/sglang", name(1), name(3), tags_file=path, local_tags=lambda: [name(1), name(3)], registry=registry
     )
     assert asked == [("r/sglang", FLAVOUR)]
     assert [t.name for t in found.tags] == [name(1), early, late, name(3)]
@@ -127,7 +136,7 @@ def test_an_unreachable_registry_is_a_note_and_the_names_order(tmp_path: Path) -
         name(1),
         name(4),
         tags_file=None,
-        local_tags=[name(4), name(1), name(2), "v0.5.9"],
+        local_tags=lambda: [name(4), name(1), name(2), "v0.5.9"],
         registry=down,
     )
     assert [t.name for t in found.tags] == [name(1), name(2), name(4)]
@@ -140,7 +149,7 @@ def test_without_a_file_the_registry_adds_the_tags_not_pulled() -> None:
         name(1),
         name(4),
         tags_file=None,
-        local_tags=[name(1), name(4)],
+        local_tags=lambda: [name(1), name(4)],
         registry=lambda repo, prefix: {name(3): "2026-11-03T00:00:00Z", name(2): "2026-11-02T00:00:00Z"},
     )
     assert [t.name for t in found.tags] == [name(d) for d in (1, 2, 3, 4)]
@@ -160,7 +169,7 @@ def test_without_a_file_the_registry_adds_the_tags_not_pulled() -> None:
 def test_bad_input_names_the_option(tmp_path: Path, good: str, bad: str, words: str, field: str) -> None:
     path = tags_file(tmp_path, [name(d) for d in range(1, 6)])
     with pytest.raises(UserError) as caught:
-        bisect.resolve_candidates("r/s", good, bad, tags_file=path, local_tags=[], registry=None)
+        bisect.resolve_candidates("r/s", good, bad, tags_file=path, local_tags=no_docker, registry=None)
     assert words in caught.value.render() and caught.value.field == field
 
 
@@ -371,3 +380,46 @@ def test_the_commit_is_the_labels_full_sha_where_it_extends_the_tags() -> None:
     assert bisect.commit_of(tag, {"label_commit": full}) == full
     assert bisect.commit_of(tag, {"label_commit": "deadbeef"}) == "754524d8"
     assert bisect.commit_of(tag, None) == "754524d8"
+
+
+# --- the command's bad input, before any Docker call ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"--bad": name(1)}, "--bad: --good and --bad are the same tag"),
+        ({"PROFILE": "no-such-profile"}, "unknown profile 'no-such-profile'"),
+        ({"--good-verdict": "fine"}, "--good-verdict: unknown class 'fine'"),
+        ({"--bad": name(9)}, f"tags.txt: --bad: unknown tag {name(9)}"),
+        ({"--good": "latest"}, "--good: 'latest' is not a dated nightly tag"),
+        ({"--tags": "BROKEN"}, "broken.txt:2: 'v0.5.23' is not a dated nightly tag"),
+    ],
+)
+def test_the_command_refuses_bad_input_with_exit_2_before_docker(
+    repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, str], words: str
+) -> None:
+    from click.testing import CliRunner
+
+    from bwstack import bisect_step, cli
+
+    monkeypatch.setattr(bisect_step, "local_tags", lambda repo: no_docker())
+    good = tags_file(tmp_path, [name(d) for d in range(1, 6)])
+    broken = tmp_path / "broken.txt"
+    broken.write_text(f"{name(1)}\nv0.5.23\n", encoding="utf-8")
+    values = {"PROFILE": "cpu-torch-native", "--good": name(1), "--bad": name(5), "--tags": str(good)}
+    values.update({k: (str(broken) if v == "BROKEN" else v) for k, v in change.items()})
+    args = [
+        "-f",
+        str(repo_root / "profiles.cpu.yaml"),
+        "bisect",
+        values.pop("PROFILE"),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    for option, value in values.items():
+        args += [option, value]
+    result = CliRunner().invoke(cli.main, args)
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "o").exists()
