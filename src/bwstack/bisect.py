@@ -223,11 +223,12 @@ def resolve_candidates(
         try:
             pushed = registry(repo, good_tag.flavour)
         except ExternalError as exc:
-            notes.append(f"registry not asked for dates: {exc}; ordered by the tag names")
+            notes.append(f"no push times from the registry: {exc}; ordered by the tag names")
         else:
             known = {t.name for t in listed}
             if tags_file is None:
-                listed += [parse_tag(n) for n in sorted(pushed) if n not in known and TAG.match(n)]
+                more = [parse_tag(n) for n in sorted(pushed) if n not in known and TAG.match(n)]
+                listed += [t for t in more if t.flavour == good_tag.flavour]
                 source += " and Docker Hub"
             listed = [Tag(t.name, t.flavour, t.day, t.sha, pushed.get(t.name, t.pushed)) for t in listed]
     _check_known(listed, good, bad, source, tags_file)
@@ -237,7 +238,10 @@ def resolve_candidates(
         raise _newer(good, bad)
     missing = [t.name for t in ordered[index[good] : index[bad] + 1] if t.name not in local]
     if missing:
-        notes.append(f"{len(missing)} tag(s) are not local and will be pulled: {', '.join(missing[:3])}…")
+        rest = ", …" if len(missing) > 3 else ""
+        notes.append(
+            f"{len(missing)} tag(s) are not local and will be pulled: {', '.join(missing[:3])}{rest}"
+        )
     return Candidates(ordered[index[good] : index[bad] + 1], source, notes)
 
 

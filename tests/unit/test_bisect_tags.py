@@ -150,7 +150,11 @@ def test_without_a_file_the_registry_adds_the_tags_not_pulled() -> None:
         name(4),
         tags_file=None,
         local_tags=lambda: [name(1), name(4)],
-        registry=lambda repo, prefix: {name(3): "2026-11-03T00:00:00Z", name(2): "2026-11-02T00:00:00Z"},
+        registry=lambda repo, prefix: {
+            name(3): "2026-11-03T00:00:00Z",
+            name(2): "2026-11-02T00:00:00Z",
+            f"{FLAVOUR}x-20261102-{'e' * 7}": "2026-11-02T00:00:00Z",  # another flavour the prefix matches
+        },
     )
     assert [t.name for t in found.tags] == [name(d) for d in (1, 2, 3, 4)]
     assert found.source.endswith("and Docker Hub")
