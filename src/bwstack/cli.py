@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from bwstack.bisect_cli import bisect as bisect_command
 from bwstack.errors import EXIT_USAGE, ExternalError, UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -106,9 +107,7 @@ def main(stack_file: Path | None) -> None:
 
 @main.command()
 @_file_option
-@click.option(
-    "--arch", default=None, help="Also predict each profile's verdict on this GPU arch (sm120, sm100, sm90)."
-)
+@click.option("--arch", default=None, help="Also predict each verdict on this GPU arch (sm120, sm100, sm90).")
 def validate(file: Path, arch: str | None) -> None:
     """Check profiles.yaml and the image variants it uses; exit 2 with file:line on any error."""
     from bwstack import model, rules
@@ -695,5 +694,6 @@ def standin_build(file: Path, variant: str | None) -> None:
     click.echo(standin_image.ensure_standin_image(stack, variant=variant, echo=click.echo))
 
 
+main.add_command(bisect_command)
 if __name__ == "__main__":  # pragma: no cover
     main()

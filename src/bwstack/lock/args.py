@@ -80,15 +80,24 @@ def dump_in_env(env: sglang_env.SglangEnv) -> dict[str, Any]:
     return _parse_dump(sglang_env.run_script(env, DUMP_SCRIPT), f"the sglang {env.version} venv")
 
 
-def dump_in_image(image: str, *, docker: str = "docker") -> dict[str, Any]:
-    """Run ``foreign/dump_args.py`` in the image's own python3 (stdin), without network; parse its JSON."""
-    argv = [docker, "run", "--rm", "-i", "--network", "none", "--entrypoint", "python3", image, "-"]
+def dump_in_image(image: str, *, docker: str = "docker", name: str | None = None) -> dict[str, Any]:
+    """Run ``foreign/dump_args.py`` in the image's own python3 (stdin), without network; parse its JSON.
+
+    With ``name`` the container is named, and removed when the dump is interrupted (a signal, a timeout)."""
+    named = ["--name", name] if name else []
+    argv = [docker, "run", "--rm", "-i", *named, "--network", "none", "--entrypoint", "python3", image, "-"]
     try:
         script = DUMP_SCRIPT.read_text(encoding="utf-8")
         done = subprocess.run(argv, input=script, capture_output=True, text=True,
                               timeout=DOCKER_TIMEOUT, check=False)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise ExternalError(f"dumping the parser inside {image} timed out after {DOCKER_TIMEOUT} s") from None
+    except BaseException as exc:
+        if name:
+            subprocess.run([docker, "rm", "--force", name], capture_output=True, timeout=60, check=False)
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise ExternalError(
+                f"dumping the parser inside {image} timed out after {DOCKER_TIMEOUT} s"
+            ) from None
+        raise
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()] or ["no output"]
         raise ExternalError(f"dumping the parser inside {image} failed: {lines[-1].strip()}")
