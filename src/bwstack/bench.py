@@ -338,6 +338,16 @@ def _last_line(text: str | None) -> str:
 # --- words --------------------------------------------------------------------------------------------------
 
 
+def figure(value: Any) -> str:
+    """A figure as the report prints it: whole above 100 (tokens/s of a GPU), else 3 significant digits."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "-"
+    number = float(value)
+    if abs(number) >= 100:
+        return f"{number:.0f}"
+    return f"{number:.3g}"
+
+
 def has_figures(speed: Any) -> bool:
     """Whether a row's ``speed`` carries a measured output rate."""
     return isinstance(speed, Mapping) and isinstance(speed.get("output_tokens_per_s"), int | float)
@@ -349,7 +359,7 @@ def short_words(speed: Any) -> str:
         return ""
     if not has_figures(speed):
         return "bench failed"
-    return f"{float(speed['output_tokens_per_s']):.4g} tok/s"
+    return f"{figure(speed['output_tokens_per_s'])} tok/s"
 
 
 def speed_words(speed: Any) -> str:
@@ -365,8 +375,7 @@ def speed_words(speed: Any) -> str:
         return f"bench failed: {speed.get('error')} ({load}; {speed.get('client')}; on {speed.get('host')})"
 
     def num(key: str) -> str:
-        value = speed.get(key)
-        return f"{float(value):.4g}" if isinstance(value, int | float) else "?"
+        return figure(speed.get(key))
 
     partial = " (time limit reached: completed requests only)" if speed.get("timed_out") else ""
     return (

@@ -370,10 +370,7 @@ def speed_rows(doc: Document) -> list[dict[str, Any]]:
         speed = doc["results"][name].get("speed")
         if not isinstance(speed, Mapping):
             continue
-        figures = {
-            key: (f"{float(speed[key]):.4g}" if isinstance(speed.get(key), int | float) else "-")
-            for key in bench.FIGURES
-        }
+        figures = {key: bench.figure(speed.get(key)) for key in bench.FIGURES}
         out.append(
             {
                 "profile": name,
