@@ -489,6 +489,25 @@ def test_demo_prints_the_report_place_and_the_meaning_of_each_verdict(
     assert "assertion: a Python AssertionError" in text
 
 
+def test_the_demos_real_cpu_part_measures_speed_and_the_standin_part_does_not(
+    stack: model.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def fake_sweep(stack_: model.Stack, profiles: list[str], **kwargs: Any) -> int:
+        calls.append((stack_.path.name, kwargs))
+        doc = make_doc([])
+        report.write_report(kwargs["out"], doc)
+        return 0
+
+    monkeypatch.setattr(sweep.demo, "run_sweep", fake_sweep)
+    assert sweep.run_demo(stack, out=tmp_path, console=Console(file=io.StringIO(), width=200)) == 0
+    assert [(name, kwargs["standin"], kwargs.get("bench", False)) for name, kwargs in calls] == [
+        ("profiles.cpu.yaml", False, True),
+        ("profiles.yaml", True, False),
+    ]
+
+
 def test_summary_keeps_profile_names_whole_at_80_columns(
     stack: model.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
