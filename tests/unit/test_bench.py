@@ -71,7 +71,7 @@ class FakeDocker:
 
 
 @pytest.fixture(scope="module")
-def cpu_stack() -> model.Stack:
+def cpu_profiles() -> model.Stack:
     return model.load_stack(CPU_STACK)
 
 
@@ -92,15 +92,17 @@ OWN_RESULT = {
 }
 
 
-def test_the_image_without_sglangs_client_runs_ours_with_the_stack_settings(cpu_stack: model.Stack) -> None:
+def test_the_image_without_sglangs_client_runs_ours_with_the_stack_settings(
+    cpu_profiles: model.Stack,
+) -> None:
     docker = FakeDocker(imports=False, own=OWN_RESULT)
-    step = bench.Bench(cpu_stack, standin=False, run=docker, host="CPU: test, 2 cores")
+    step = bench.Bench(cpu_profiles, standin=False, run=docker, host="CPU: test, 2 cores")
     speed = step.measure("cpu-torch-native", "c0ffee", "sha256:img")
-    settings = cpu_stack.settings.bench
+    settings = cpu_profiles.settings.bench
     own = docker.ran(lambda a: a[:2] == ["python3", bench.OWN_CLIENT])
     assert own == [
         [
-            "python3", bench.OWN_CLIENT, "--url", f"http://127.0.0.1:{cpu_stack.settings.port}",
+            "python3", bench.OWN_CLIENT, "--url", f"http://127.0.0.1:{cpu_profiles.settings.port}",
             "--num-prompts", str(settings.num_prompts), "--input-len", str(settings.input_len),
             "--output-len", str(settings.output_len), "--concurrency", str(settings.concurrency),
             "--time-limit", str(settings.time_limit_s),
@@ -127,15 +129,17 @@ def test_the_image_without_sglangs_client_runs_ours_with_the_stack_settings(cpu_
     assert len(docker.ran(lambda a: a == bench.probe_argv())) == 1
 
 
-def test_an_image_with_sglangs_client_runs_bench_serving_with_random_ids(cpu_stack: model.Stack) -> None:
+def test_an_image_with_sglangs_client_runs_bench_serving_with_random_ids(cpu_profiles: model.Stack) -> None:
     docker = FakeDocker(imports=True, sglang=SGLANG_LINE)
-    speed = bench.Bench(cpu_stack, standin=False, run=docker, host="h").measure("cpu-torch-native", "c", "i")
+    speed = bench.Bench(cpu_profiles, standin=False, run=docker, host="h").measure(
+        "cpu-torch-native", "c", "i"
+    )
     (argv,) = docker.ran(lambda a: a[:1] == ["timeout"])
-    settings = cpu_stack.settings.bench
+    settings = cpu_profiles.settings.bench
     assert argv[:8] == ["timeout", "-s", "KILL", str(settings.time_limit_s), "python3", "-m",
                         "sglang.bench_serving", "--backend"]  # fmt: skip
     flags = {flag: argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag.startswith("--")}
-    tokenizer = launch.model_path_in_container(cpu_stack, "cpu-torch-native")
+    tokenizer = launch.model_path_in_container(cpu_profiles, "cpu-torch-native")
     assert flags["--dataset-name"] == "random-ids"  # "random" would download ShareGPT
     assert flags["--tokenizer"] == tokenizer == f"{launch.HF_HOME}/tiny"
     assert flags["--num-prompts"] == str(settings.num_prompts)
@@ -163,10 +167,12 @@ def test_an_api_key_keeps_sglangs_client_out(stack: model.Stack) -> None:
     assert "stack.api_key" in speed["client_note"]
 
 
-def test_nothing_completed_is_an_error_without_figures(cpu_stack: model.Stack) -> None:
+def test_nothing_completed_is_an_error_without_figures(cpu_profiles: model.Stack) -> None:
     failed = {**OWN_RESULT, "completed": 0, "failed": 16, "output_tokens_per_s": None, "requests_per_s": None,
               "errors": ["RuntimeError: HTTP 503: overloaded"]}  # fmt: skip
-    speed = bench.Bench(cpu_stack, standin=False, run=FakeDocker(own=failed), host="h").measure("x", "c", "i")
+    speed = bench.Bench(cpu_profiles, standin=False, run=FakeDocker(own=failed), host="h").measure(
+        "x", "c", "i"
+    )
     assert not any(key in speed for key in bench.FIGURES)
     assert (
         speed["error"]
@@ -177,11 +183,11 @@ def test_nothing_completed_is_an_error_without_figures(cpu_stack: model.Stack) -
     assert bench.speed_words(speed).startswith("bench failed: no request completed")
 
 
-def test_a_client_that_prints_nothing_is_an_error(cpu_stack: model.Stack) -> None:
+def test_a_client_that_prints_nothing_is_an_error(cpu_profiles: model.Stack) -> None:
     def silent(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(list(argv), 137, "", "killed")
 
-    speed = bench.Bench(cpu_stack, standin=False, run=silent, host="h").measure("x", "c", "i")
+    speed = bench.Bench(cpu_profiles, standin=False, run=silent, host="h").measure("x", "c", "i")
     assert speed["error"].startswith("bench_client printed no result (exit 137: killed)")
 
 
@@ -198,10 +204,10 @@ def test_cpu_label_reads_the_model_name(tmp_path: Path) -> None:
 
 
 def test_host_labels_never_pass_a_cpu_figure_for_a_gpu_one(
-    cpu_stack: model.Stack, repo_stack: model.Stack, monkeypatch: pytest.MonkeyPatch
+    cpu_profiles: model.Stack, repo_stack: model.Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert bench.host_label(cpu_stack, standin=False).endswith("(real SGLang, no GPU)")
-    assert bench.host_label(cpu_stack, standin=False).startswith("CPU: ")
+    assert bench.host_label(cpu_profiles, standin=False).endswith("(real SGLang, no GPU)")
+    assert bench.host_label(cpu_profiles, standin=False).startswith("CPU: ")
     standin = bench.host_label(repo_stack, standin=True)
     assert standin.startswith("stand-in server (CPU imitation of SGLang; not a GPU figure) on CPU: ")
     monkeypatch.setenv("BWSTACK_DOCTOR_FIXTURE", str(FIXTURES / "rtx-pro-6000-8x"))
@@ -212,10 +218,10 @@ def test_host_labels_never_pass_a_cpu_figure_for_a_gpu_one(
     assert bench.host_label(repo_stack, standin=False).startswith("GPU: no NVIDIA GPU (")
 
 
-def test_speed_words_carry_figures_load_client_and_host(cpu_stack: model.Stack) -> None:
+def test_speed_words_carry_figures_load_client_and_host(cpu_profiles: model.Stack) -> None:
     speed = bench.record(
         {**OWN_RESULT, "timed_out": True},
-        settings=cpu_stack.settings.bench,
+        settings=cpu_profiles.settings.bench,
         client=bench.OWN_CLIENT_NAME,
         why_client=None,
         host="CPU: X, 2 cores (real SGLang, no GPU)",
