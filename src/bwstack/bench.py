@@ -147,19 +147,24 @@ def _number(value: Any) -> float | None:
     return round(float(value), 3)
 
 
+def _count(value: Any) -> int:
+    """A count from a client's JSON: 0 for anything that is not a whole number."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def parse_sglang(text: str, settings: BenchSettings) -> dict[str, Any]:
     """The figures of ``sglang.bench_serving``'s result (the last JSON line of its ``--output-file``)."""
     found = _last_json(text)
     if found is None:
         return {"error": "sglang.bench_serving wrote no result"}
-    completed = int(found.get("completed") or 0)
+    completed = _count(found.get("completed"))
     out: dict[str, Any] = {key: _number(found.get(theirs)) for key, theirs in SGLANG_KEYS.items()}
     out.update(
         completed=completed,
         failed=max(0, settings.num_prompts - completed),
         timed_out=False,
         duration_s=_number(found.get("duration")),
-        output_tokens=int(found.get("total_output_tokens") or 0),
+        output_tokens=_count(found.get("total_output_tokens")),
     )
     return out
 
@@ -171,14 +176,14 @@ def parse_own(text: str) -> dict[str, Any]:
         return {"error": "bench_client printed no result"}
     out: dict[str, Any] = {key: _number(found.get(key)) for key in FIGURES}
     out.update(
-        completed=int(found.get("completed") or 0),
-        failed=int(found.get("failed") or 0),
-        timed_out=bool(found.get("timed_out")),
+        completed=_count(found.get("completed")),
+        failed=_count(found.get("failed")),
+        timed_out=found.get("timed_out") is True,
         duration_s=_number(found.get("duration_s")),
-        output_tokens=int(found.get("output_tokens") or 0),
+        output_tokens=_count(found.get("output_tokens")),
     )
-    if found.get("errors"):
-        out["errors"] = [str(e) for e in found["errors"]][:5]
+    if isinstance(found.get("errors"), list) and found["errors"]:
+        out["errors"] = [str(e)[:300] for e in found["errors"]][:5]
     return out
 
 
@@ -310,8 +315,13 @@ def record(
 ) -> dict[str, Any]:
     """One row's ``speed``: figures (absent when nothing completed: ``error`` says why), what ran, where."""
     out: dict[str, Any] = {}
-    if figures.get("error") or not figures.get("completed"):
-        out["error"] = str(figures.get("error") or "no request completed within the time limit")
+    error = figures.get("error")
+    if not error and not figures.get("completed"):
+        error = "no request completed within the time limit"
+    elif not error and not has_figures(figures):
+        error = "the client reported no output rate"
+    if error:
+        out["error"] = str(error)
         if figures.get("errors"):
             out["error"] += f"; first error: {figures['errors'][0]}"
     else:

@@ -235,3 +235,27 @@ def test_speed_words_carry_figures_load_client_and_host(cpu_profiles: model.Stac
     assert "16 requests of 64 in / 32 out tokens, 4 at once" in words
     assert words.endswith("bwstack bench_client; on CPU: X, 2 cores (real SGLang, no GPU))")
     assert bench.short_words(None) == "" and bench.speed_words(None) == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (json.dumps({**SGLANG_LINE, "output_throughput": None}), "the client reported no output rate"),
+        (json.dumps({**SGLANG_LINE, "completed": "sixteen"}), "no request completed within the time limit"),
+        ("not json at all\n", "sglang.bench_serving wrote no result"),
+    ],
+)
+def test_odd_sglang_results_are_errors_not_figures(cpu_profiles: model.Stack, text: str, error: str) -> None:
+    settings = cpu_profiles.settings.bench
+    figures = bench.parse_sglang(text, settings)
+    speed = bench.record(
+        figures,
+        settings=settings,
+        client=bench.SGLANG_CLIENT,
+        why_client=None,
+        host="h",
+        standin=False,
+        bench_s=1,
+    )
+    assert speed["error"] == error and not bench.has_figures(speed)
+    assert not any(key in speed for key in bench.FIGURES)

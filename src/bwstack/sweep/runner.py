@@ -122,7 +122,10 @@ class Runner:
         assert self.bench is not None
         self.display.status(f"healthy; measuring speed ({self.stack.settings.bench.num_prompts} requests)")
         image = str((watch.container.attrs or {}).get("Image") or self.stack.variant_name_for(watch.name))
-        return self.bench.measure(watch.name, watch.container.id, image)
+        try:
+            return self.bench.measure(watch.name, watch.container.id, image)
+        except (OSError, ValueError) as exc:  # a failed measurement never costs the verdict
+            return {"error": f"bench step failed: {' '.join(str(exc).split())[:300]}"}
 
     def start(self, watch: Watch) -> None:
         """``compose up -d`` of the profile's service only, with the event stream already open."""
