@@ -9,9 +9,9 @@ For each profile (default: the healthy ones of ``profiles.cpu.yaml``, real SGLan
   (asking which client the image runs, the ``docker exec`` of the load, reading its result).
 
 Printed per profile: both step times, ``bench_s``, the ratio ``bench_s / without`` (the bench step's cost in
-units of a plain sweep step), the measured figures and the client that produced them. Medians over
-``--repeat`` runs. ``--standin`` measures the stand-in sweep of ``profiles.yaml`` instead. Run it from the
-repository root (it builds the CPU image first when missing):
+units of a plain sweep step), the measured figures and the client that produced them; medians over
+``--repeat`` runs, then each run's own figures. ``--standin`` measures the stand-in sweep of
+``profiles.yaml`` instead. Run it from the repository root (it builds the CPU image first when missing):
 
     .venv/bin/python benchmarks/bench_overhead.py [-f profiles.cpu.yaml] [--profile NAME ...] [--repeat N]
 """
@@ -90,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name:22} {without:9.2f} {statistics.median(t for t, _ in timed):8.2f} {bench_s:8.2f} "
                 f"{ratio:6.2f}  {bench.speed_words(speeds[-1]) or timed[-1][1]['verdict']}"
             )
+            each = zip(plain, timed, speeds, strict=True)
+            for index, (alone, (together, _), speed) in enumerate(each, 1):
+                print(
+                    f"  run {index}: without {alone:.2f} s, with {together:.2f} s, bench_s "
+                    f"{float(speed.get('bench_s') or 0):.2f} s, {bench.short_words(speed) or 'not measured'}"
+                )
     finally:
         runners[False].finish()
         shutil.rmtree(out, ignore_errors=True)
