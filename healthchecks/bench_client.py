@@ -8,9 +8,10 @@ The sweep runs it with ``docker exec`` inside the serving container (against 127
 ``sglang.bench_serving`` cannot run there. Each request is a streaming ``POST /generate`` of ``L`` random
 token ids (below :data:`TOKEN_ID_HIGH`, so present in any byte-level vocabulary; seeded, so a rerun sends the
 same prompts) with ``max_new_tokens`` = ``M``, ``ignore_eos`` and greedy sampling, so every request asks for
-exactly ``M`` tokens. ``C`` threads keep ``C`` requests in flight until ``N`` are sent. Timing per request:
-TTFT is the first streamed chunk carrying a token; each later chunk adds its gap, split evenly over the tokens
-it carries, to the inter-token latencies (ITL).
+exactly ``M`` tokens. First ``--warmup`` requests (1) of the same shape, one at a time and not counted (as
+SGLang's own client does); then ``C`` threads keep ``C`` requests in flight until ``N`` are sent. Timing per
+request: TTFT is the first streamed chunk carrying a token; each later chunk adds its gap, split evenly over
+the tokens it carries, to the inter-token latencies (ITL).
 
 The time limit is hard: no request starts after it, every socket wait is bounded by what is left of it, and
 the run ends at it with what completed by then (``timed_out`` true). One JSON line on stdout:
@@ -211,6 +212,19 @@ class Client:
         return Timing(first - started, gaps, n_in, tokens, last)
 
 
+def warm(client: Client, work: list[list[int]], tally: Tally) -> None:
+    """The uncounted warmup requests, one at a time; a failure is kept among the errors only."""
+    for ids in work:
+        try:
+            client.one(ids)
+        except Deadline:
+            return
+        except (OSError, http.client.HTTPException, RuntimeError, ValueError) as exc:
+            with tally.lock:
+                if len(tally.errors) < KEEP_ERRORS:
+                    tally.errors.append(f"warmup: {type(exc).__name__}: {exc}"[:300])
+
+
 def run(client: Client, work: list[list[int]], concurrency: int, tally: Tally) -> tuple[float, float, bool]:
     """Send ``work`` with ``concurrency`` threads; (start, end, timed_out). Ends at the deadline at the
     latest (threads still in flight then are daemons, abandoned with their sockets' timeouts)."""
@@ -285,6 +299,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--time-limit", type=float, required=True, help="seconds; the run never outlasts it")
     parser.add_argument("--api-key-file", default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warmup", type=int, default=1, help="uncounted requests before the timed run")
     args = parser.parse_args(argv)
     if not args.time_limit > 0:
         parser.error("--time-limit must be more than 0 seconds")
@@ -300,9 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"bench_client: {exc}", file=sys.stderr)
         return 2
-    work = prompts(args.num_prompts, args.input_len, args.seed)
+    work = prompts(args.num_prompts + max(args.warmup, 0), args.input_len, args.seed)
     tally = Tally()
-    started, ended, timed_out = run(client, work, min(args.concurrency, args.num_prompts), tally)
+    warm(client, work[args.num_prompts :], tally)
+    concurrency = min(args.concurrency, args.num_prompts)
+    started, ended, timed_out = run(client, work[: args.num_prompts], concurrency, tally)
     result = summary(tally, started, ended, timed_out)
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()

@@ -137,8 +137,9 @@ def test_figures_follow_the_servers_pacing(paced_server: tuple[str, Pacing]) -> 
     assert out["output_tokens_per_s"] == pytest.approx(80 / out["duration_s"], rel=0.02)
     assert out["requests_per_s"] == pytest.approx(8 / out["duration_s"], rel=0.02)
     assert 0.45 <= out["duration_s"] <= 3.0
-    # what was sent: exact lengths, random ids inside every byte-level vocabulary, greedy, ignore_eos, stream
-    assert pacing.most_in_flight == 4
+    # what was sent: one uncounted warmup request, then the 8; exact lengths, random ids inside every
+    # byte-level vocabulary, greedy, ignore_eos, stream
+    assert len(pacing.bodies) == 9 and pacing.most_in_flight == 4
     for body in pacing.bodies:
         ids = body["input_ids"]
         assert len(ids) == 24 and all(
@@ -146,22 +147,24 @@ def test_figures_follow_the_servers_pacing(paced_server: tuple[str, Pacing]) -> 
         )
         assert body["stream"] is True
         assert body["sampling_params"] == {"max_new_tokens": 10, "ignore_eos": True, "temperature": 0.0}
-    assert len({tuple(b["input_ids"]) for b in pacing.bodies}) == 8  # no two prompts share a cache entry
+    assert len({tuple(b["input_ids"]) for b in pacing.bodies}) == 9  # no two prompts share a cache entry
 
 
 def test_chunks_of_several_tokens_spread_their_gap(paced_server: tuple[str, Pacing]) -> None:
     url, pacing = paced_server
     pacing.first_s, pacing.gap_s, pacing.per_chunk = 0.02, 0.03, 3  # a chunk every 0.09 s with 3 tokens
-    code, out, _ = run_client(url, num_prompts=2, output_len=12, concurrency=2)
-    assert code == 0 and out["output_tokens"] == 24
+    code, out, _ = run_client(url, "--warmup", "0", num_prompts=2, output_len=12, concurrency=2)
+    assert code == 0 and out["output_tokens"] == 24 and len(pacing.bodies) == 2
     assert 20 <= out["itl_ms_p50"] <= 90  # ~30 ms per token, not ~90 ms per chunk
 
 
 def test_the_time_limit_is_hard_and_keeps_what_completed(paced_server: tuple[str, Pacing]) -> None:
     url, pacing = paced_server
     pacing.first_s, pacing.gap_s = 0.05, 0.1  # 1 s per request of 10 tokens
-    code, out, elapsed = run_client(url, limit=2.5, num_prompts=20, output_len=10, concurrency=2)
-    assert out["timed_out"] is True
+    code, out, elapsed = run_client(
+        url, "--warmup", "0", limit=2.5, num_prompts=20, output_len=10, concurrency=2
+    )
+    assert out["timed_out"] is True and len(pacing.bodies) < 20
     assert elapsed < 2.5 + 2.0  # interpreter start and exit included
     assert 2 <= out["completed"] < 20 and code == 0
     assert out["output_tokens"] == out["completed"] * 10  # only whole requests count
@@ -174,7 +177,8 @@ def test_nothing_completed_is_exit_1_with_the_errors(paced_server: tuple[str, Pa
     assert code == 1
     assert (out["completed"], out["failed"]) == (0, 3)
     assert out["output_tokens_per_s"] is None and out["ttft_ms_p50"] is None
-    assert out["errors"][0].startswith("RuntimeError: HTTP 503")
+    assert out["errors"][0].startswith("warmup: RuntimeError: HTTP 503")  # the warmup is not counted
+    assert out["errors"][1].startswith("RuntimeError: HTTP 503")
 
 
 def test_the_api_key_comes_from_its_file(paced_server: tuple[str, Pacing], tmp_path: Path) -> None:
@@ -182,7 +186,7 @@ def test_the_api_key_comes_from_its_file(paced_server: tuple[str, Pacing], tmp_p
     key = tmp_path / "api_key"
     key.write_text("s3cret\n")
     code, out, _ = run_client(url, "--api-key-file", str(key), num_prompts=1, concurrency=1)
-    assert code == 0 and pacing.auth == ["Bearer s3cret"]
+    assert code == 0 and pacing.auth == ["Bearer s3cret"] * 2  # the warmup request and the counted one
     assert "s3cret" not in json.dumps(out)
 
 
@@ -192,7 +196,8 @@ def test_no_server_counts_as_failed_requests() -> None:
         port = sock.getsockname()[1]  # closed again: nothing listens there
     code, out, elapsed = run_client(f"http://127.0.0.1:{port}", num_prompts=2, concurrency=2)
     assert code == 1 and (out["completed"], out["failed"]) == (0, 2)
-    assert "ConnectionRefusedError" in out["errors"][0]
+    assert out["errors"][0].startswith("warmup: ConnectionRefusedError")
+    assert out["errors"][1].startswith("ConnectionRefusedError")
     assert elapsed < 10
 
 
