@@ -7,10 +7,12 @@
    than the host has, when it is known to fail on this arch (``expect`` is not ``healthy`` and the profile
    targets this arch), or when the rules engine predicts anything but ``healthy`` for it on this arch
    (:func:`bwstack.rules.predict`).
-3. **Rank** what is left: measured speed first, where a sweep on real hardware of this arch measured it, then
-   profiles.yaml order. A speed is read from ``reports/*/results.json`` next to profiles.yaml (newest report
-   first): a row with verdict ``healthy`` in a report whose ``mode.standin`` and ``mode.fast`` are false and
-   whose ``stack.gpu_arch`` is this arch, carrying ``speed.output_tokens_per_s`` (:data:`SPEED_KEY`, a number;
+3. **Rank** what is left: measured speed first, where a sweep on real hardware of this arch measured it
+   (``bwstack sweep --bench``, :mod:`bwstack.bench`), then profiles.yaml order. A speed is read from the
+   reports next to profiles.yaml (``reports/*/results.json`` and one folder deeper, where ``bwstack demo``
+   puts each part; newest report first; a combined ``mixed`` report is skipped, its parts are read): a row
+   with verdict ``healthy`` in a report whose ``mode.standin`` and ``mode.fast`` are false and whose
+   ``stack.gpu_arch`` is this arch, carrying ``speed.output_tokens_per_s`` (:data:`SPEED_KEY`, a number;
    higher is faster). Rows without it rank after measured ones, in profiles.yaml order.
 
 ``BWSTACK_PROFILE`` pins the choice (it must name a profile; a known-bad one still needs ``--force``).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bwstack.doctor.probe import HostProbe
@@ -92,10 +95,30 @@ def detect_host(probe: HostProbe) -> Host:
     return Host(str(archs.pop()), len(gpus), summary)
 
 
-def measured_speeds(stack: Stack, arch: str) -> dict[str, tuple[float, str]]:
-    """profile -> (output tokens/s, report it comes from), newest report first (see the module docstring)."""
-    speeds: dict[str, tuple[float, str]] = {}
-    for path in sorted((stack.root / "reports").glob("*/results.json"), reverse=True):
+@dataclass(frozen=True)
+class Measured:
+    """One profile's newest measured speed: the row's whole ``speed`` record and the report it is in."""
+
+    speed: dict[str, Any]
+    report: str  # the report folder, relative to reports/
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return float(self.speed[SPEED_KEY[1]])
+
+
+def _report_files(stack: Stack) -> list[tuple[str, Path]]:
+    """(report folder relative to reports/, results.json path), newest report first."""
+    reports = stack.root / "reports"
+    found = [*reports.glob("*/results.json"), *reports.glob("*/*/results.json")]
+    keyed = [(path.parent.relative_to(reports).as_posix(), path) for path in found]
+    return sorted(keyed, key=lambda item: (item[0].split("/")[0], item[0]), reverse=True)
+
+
+def measured(stack: Stack, arch: str) -> dict[str, Measured]:
+    """profile -> its newest measured speed on real hardware of ``arch`` (see the module docstring)."""
+    speeds: dict[str, Measured] = {}
+    for folder, path in _report_files(stack):
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -103,13 +126,23 @@ def measured_speeds(stack: Stack, arch: str) -> dict[str, tuple[float, str]]:
         if not isinstance(doc, dict):
             continue
         mode = doc.get("mode") or {}
-        if mode.get("standin") or mode.get("fast") or (doc.get("stack") or {}).get("gpu_arch") != arch:
+        if mode.get("kind") == "mixed" or mode.get("standin") or mode.get("fast"):
+            continue
+        if (doc.get("stack") or {}).get("gpu_arch") != arch:
             continue
         for name, row in (doc.get("results") or {}).items():
-            value = (row.get(SPEED_KEY[0]) or {}).get(SPEED_KEY[1]) if isinstance(row, dict) else None
-            if row.get("verdict") == "healthy" and isinstance(value, int | float) and name not in speeds:
-                speeds[name] = (float(value), path.parent.name)
+            speed = row.get(SPEED_KEY[0]) if isinstance(row, dict) else None
+            if not isinstance(speed, dict) or name in speeds or row.get("verdict") != "healthy":
+                continue
+            value = speed.get(SPEED_KEY[1])
+            if isinstance(value, int | float) and not isinstance(value, bool) and not speed.get("standin"):
+                speeds[name] = Measured(dict(speed), folder)
     return speeds
+
+
+def measured_speeds(stack: Stack, arch: str) -> dict[str, tuple[float, str]]:
+    """profile -> (output tokens/s, report folder it comes from), newest report first."""
+    return {name: (m.output_tokens_per_s, m.report) for name, m in measured(stack, arch).items()}
 
 
 def _pass_reason(stack: Stack, name: str, host: Host) -> str | None:

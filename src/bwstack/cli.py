@@ -583,6 +583,7 @@ def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
     help="--standin: simulated weight-load time of the stand-in server (default: the stand-in's own, 2 s).",
 )
 @click.option("--tag", "tags", multiple=True, help="Only the profiles carrying this tag (repeatable).")
+@click.option("--bench", is_flag=True, help="Measure each healthy profile's speed (stack.bench settings).")
 def sweep(
     file: Path,
     profiles: Sequence[str],
@@ -595,6 +596,7 @@ def sweep(
     keep: bool,
     standin_load_seconds: float | None,
     tags: Sequence[str],
+    bench: bool,
 ) -> None:
     """Try every profile, stop each as soon as the verdict is decisive, and write a compatibility matrix.
 
@@ -606,19 +608,10 @@ def sweep(
     stack = model.load_stack(file)
     model.emit_warnings(stack)
     sys.exit(
-        sweep_mod.run_sweep(
-            stack,
-            [*profiles, *stack.tagged(tags)],
-            variant=variant,
-            fast=fast,
-            standin=standin,
-            out=out,
-            resume=resume,
-            timeout=timeout,
-            keep=keep,
-            standin_load_seconds=standin_load_seconds,
-        )
-    )
+        sweep_mod.run_sweep(stack, [*profiles, *stack.tagged(tags)], variant=variant, fast=fast,
+                            standin=standin, out=out, resume=resume, timeout=timeout, keep=keep,
+                            standin_load_seconds=standin_load_seconds, bench=bench)
+    )  # fmt: skip
 
 
 @main.command()

@@ -4,18 +4,24 @@ One line per profile (the name whole, so it can be copied into ``bwstack up``; t
 clipped to the terminal width), details with ``--wide``, JSON with ``--json``. Without ``--arch``: expected to
 work / known to fail, each with its reason. With ``--arch``: each profile also gets a predicted verdict for
 that GPU arch from the rules engine (explain + audit + rules), marked ``!`` where it disagrees with the
-profile's own ``expect``.
+profile's own ``expect``. Where a ``bwstack sweep --bench`` on real hardware of the arch (``--arch``, else the
+stack's: ``cpu`` for a CPU stack) measured a healthy profile, its newest figures are shown as "measured"
+(:func:`bwstack.choose.measured`), with the host they were measured on.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from bwstack.bench import short_words, speed_words
 from bwstack.model import Stack
 
 
 def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
     """Machine-readable listing (``bwstack list --json``)."""
+    from bwstack.choose import measured
+
+    speeds = measured(stack, arch or ("cpu" if stack.is_cpu else stack.settings.gpu_arch))
     rows = []
     for name, profile in stack.profiles.items():
         row: dict[str, Any] = {
@@ -26,6 +32,7 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
             "why": profile.why or profile.description,
             "evidence": list(profile.evidence),
             "backends": {k: v for k, v in profile.backends().items() if v is not None},
+            "measured": ({**speeds[name].speed, "report": speeds[name].report} if name in speeds else None),
         }
         if arch is not None:
             row["prediction"] = _predict(stack, name, arch)
@@ -81,7 +88,9 @@ def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = 
         ("Expected to work", [r for r in data["profiles"] if r["expect"] == "healthy"]),
         ("Known to fail", [r for r in data["profiles"] if r["expect"] != "healthy"]),
     ]
-    header = ["profile", f"on {arch}" if arch else "expect", "why"]
+    any_measured = any(row.get("measured") for row in data["profiles"])
+    measured_title = ["measured"] if any_measured else []
+    header = ["profile", f"on {arch}" if arch else "expect", *measured_title, "why"]
     for title, rows in groups:
         if not rows:
             continue
@@ -90,13 +99,21 @@ def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = 
             for row in rows:
                 lines.extend(_wide_block(row, arch, width))
             continue
-        cells = [[row["profile"], _verdict(row, arch), _short_reason(row)] for row in rows]
+        cells = [
+            [row["profile"], _verdict(row, arch)]
+            + ([short_words(row.get("measured"))] if any_measured else [])
+            + [_short_reason(row)]
+            for row in rows
+        ]
         lines.extend(textlayout.table(cells, width, header=header))
     lines.append("")
     model = data["model"]
     pinned = model["revision"] or "not pinned (set model.revision)"
     lines.extend(textlayout.wrap(f"model: {model['path']} @ {pinned}", width))
     lines.extend(textlayout.wrap(str(data["quality"]), width))
+    hosts = sorted({str(r["measured"]["host"]) for r in data["profiles"] if r.get("measured")})
+    if hosts:
+        lines.extend(textlayout.wrap(f"measured (bwstack sweep --bench) on: {'; '.join(hosts)}", width))
     hint = "start one: bwstack up PROFILE (or bwstack up: picks one for this host)"
     lines.extend(textlayout.wrap(hint, width))
     if not wide:
@@ -140,6 +157,8 @@ def _wide_block(row: dict[str, Any], arch: str | None, width: int) -> list[str]:
             parts.append(f"prediction: {pred['reason']}")
         if pred.get("why_differs"):
             parts.append(f"differs: {pred['why_differs']}")
+    if row.get("measured"):
+        parts.append(f"measured: {speed_words(row['measured'])} (reports/{row['measured']['report']})")
     parts.extend(f"evidence: {item}" for item in row["evidence"])
     for part in parts:
         lines = textlayout.wrap(part, width - 2, indent)

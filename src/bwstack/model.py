@@ -23,6 +23,7 @@ from pydantic import (
     ValidationError,
     create_model,
     field_validator,
+    model_validator,
 )
 
 from bwstack import pins, sglang_cli
@@ -78,6 +79,25 @@ class HealthcheckSettings(_Strict):
     expect_text: str | None = None
 
 
+class BenchSettings(_Strict):
+    """The bounded load ``bwstack sweep --bench`` runs against each healthy profile (:mod:`bwstack.bench`)."""
+
+    num_prompts: int = Field(default=64, ge=1, le=100_000, description="requests per profile")
+    input_len: int = Field(default=1024, ge=1, le=1_000_000, description="prompt tokens per request")
+    output_len: int = Field(default=256, ge=1, le=1_000_000, description="generated tokens per request")
+    concurrency: int = Field(default=16, ge=1, le=10_000, description="requests in flight at once")
+    time_limit_s: int = Field(default=600, ge=1, le=86_400, description="hard limit of one profile's load")
+
+    @model_validator(mode="after")
+    def _concurrency_fits(self) -> BenchSettings:
+        if self.concurrency > self.num_prompts:
+            raise ValueError(
+                f"concurrency {self.concurrency} is more than num_prompts {self.num_prompts}: at most "
+                f"{self.num_prompts} requests can be in flight"
+            )
+        return self
+
+
 class StackSettings(_Strict):
     """How the stack is deployed: image, ports, secrets, volumes, compose features."""
 
@@ -101,6 +121,7 @@ class StackSettings(_Strict):
     api_key: bool = False
     compose_features: list[Literal["start_interval"]] = []
     healthcheck: HealthcheckSettings = HealthcheckSettings()
+    bench: BenchSettings = BenchSettings()
 
     @field_validator("model_cache_path")
     @classmethod

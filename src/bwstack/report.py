@@ -23,7 +23,9 @@ finished_at, elapsed_s, evidence`` where evidence holds ``log_match`` (line, tex
 effective backend with its log line and whether a flag or SGLang set it, and the ``backend_override``
 evidence against the profile), ``server_version``, ``timeout_s``. Both views show "requested -> effective"
 per field; a failed row also has ``next_try`` ({profile, why}: the profile worth
-trying next, :mod:`bwstack.nextstep`; ``profile`` null when none is).
+trying next, :mod:`bwstack.nextstep`; ``profile`` null when none is). A healthy row of a ``--bench`` sweep
+has ``speed`` (:mod:`bwstack.bench`: output tokens/s, requests/s, TTFT p50/p99, ITL p50, the client, the
+host it was measured on); the grid cells, the profile table and a speed table show it with its host label.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from bwstack import bench
 from bwstack.errors import UserError
 from bwstack.files import atomic_write
 from healthchecks import vocabulary
@@ -46,7 +49,7 @@ MARKDOWN_FILE = "matrix.md"
 HTML_FILE = "matrix.html"
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
-VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try")
+VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed")
 #: evidence keys that are stable for the same outcome
 STABLE_EVIDENCE_KEYS = ("exit_code", "oom_killed", "requested", "effective", "server_version", "timeout_s")
 
@@ -221,6 +224,7 @@ def grids(doc: Document) -> list[dict[str, Any]]:
                     "expect": result.get("expect"),
                     "match": bool(result.get("match")),
                     "anchor": f"profile-{name}",
+                    "speed": bench.short_words(result.get("speed")),
                 }
             )
         origins = {
@@ -323,23 +327,25 @@ def render_markdown(doc: Document) -> str:
         pins = "; ".join(f"{label} {value}" for label, value in pins_summary(manifest))
         out.append(f"- variant **{name}**: {_cell(pins, 600)}")
     out += _markdown_grids(doc)
+    out += _markdown_speed(doc)
     out += [
         "",
         "## Profiles",
         "",
-        "| profile | variant | expect | verdict | matches | mode | time | why |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| profile | variant | expect | verdict | matches | mode | time | speed | why |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name in doc["plan"]:
         row = doc["results"].get(name)
         if row is None:
-            out.append(f"| {_cell(name)} | | | not decided yet | | | | |")
+            out.append(f"| {_cell(name)} | | | not decided yet | | | | | |")
             continue
         mode = origin(row)
         out.append(
             f"| {_cell(name)} | {_cell(row.get('variant'))} | {_cell(row.get('expect'))} | "
             f"**{_cell(row.get('verdict'))}** | {'yes' if row.get('match') else '**NO**'} | {mode} | "
-            f"{float(row.get('elapsed_s') or 0):.1f} s | {_cell(row.get('reason'))}{_next_cell(row, doc)} |"
+            f"{float(row.get('elapsed_s') or 0):.1f} s | {_cell(bench.short_words(row.get('speed')))} | "
+            f"{_cell(row.get('reason'))}{_next_cell(row, doc)} |"
         )
     out += ["", "## Evidence", ""]
     for name in decided(doc):
@@ -355,6 +361,52 @@ def _next_cell(row: Mapping[str, Any], doc: Document) -> str:
     if name in doc["results"]:  # its evidence is in this report
         return f"; next to try: [{_cell(name)}](#evidence-{name})"
     return f"; next to try: {_cell(name or 'nothing')}"
+
+
+def speed_rows(doc: Document) -> list[dict[str, Any]]:
+    """The measured rows (``--bench``), in plan order: profile, the figures as text, client, host."""
+    out = []
+    for name in decided(doc):
+        speed = doc["results"][name].get("speed")
+        if not isinstance(speed, Mapping):
+            continue
+        figures = {key: bench.figure(speed.get(key)) for key in bench.FIGURES}
+        out.append(
+            {
+                "profile": name,
+                "figures": figures,
+                "measured": bench.has_figures(speed),
+                "error": speed.get("error"),
+                "done": f"{speed.get('completed', 0)} completed, {speed.get('failed', 0)} failed"
+                + (", time limit reached" if speed.get("timed_out") else ""),
+                "client": speed.get("client"),
+                "note": speed.get("client_note"),
+                "host": speed.get("host"),
+                "words": bench.speed_words(speed),
+            }
+        )
+    return out
+
+
+#: column titles of the speed table, one per :data:`bench.FIGURES`
+SPEED_TITLES = ("output tok/s", "req/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms")
+
+
+def _markdown_speed(doc: Document) -> list[str]:
+    rows = speed_rows(doc)
+    if not rows:
+        return []
+    out = ["", "## Speed (`--bench`)", ""]
+    out.append("| profile | " + " | ".join(SPEED_TITLES) + " | requests | client | measured on |")
+    out.append("| --- |" + " --- |" * (len(SPEED_TITLES) + 3))
+    for row in rows:
+        figures = " | ".join(row["figures"][key] for key in bench.FIGURES)
+        done = row["done"] if row["measured"] else f"bench failed: {row['error']}"
+        out.append(
+            f"| [{_cell(row['profile'])}](#evidence-{row['profile']}) | {figures} | {_cell(done, 300)} | "
+            f"{_cell(row['client'])} | {_cell(row['host'], 300)} |"
+        )
+    return out
 
 
 def _markdown_grids(doc: Document) -> list[str]:
@@ -375,6 +427,7 @@ def _markdown_grids(doc: Document) -> list[str]:
                     "<br>".join(
                         f"**{_cell(e['verdict'])}** [{_cell(e['profile'])}](#evidence-{e['profile']})"
                         + ("" if e["match"] else f" (expected {_cell(e['expect'])})")
+                        + (f" {_cell(e['speed'])}" if e["speed"] else "")
                         for e in entries
                     )
                     or "-"
@@ -424,6 +477,8 @@ def _markdown_evidence(name: str, row: Mapping[str, Any]) -> list[str]:
             )
     for override in (evidence.get("startup") or {}).get("overrides") or []:
         lines.append(f"- backend_override: {_cell(override['message'], 300)}")
+    if row.get("speed"):
+        lines.append(f"- speed: {_cell(bench.speed_words(row['speed']), 800)}")
     lines.append("")
     return lines
 
@@ -502,6 +557,8 @@ def html_context(doc: Document) -> dict[str, Any]:
                 "origin": origin(row),
                 "tone": verdict_tone(str(row.get("verdict"))),
                 "elapsed": f"{float(row.get('elapsed_s') or 0):.1f} s",
+                "speed_short": bench.short_words(row.get("speed")),
+                "speed_words": bench.speed_words(row.get("speed")),
                 "evidence": evidence,
                 "overrides": (evidence.get("startup") or {}).get("overrides") or [],
                 "backends": [
@@ -525,6 +582,9 @@ def html_context(doc: Document) -> dict[str, Any]:
         "summary": summarize(doc),
         "rows": rows,
         "grids": grids(doc),
+        "speed_rows": speed_rows(doc),
+        "speed_titles": SPEED_TITLES,
+        "figure_keys": bench.FIGURES,
         "variants": [
             {"name": name, "pins": pins_summary(manifest), "manifest": json.dumps(manifest, indent=2)}
             for name, manifest in doc["variants"].items()

@@ -14,10 +14,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
 
+from bwstack import bench
 from integration import dockerstack
 from integration.dockerstack import TrackedContainer
 from support.stack import copy_stack
@@ -147,16 +149,52 @@ def test_sweep_matches_every_expect_from_the_real_server(
     cpu_stack: Path, built: object, tmp_path: Path
 ) -> None:
     out = tmp_path / "report"
-    result = bwstack(cpu_stack, "-f", "profiles.cpu.yaml", "sweep", "--out", str(out))
+    result = bwstack(cpu_stack, "-f", "profiles.cpu.yaml", "sweep", "--bench", "--out", str(out))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     doc = json.loads((out / "results.json").read_text())
-    assert doc["mode"]["kind"] == "real" and doc["mode"]["standin"] is False
+    assert doc["mode"]["kind"] == "real" and doc["mode"]["standin"] is False and doc["mode"]["bench"] is True
     assert set(doc["results"]) == set(doc["plan"])
+    settings = YAML(typ="safe").load((cpu_stack / "profiles.cpu.yaml").read_text())["stack"]["bench"]
+    healthy = [name for name, row in doc["results"].items() if row["verdict"] == "healthy"]
+    assert healthy
     for name, row in doc["results"].items():
         assert row["match"], (name, row["verdict"], row["reason"])
         assert row["standin"] is False and row["source"].startswith("real SGLang on the CPU")
         if row["verdict"] == "healthy":
             assert row["evidence"]["server_version"] == "0.5.23"
+            assert_sane_speed(name, row["speed"], settings)
+        else:
+            assert "speed" not in row, name  # only a healthy profile is measured
     html = (out / "matrix.html").read_text()
     assert "real SGLang 0.5.23" in html
+    speed_table = html.split('<section id="speed">', 1)[1].split("</section>", 1)[0]
+    for name in healthy:
+        figures = doc["results"][name]["speed"]
+        assert f'data-profile="{name}"' in speed_table
+        assert f"{bench.figure(figures['output_tokens_per_s'])}</td>" in speed_table
+        assert figures["host"] in speed_table
+        assert f"{bench.short_words(figures)}</span>" in html.split('<table class="grid">', 1)[1]
     assert dockerstack.leftovers(project_of(cpu_stack)) == {}
+
+
+def assert_sane_speed(name: str, speed: dict[str, Any], settings: dict[str, int]) -> None:
+    """Figures the real server could have produced: every request done, rates > 0, percentiles ordered."""
+    assert "error" not in speed, (name, speed)
+    assert speed["completed"] == settings["num_prompts"] and speed["failed"] == 0, speed
+    assert speed["timed_out"] is False
+    assert speed["output_tokens"] == settings["num_prompts"] * settings["output_len"]  # ignore_eos held
+    for key in ("output_tokens_per_s", "requests_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50"):
+        assert isinstance(speed[key], float) and speed[key] > 0, (key, speed)
+    assert speed["ttft_ms_p99"] >= speed["ttft_ms_p50"]
+    # tokens/s and requests/s come from one duration; the load cannot outrun its own time limit
+    assert speed["output_tokens_per_s"] == pytest.approx(
+        speed["requests_per_s"] * settings["output_len"], rel=0.01
+    )
+    assert 0 < speed["duration_s"] <= settings["time_limit_s"]
+    assert speed["bench_s"] >= speed["duration_s"]  # the step's wall time holds the load
+    # the CPU image cannot import SGLang's own client (no `datasets`): ours ran, and the row says why
+    assert speed["client"] == "bwstack bench_client", speed
+    assert "sglang.bench_serving does not import in this image" in speed["client_note"]
+    assert "datasets" in speed["client_note"]
+    assert speed["host"].startswith("CPU: ") and speed["host"].endswith("(real SGLang, no GPU)")
+    assert speed["standin"] is False and speed["settings"] == settings

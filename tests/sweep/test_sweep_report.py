@@ -255,6 +255,60 @@ def test_html_marks_only_real_backend_differences() -> None:
     assert report.same_value("bf16", "bfloat16") and not report.same_value("auto", "fp8_e4m3")
 
 
+def _speed(rate: float | None) -> dict[str, Any]:
+    from bwstack import bench
+
+    settings = model.BenchSettings(num_prompts=8, input_len=16, output_len=8, concurrency=2, time_limit_s=30)
+    figures: dict[str, Any] = {"completed": 0, "failed": 8, "errors": ["RuntimeError: HTTP 503: busy"]}
+    if rate is not None:
+        figures = {"output_tokens_per_s": rate, "requests_per_s": 2.5, "ttft_ms_p50": 40.0,
+                   "ttft_ms_p99": 95.25, "itl_ms_p50": 12.5, "completed": 8, "failed": 0}  # fmt: skip
+    return bench.record(figures, settings=settings, client="bwstack bench_client", why_client="no datasets",
+                        host="CPU: Test CPU, 2 cores (real SGLang, no GPU)", standin=False, bench_s=3.0)  # fmt: skip
+
+
+def test_speed_shows_in_the_grid_the_speed_table_and_the_profile_rows() -> None:
+    doc = make_doc(["fast", "slow", "broken", "nan"])
+    report.record(doc, make_row("fast", "healthy", "healthy", speed=_speed(321.4)))
+    report.record(doc, make_row("slow", "healthy", "healthy", speed=_speed(45.67)))
+    report.record(doc, make_row("broken", "healthy", "healthy", speed=_speed(None)))
+    report.record(doc, make_row("nan", "nan", "nan"))
+    text = report.render_markdown(doc)
+    table = text.split("## Speed (`--bench`)", 1)[1].split("## Profiles", 1)[0]
+    assert "| output tok/s | req/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms |" in table
+    assert "| [fast](#evidence-fast) | 321 | 2.5 | 40 | 95.2 | 12.5 | 8 completed, 0 failed |" in table
+    assert "| [slow](#evidence-slow) | 45.7 |" in table
+    assert (
+        "bench failed: no request completed within the time limit; first error: RuntimeError: HTTP 503"
+        in table
+    )
+    assert table.count("CPU: Test CPU, 2 cores (real SGLang, no GPU)") == 3 and "[nan]" not in table
+    profiles = text.split("## Profiles", 1)[1].split("## Evidence", 1)[0]
+    assert "| 5.0 s | 321 tok/s |" in profiles and "| 5.0 s | bench failed |" in profiles
+    assert "- speed: 321 output tok/s, 2.5 req/s, TTFT p50 40 ms / p99 95.2 ms, ITL p50 12.5 ms" in text
+    html = report.render_html(doc)
+    page = _Page()
+    page.feed(html)
+    speed_rows = [r for r in page.rows if r.get("class") == "speed-row"]
+    assert [r["data-profile"] for r in speed_rows] == ["fast", "slow", "broken"]
+    figures = [a for t, a in page.tags if t == "td" and a.get("data-figure")]
+    assert [a["data-figure"] for a in figures[:5]] == list(report.bench.FIGURES)
+    grid = html.split('<table class="grid">', 1)[1].split("</table>", 1)[0]
+    assert (
+        '<span class="speed">321 tok/s</span>' in grid and '<span class="speed">bench failed</span>' in grid
+    )
+    assert "CPU: Test CPU, 2 cores (real SGLang, no GPU)" in " ".join(page.text)
+    # the figures change run to run: not part of what a sweep decided
+    assert "speed" not in report.decided_content(doc)["results"]["fast"]
+
+
+def test_no_speed_no_speed_table() -> None:
+    doc = make_doc(["a"])
+    report.record(doc, make_row("a", "healthy", "healthy"))
+    assert "## Speed" not in report.render_markdown(doc)
+    assert 'id="speed"' not in report.render_html(doc)
+
+
 # --- plan, stand-in faults, fast mode, resume (no Docker) --------------------------------------------------
 
 
@@ -433,6 +487,25 @@ def test_demo_prints_the_report_place_and_the_meaning_of_each_verdict(
     text = buffer.getvalue()
     assert "CPU stand-in" in text and str(tmp_path / "matrix.html") in text
     assert "assertion: a Python AssertionError" in text
+
+
+def test_the_demos_real_cpu_part_measures_speed_and_the_standin_part_does_not(
+    stack: model.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def fake_sweep(stack_: model.Stack, profiles: list[str], **kwargs: Any) -> int:
+        calls.append((stack_.path.name, kwargs))
+        doc = make_doc([])
+        report.write_report(kwargs["out"], doc)
+        return 0
+
+    monkeypatch.setattr(sweep.demo, "run_sweep", fake_sweep)
+    assert sweep.run_demo(stack, out=tmp_path, console=Console(file=io.StringIO(), width=200)) == 0
+    assert [(name, kwargs["standin"], kwargs.get("bench", False)) for name, kwargs in calls] == [
+        ("profiles.cpu.yaml", False, True),
+        ("profiles.yaml", True, False),
+    ]
 
 
 def test_summary_keeps_profile_names_whole_at_80_columns(

@@ -21,7 +21,7 @@ from support.stack import ROOT
 
 pytestmark = [pytest.mark.docker]
 
-HEALTHCHECK_FILES = ("warmup.py", "serve.py", "signatures.py", "common.py")
+HEALTHCHECK_FILES = ("warmup.py", "serve.py", "signatures.py", "common.py", "bench_client.py")
 #: image label -> the pins.toml build arg it must equal
 LABEL_ARGS = {
     "io.bwstack.variant": "BWSTACK_VARIANT",
@@ -91,6 +91,7 @@ def test_healthcheck_and_wrapper_are_present_and_executable(image_target: Target
         assert script.user == "root" and script.mode & 0o022 == 0, f"{name} is writable by the server user"
     assert host.run(f"test -w {launch.HC_DIR}/warmup.py").rc != 0
     assert host.run(f"python3 {launch.HC_DIR}/warmup.py --help").rc == 0
+    assert host.run(f"python3 {launch.HC_DIR}/bench_client.py --help").rc == 0  # the sweep's --bench load
     variant_dir = ROOT / "images" / image_target.variant
     assert (
         host.file("/opt/bwstack/versions.json").content_string == (variant_dir / "versions.json").read_text()

@@ -257,6 +257,27 @@ CASES = [
         r"stack\.model_cache_path: invalid value 'models': a host folder starting with /, \./ or \.\./",
     ),
     Case(
+        "bench-concurrency-above-prompts",
+        replace("    concurrency: 16 ", "    concurrency: 65 "),
+        r"profiles\.yaml:\d+: stack\.bench: concurrency 65 is more than num_prompts 64: at most 64 requests",
+    ),
+    Case(
+        "bench-zero-prompts",
+        replace("    num_prompts: 64 ", "    num_prompts: 0 "),
+        r"profiles\.yaml:\d+: stack\.bench\.num_prompts: Input should be greater than or equal to 1",
+    ),
+    Case(
+        "bench-time-limit-not-a-number",
+        replace("    time_limit_s: 600 ", "    time_limit_s: soon "),
+        r"profiles\.yaml:\d+: stack\.bench\.time_limit_s: expected an integer, got a string 'soon'",
+    ),
+    Case(
+        "bench-unknown-key",
+        replace("    output_len: 256 ", "    output_tokens: 256 "),
+        r"stack\.bench: unknown key 'output_tokens' \(valid: num_prompts, input_len, output_len, concurrency, "
+        r"time_limit_s\)",
+    ),
+    Case(
         "pins-malformed-toml",
         in_pins("v0.5.23-cu130", 'toolkit = "13.0"', "toolkit = 13.0.0"),
         r"pins\.toml.*malformed TOML",

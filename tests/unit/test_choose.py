@@ -184,3 +184,84 @@ def test_measured_speed_ranks_first(stack_copy: Path) -> None:
     reasons = passed_over(result.stdout)
     assert reasons["dense-triton-bf16"] == "usable, slower: 900 output tokens/s (reports/20260101T000000Z)"
     assert reasons["dsa-fi-sparse-fp8"] == "usable, no measured speed"
+
+
+def _swept(
+    root: Path, folder: str, *, gpu_arch: str, speeds: dict[str, float | None], kind: str = "real"
+) -> None:
+    """A report as the sweep writes it with --bench: each row's speed made by bench.record (None: the bench
+    step completed nothing, so the row has an error and no figures)."""
+    from bwstack import bench, model
+
+    settings = model.BenchSettings(num_prompts=4, input_len=8, output_len=4, concurrency=2, time_limit_s=30)
+    doc = report.new_document(
+        stack={
+            "file": "profiles.yaml",
+            "project": "bwstack",
+            "model": "m",
+            "gpu_arch": gpu_arch,
+            "tp_size": 8,
+        },
+        mode={"kind": kind, "standin": None if kind == "mixed" else False, "fast": False, "variant": None},
+        variants={},
+        plan=list(speeds),
+        generated_by="test",
+    )
+    for name, rate in speeds.items():
+        figures = {"completed": 0, "failed": 4} if rate is None else {
+            "output_tokens_per_s": rate, "requests_per_s": 1.0, "ttft_ms_p50": 1.0, "ttft_ms_p99": 2.0,
+            "itl_ms_p50": 1.0, "completed": 4, "failed": 0,
+        }  # fmt: skip
+        speed = bench.record(figures, settings=settings, client=bench.OWN_CLIENT_NAME, why_client=None,
+                             host=f"GPU: 8x test ({gpu_arch})", standin=False, bench_s=1.0)  # fmt: skip
+        report.record(doc, {"profile": name, "verdict": "healthy", "match": True, "speed": speed})
+    out = root / "reports" / folder
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
+def test_the_sweeps_own_speed_records_rank_and_nested_parts_count(stack_copy: Path) -> None:
+    from bwstack import choose, model
+
+    root = stack_copy.parent
+    _swept(root, "20260401T000000Z/real", gpu_arch="sm120", speeds={"dense-triton-bf16": 800.0})
+    # the combined report of the same run is skipped (its rows are read from the part)
+    _swept(root, "20260401T000000Z", gpu_arch="sm120", speeds={"dense-fi-bf16": 9999.0}, kind="mixed")
+    _swept(
+        root, "20260301T000000Z", gpu_arch="sm120", speeds={"dense-fi-bf16": 700.0, "dsa-fi-sparse-fp8": None}
+    )
+    _swept(root, "20260501T000000Z", gpu_arch="sm100", speeds={"dsa-fi-sparse-fp8": 5000.0})  # another arch
+    found = choose.measured(model.load_stack(stack_copy), "sm120")
+    assert {name: (m.output_tokens_per_s, m.report) for name, m in found.items()} == {
+        "dense-triton-bf16": (800.0, "20260401T000000Z/real"),
+        "dense-fi-bf16": (700.0, "20260301T000000Z"),
+    }
+    assert found["dense-triton-bf16"].speed["host"] == "GPU: 8x test (sm120)"
+    result = up_dry_run(FIXTURES / "rtx-pro-6000-8x", profiles=stack_copy)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = " ".join(result.stdout.split())
+    assert "choice: dense-triton-bf16: " in text and "fastest measured: 800 output tokens/s" in text
+    reasons = passed_over(result.stdout)
+    assert reasons["dense-fi-bf16"] == "usable, slower: 700 output tokens/s (reports/20260301T000000Z)"
+    assert reasons["dsa-fi-sparse-fp8"] == "usable, no measured speed"  # its bench completed nothing
+
+
+def test_list_shows_what_was_measured_with_its_host(stack_copy: Path) -> None:
+    root = stack_copy.parent
+    _swept(root, "20260401T000000Z", gpu_arch="sm120", speeds={"dense-fi-bf16": 1234.5})
+    env = {k: v for k, v in os.environ.items() if k != "BWSTACK_DOCTOR_FIXTURE"}
+    run = [sys.executable, "-m", "bwstack.cli", "list", "-f", str(stack_copy)]
+    short = subprocess.run(run, capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "120"})
+    assert short.returncode == 0, short.stderr
+    header = next(line for line in short.stdout.splitlines() if line.startswith("profile"))
+    assert header.split()[:3] == ["profile", "expect", "measured"]
+    row = next(line for line in short.stdout.splitlines() if line.startswith("dense-fi-bf16 "))
+    assert "1234 tok/s" in row
+    assert "measured (bwstack sweep --bench) on: GPU: 8x test (sm120)" in " ".join(short.stdout.split())
+    wide = subprocess.run([*run, "--wide"], capture_output=True, text=True, timeout=120, env=env)
+    assert "measured: 1234 output tok/s, 1 req/s, TTFT p50 1 ms / p99 2 ms" in " ".join(wide.stdout.split())
+    data = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, timeout=120).stdout)
+    rows = {row["profile"]: row for row in data["profiles"]}
+    assert rows["dense-fi-bf16"]["measured"]["output_tokens_per_s"] == 1234.5
+    assert rows["dense-fi-bf16"]["measured"]["report"] == "20260401T000000Z"
+    assert rows["dsa-fi-sparse-fp8"]["measured"] is None

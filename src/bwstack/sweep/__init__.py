@@ -16,8 +16,10 @@ healthcheck run, the container's health log. A :class:`Judge` turns these events
 
 Results go to ``results.json`` (written atomically after every profile, see :mod:`bwstack.report`), with
 ``matrix.md`` and ``matrix.html``. ``--standin`` runs everything on the CPU stand-in image, each profile with
-the fault its ``expect`` names, under a compose project of its own that is removed at the end. SIGINT and
-SIGTERM remove the running container before the sweep exits.
+the fault its ``expect`` names, under a compose project of its own that is removed at the end. ``--bench``
+runs a bounded load against each profile decided healthy before its container is stopped and records the
+row's ``speed`` (:mod:`bwstack.bench`). SIGINT and SIGTERM remove the running container before the sweep
+exits.
 
 The package's rooms: ``judge`` (events and the verdict), ``plan`` (what runs, the options), ``fast`` (the
 ``--fast`` override), ``streams`` (the Docker side), ``display`` (progress and summary), ``runner`` (one

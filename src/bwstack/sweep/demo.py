@@ -65,6 +65,7 @@ def run_demo(
                 resume=False,
                 timeout=None,
                 keep=keep,
+                bench=True,  # the speed column: a bounded load against each healthy real profile
                 console=console,
             )
         )

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bwstack import report
+from bwstack import bench, report
 from bwstack.sweep.judge import Judge, last_line
 
 #: longest live status line (the elapsed-time column follows it)
@@ -69,6 +69,8 @@ class Display:
             self.progress.stop_task(self.task)
         else:
             self.note(f"{text} in {row['elapsed_s']:.1f} s")
+        if row.get("speed"):
+            self.note(f"  speed: {bench.speed_words(row['speed'])}")
         if row.get("next_try"):
             following = row["next_try"]
             self.note(f"  next to try: {following['profile'] or 'nothing'}: {following['why']}")
@@ -96,17 +98,19 @@ def print_summary(doc: report.Document, out: Path, console: Any) -> None:
     """The matrix as plain rows (names whole at any width), where the report is, whether all matched."""
     from bwstack import textlayout
 
+    measured = any(row.get("speed") for row in doc["results"].values())
     rows = []
     for name in doc["plan"]:
         row = doc["results"].get(name)
         if row is None:
-            rows.append([name, "", "not decided", "", ""])
+            rows.append([name, "", "not decided", "", ""] + ([""] if measured else []))
             continue
         mode = " (fast)" if row.get("fast") else ""
         match = "yes" if row["match"] else "NO"
-        rows.append([name, row["expect"], f"{row['verdict']}{mode}", match, f"{row['elapsed_s']:.1f} s"])
+        cells = [name, row["expect"], f"{row['verdict']}{mode}", match, f"{row['elapsed_s']:.1f} s"]
+        rows.append(cells + ([bench.short_words(row.get("speed"))] if measured else []))
     console.print("bwstack sweep", markup=False)
-    header = ["profile", "expect", "verdict", "matches", "time"]
+    header = ["profile", "expect", "verdict", "matches", "time"] + (["speed"] if measured else [])
     for line in textlayout.table(rows, textlayout.terminal_width(), header=header):
         console.print(line, markup=False)
     summary = report.summarize(doc)

@@ -112,6 +112,8 @@ class Options:
     timeout_s: float
     keep: bool
     load_seconds: float | None
+    #: ``--bench``: a bounded load against each healthy profile before it is stopped (:mod:`bwstack.bench`)
+    bench: bool = False
 
 
 def source_label(stack: Stack, options: Options) -> str:

@@ -86,6 +86,7 @@ def document_for(plan: Plan, options: Options, variant: str | None) -> report.Do
             "source": source_label(stack, options),
             "standin": options.standin,
             "fast": options.fast,
+            "bench": options.bench,
             "variant": variant,
             "timeout_s": options.timeout_s,
         },
@@ -304,6 +305,7 @@ def run_sweep(
     timeout: float | None,
     keep: bool = False,
     standin_load_seconds: float | None = None,
+    bench: bool = False,
     console: Any = None,
 ) -> int:
     """Sweep ``profiles`` (all when empty): 0 when every verdict matches, 1 otherwise, 128+N on a signal.
@@ -320,6 +322,7 @@ def run_sweep(
         timeout_s=float(timeout) if timeout else default_timeout(stack, standin),
         keep=keep,
         load_seconds=standin_load_seconds,
+        bench=bench,
     )
     out_dir = out if out is not None else default_out(stack)
     plan, doc = open_document(stack, profiles, options, out_dir, resume=resume, variant=variant)
@@ -402,4 +405,4 @@ def profile_detail(stack: Stack, name: str, options: Options) -> str:
     detail = f"expect {stack.profile(name).expect}, {stack.variant_name_for(name)}"
     if options.standin:
         detail += f", fault {standin_fault(stack, name)}"
-    return detail + (", fast" if options.fast else "")
+    return detail + (", fast" if options.fast else "") + (", bench" if options.bench else "")

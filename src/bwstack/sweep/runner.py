@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bwstack import operate, report
+from bwstack import bench, operate, report
 from bwstack.compose import Project
 from bwstack.errors import ExternalError
 from bwstack.launch import requested_backends
@@ -55,6 +55,7 @@ class Runner:
         self.options = options
         self.display = display
         self.current: str | None = None
+        self.bench = bench.Bench(stack, options.standin) if options.bench else None
 
     # -- lifecycle --
 
@@ -98,16 +99,33 @@ class Runner:
         t0 = time.monotonic()
         judge = Judge(self.options.timeout_s, now=t0, confirm=self.stack.settings.healthcheck.retries)
         watch = Watch(name, judge, Streams(self.client))
+        speed: dict[str, Any] | None = None
         try:
             self.start(watch)
             self.follow(watch)
             evidence = self.evidence(watch)
+            verdict = watch.judge.verdict()
+            if self.bench is not None and verdict.cls == "healthy":
+                speed = self.measure(watch)
         finally:
             watch.streams.close()
             self.remove_service(name)
             self.current = None
         elapsed = (watch.judge.decided_at or time.monotonic()) - t0
-        return self.row(name, watch.judge.verdict(), evidence, started_at, elapsed)
+        row = self.row(name, verdict, evidence, started_at, elapsed)
+        if speed is not None:
+            row["speed"] = speed
+        return row
+
+    def measure(self, watch: Watch) -> dict[str, Any]:
+        """The bench step (``--bench``) against the healthy, still running container."""
+        assert self.bench is not None
+        self.display.status(f"healthy; measuring speed ({self.stack.settings.bench.num_prompts} requests)")
+        image = str((watch.container.attrs or {}).get("Image") or self.stack.variant_name_for(watch.name))
+        try:
+            return self.bench.measure(watch.name, watch.container.id, image)
+        except (OSError, ValueError) as exc:  # a failed measurement never costs the verdict
+            return {"error": f"bench step failed: {' '.join(str(exc).split())[:300]}"}
 
     def start(self, watch: Watch) -> None:
         """``compose up -d`` of the profile's service only, with the event stream already open."""
