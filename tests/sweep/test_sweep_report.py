@@ -408,6 +408,13 @@ def test_resume_needs_a_matching_report(stack: model.Stack, tmp_path: Path) -> N
     with pytest.raises(UserError, match="standin") as info:
         sweep.open_document(stack, [], _options(standin=False), out, resume=True, variant=None)
     assert info.value.field == "mode.standin"
+    assert str(info.value).endswith(": the report was made with standin=True, this run has standin=False")
+    other = {**doc, "stack": {**doc["stack"], "tp_size": 99}}
+    report.write_report(out, other)
+    with pytest.raises(UserError, match="made for tp_size=99, this stack has tp_size=") as info:
+        sweep.open_document(stack, [], _options(), out, resume=True, variant=None)
+    assert info.value.field == "stack.tp_size"
+    report.write_report(out, doc)
     plan, resumed = sweep.open_document(stack, [], _options(), out, resume=True, variant=None)
     assert plan.names == ["dense-fi-bf16"] and resumed["plan"] == ["dense-fi-bf16"]
     plan, grown = sweep.open_document(

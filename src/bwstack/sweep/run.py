@@ -101,6 +101,13 @@ def variant_manifests(stack: Stack, names: Sequence[str]) -> dict[str, Any]:
     return {name: stack.variant(name).manifest() for name in used}
 
 
+#: what a resumed report must share with this run: (section, keys, "made ... <key>", "this ... has")
+RESUME_MUST_MATCH = (
+    ("mode", ("standin", "fast", "variant"), "with", "run"),
+    ("stack", ("project", "model", "gpu_arch", "tp_size"), "for", "stack"),
+)
+
+
 def open_document(
     stack: Stack, names: Sequence[str], options: Options, out: Path, *, resume: bool, variant: str | None
 ) -> tuple[Plan, report.Document]:
@@ -118,22 +125,15 @@ def open_document(
     doc = report.load_document(results)
     plan = make_plan(stack, list(names) or list(doc["plan"]), variant=variant, standin=options.standin)
     fresh = document_for(plan, options, variant)
-    for key in ("standin", "fast", "variant"):
-        if doc["mode"].get(key) != fresh["mode"][key]:
-            raise UserError(
-                f"the report was made with {key}={doc['mode'].get(key)!r}, this run has "
-                f"{key}={fresh['mode'][key]!r}",
-                file=results,
-                field=f"mode.{key}",
-            )
-    for key in ("project", "model", "gpu_arch", "tp_size"):
-        if doc["stack"].get(key) != fresh["stack"][key]:
-            raise UserError(
-                f"the report was made for {key}={doc['stack'].get(key)!r}, this stack has "
-                f"{key}={fresh['stack'][key]!r}",
-                file=results,
-                field=f"stack.{key}",
-            )
+    for section, keys, made, this in RESUME_MUST_MATCH:
+        for key in keys:
+            if doc[section].get(key) != fresh[section][key]:
+                raise UserError(
+                    f"the report was made {made} {key}={doc[section].get(key)!r}, this {this} has "
+                    f"{key}={fresh[section][key]!r}",
+                    file=results,
+                    field=f"{section}.{key}",
+                )
     for name, manifest in fresh["variants"].items():
         if name in doc["variants"] and doc["variants"][name] != manifest:
             raise UserError(
