@@ -118,12 +118,9 @@ def running(project: str) -> list[str]:
     ).stdout.split()
 
 
-def test_bisect_finds_the_planted_tag_and_resumes_after_sigkill(
-    tagged: dict[str, Any], tmp_path: Path
-) -> None:
-    out = tmp_path / "bisect"
-    started = time.monotonic()
-    proc = subprocess.Popen(
+def start_bisect(tagged: dict[str, Any], out: Path) -> subprocess.Popen[str]:
+    """The real command in its own process (to be killed or interrupted), offline, output merged."""
+    return subprocess.Popen(
         [sys.executable, "-m", "bwstack.cli", *bisect_args(tagged, out)],
         cwd=tagged["root"],
         stdout=subprocess.PIPE,
@@ -131,6 +128,14 @@ def test_bisect_finds_the_planted_tag_and_resumes_after_sigkill(
         text=True,
         env={**os.environ, "BWSTACK_OFFLINE": "1"},
     )
+
+
+def test_bisect_finds_the_planted_tag_and_resumes_after_sigkill(
+    tagged: dict[str, Any], tmp_path: Path
+) -> None:
+    out = tmp_path / "bisect"
+    started = time.monotonic()
+    proc = start_bisect(tagged, out)
     seen: list[str] = []
     try:
         assert proc.stdout is not None
@@ -190,14 +195,7 @@ def test_ctrl_c_in_a_step_stops_its_server_saves_the_state_and_exits_130(
     tagged: dict[str, Any], tmp_path: Path
 ) -> None:
     out = tmp_path / "bisect"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bwstack.cli", *bisect_args(tagged, out)],
-        cwd=tagged["root"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "BWSTACK_OFFLINE": "1"},
-    )
+    proc = start_bisect(tagged, out)
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()

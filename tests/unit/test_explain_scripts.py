@@ -1,4 +1,4 @@
-"""The scripts that run inside SGLang's venv or image (_dump_args.py, _resolve.py), on a stand-in parser: they
+"""The scripts that run inside SGLang's venv or image (foreign/dump_args.py, foreign/resolve.py), on a stand-in parser: they
 must turn any argparse action into the snapshot form and spell requested values the way each parser does."""
 
 from __future__ import annotations

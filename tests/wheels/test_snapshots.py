@@ -128,7 +128,7 @@ class ServerArgs:
 @pytest.mark.docker
 @pytest.mark.skipif(not NOT_ON_PYPI, reason="no nightly variant")
 def test_nightly_snapshot_is_dumped_inside_the_image(tmp_path: Path, python_image: str) -> None:
-    """lock_args pipes _dump_args.py into the image's own python3; no bwstack, no network inside."""
+    """lock_args pipes foreign/dump_args.py into the image's own python3; no bwstack, no network inside."""
     base = python_image
     ctx = tmp_path / "ctx"
     (ctx / "pkg" / "sglang" / "srt").mkdir(parents=True)

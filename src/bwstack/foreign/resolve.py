@@ -3,7 +3,7 @@
 Runs inside a bwstack venv (see ``bwstack.sglang_env``) with its python, so it uses the standard library,
 the installed ``sglang`` and its ``torch`` only, and reads nothing from bwstack. Usage::
 
-    python _resolve.py REQUEST.json
+    python resolve.py REQUEST.json
 
 REQUEST: ``{"capability": [12, 0], "device_name": "...", "model_dir": "<folder with config.json>",
 "requested": {semantic field: value or null}, "extra_argv": [...], "env": {"SGLANG_...": "..."}}``, or a
