@@ -11,14 +11,9 @@ from typing import Any
 
 import click
 
+from bwstack.cli_options import file_option
+
 DEFAULT_REPO = "lmsysorg/sglang"
-
-
-def _stack_path(ctx: click.Context, value: Path | None) -> Path:
-    if value is not None:
-        return value
-    given = ctx.find_root().params.get("stack_file")
-    return given if isinstance(given, Path) else Path("profiles.yaml")
 
 
 @click.command("bisect")
@@ -52,12 +47,8 @@ def _stack_path(ctx: click.Context, value: Path | None) -> Path:
     "--timeout", type=click.IntRange(min=1), default=None, help="Seconds per step (the sweep's bound)."
 )
 @click.option("--fast", is_flag=True, help="Each step as a --fast sweep (dummy weights, fewer layers).")
-@click.option(
-    "-f", "--file", "file", type=click.Path(path_type=Path), default=None, help="The profiles file."
-)
-@click.pass_context
+@file_option
 def bisect(
-    ctx: click.Context,
     profile: str,
     *,
     good: str,
@@ -69,7 +60,7 @@ def bisect(
     resume: bool,
     timeout: int | None,
     fast: bool,
-    file: Path | None,
+    file: Path,
 ) -> None:
     """Find the first dated nightly image on which PROFILE's verdict changes (binary search, one sweep step
     per tag, resumable). Exit 0 when placed, 1 when the time bound or untestable tags leave it open."""
@@ -80,7 +71,7 @@ def bisect(
     from bwstack.errors import UserError
     from bwstack.sweep import default_timeout, signal_handlers
 
-    stack = model.load_stack(_stack_path(ctx, file))
+    stack = model.load_stack(file)
     model.emit_warnings(stack)
     stack.profile(profile)
     if good_verdict not in model.EXPECT_CLASSES:

@@ -8,43 +8,21 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from bwstack.bisect_cli import bisect as bisect_command
+from bwstack.cli_options import DEFAULT_PROFILES, file_option
 from bwstack.errors import EXIT_USAGE, ExternalError, UserError
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-DEFAULT_PROFILES = "profiles.yaml"
 CPU_PROFILES = "profiles.cpu.yaml"
 
 
 def _err(message: str) -> None:
     click.echo(f"bwstack: {message}", err=True)
-
-
-def _file_option(func: F) -> F:
-    return click.option(
-        "-f",
-        "--file",
-        "file",
-        default=None,
-        callback=_stack_file,
-        help=f"The profiles file (default: the one given before the command, else {DEFAULT_PROFILES}).",
-        type=click.Path(path_type=Path),
-    )(func)
-
-
-def _stack_file(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path:
-    """A command's -f, else the group's (``bwstack -f profiles.cpu.yaml sweep``), else profiles.yaml."""
-    if value is not None:
-        return value
-    given = ctx.find_root().params.get("stack_file")
-    return given if isinstance(given, Path) else Path(DEFAULT_PROFILES)
 
 
 class _Group(click.Group):
@@ -106,7 +84,7 @@ def main(stack_file: Path | None) -> None:
 
 
 @main.command()
-@_file_option
+@file_option
 @click.option("--arch", default=None, help="Also predict each verdict on this GPU arch (sm120, sm100, sm90).")
 def validate(file: Path, arch: str | None) -> None:
     """Check profiles.yaml and the image variants it uses; exit 2 with file:line on any error."""
@@ -126,7 +104,7 @@ def validate(file: Path, arch: str | None) -> None:
 
 
 @main.command()
-@_file_option
+@file_option
 @click.option(
     "--check", is_flag=True, help="Exit 1 with a diff when the committed output differs from a fresh render."
 )
@@ -190,7 +168,7 @@ def render(
 
 
 @main.command("list")
-@_file_option
+@file_option
 @click.option(
     "--arch", default=None, help="Predict a verdict per profile on this GPU arch (sm120, sm100, sm90)."
 )
@@ -218,7 +196,7 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, as_json
 
 
 @main.command()
-@_file_option
+@file_option
 @click.argument("profile")
 @click.option("--url", default=None, help="The running known-good server (default http://127.0.0.1:<port>).")
 @click.option(
@@ -249,7 +227,7 @@ def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -
 
 
 @main.command()
-@_file_option
+@file_option
 @click.argument("profile", required=False)
 @click.option("--force", is_flag=True, help="Start a profile that is known to fail.")
 @click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds to wait for healthy.")
@@ -311,7 +289,7 @@ def up(
 
 
 @main.command()
-@_file_option
+@file_option
 @click.argument("profile", required=False)
 @click.option(
     "--cache-dir",
@@ -345,7 +323,7 @@ def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: 
 
 
 @main.command()
-@_file_option
+@file_option
 @click.option("--volumes", "-v", is_flag=True, help="Also remove volumes (model cache!).")
 def down(file: Path, volumes: bool) -> None:
     """Stop and remove every bwstack service of this project."""
@@ -356,7 +334,7 @@ def down(file: Path, volumes: bool) -> None:
 
 
 @main.command()
-@_file_option
+@file_option
 @click.option("--variant", required=True, help="Image variant (a folder under images/).")
 @click.option("--tag", default=None, help="Image tag; default <image_repo>:<variant>.")
 @click.option(
@@ -372,7 +350,7 @@ def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry
 
 
 @main.command()
-@_file_option
+@file_option
 @click.option("--variant", "variants", multiple=True, help="Variant(s) to lock; default all.")
 @click.option(
     "--digest/--no-digest", default=True, help="Resolve the base image digest (needs registry access)."
@@ -419,7 +397,7 @@ def lock(
 
 
 @main.command()
-@_file_option
+@file_option
 @click.argument("profile")
 @click.option("--arch", default="sm120", show_default=True, help="Target GPU arch: sm120, sm100, sm90.")
 @click.option("--variant", default=None, help="Image variant; default the profile's.")
@@ -471,7 +449,7 @@ def audit(
 
 
 @main.command("classify-log")
-@_file_option
+@file_option
 @click.argument("logfile", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print {class, line, text, also, startup}.")
 @click.option(
@@ -554,7 +532,7 @@ def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
 
 
 @main.command()
-@_file_option
+@file_option
 @click.argument("profiles", nargs=-1)
 @click.option(
     "--variant", default=None, help="Run every profile on this image variant (one variant's matrix)."
@@ -615,7 +593,7 @@ def sweep(
 
 
 @main.command()
-@_file_option
+@file_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Report folder.")
 @click.option("--keep", is_flag=True, help="Keep the stand-in network and volumes at the end.")
 @click.option(
@@ -635,7 +613,7 @@ def demo(file: Path, out: Path | None, keep: bool, standin_load_seconds: float |
 
 
 @main.command()
-@_file_option
+@file_option
 @click.option("--variant", default=None, help="Check the host against this variant; default the stack's.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def doctor(file: Path, variant: str | None, as_json: bool) -> None:
@@ -677,7 +655,7 @@ def standin() -> None:
 
 
 @standin.command("build")
-@_file_option
+@file_option
 @click.option("--variant", default=None, help="Variant whose serving image is rebuilt on the stand-in base.")
 def standin_build(file: Path, variant: str | None) -> None:
     """Build the stand-in base image and the project's Dockerfile on top of it."""

@@ -1,0 +1,38 @@
+"""Options shared by the ``bwstack`` commands wherever they are defined (``cli.py``, ``bisect_cli.py``).
+
+Kept apart from ``cli.py`` so that a command module registered by ``cli.py`` can use them without importing
+``cli.py`` back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_PROFILES = "profiles.yaml"
+
+
+def stack_file(ctx: click.Context, _param: click.Parameter | None, value: Path | None) -> Path:
+    """A command's -f, else the group's (``bwstack -f profiles.cpu.yaml sweep``), else profiles.yaml."""
+    if value is not None:
+        return value
+    given = ctx.find_root().params.get("stack_file")
+    return given if isinstance(given, Path) else Path(DEFAULT_PROFILES)
+
+
+def file_option(func: F) -> F:
+    """``-f/--file``: the profiles file of one command (resolved by :func:`stack_file`)."""
+    return click.option(
+        "-f",
+        "--file",
+        "file",
+        default=None,
+        callback=stack_file,
+        help=f"The profiles file (default: the one given before the command, else {DEFAULT_PROFILES}).",
+        type=click.Path(path_type=Path),
+    )(func)
