@@ -30,7 +30,10 @@ from typing import Any
 
 from rich.console import Console
 
-from bwstack import bench, model, operate, sweep
+from bwstack import sweep
+from bwstack.host import operate
+from bwstack.stack import model
+from bwstack.sweep import bench
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

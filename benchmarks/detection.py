@@ -49,10 +49,12 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from bwstack import classify, launch, model, render, sweep
-from bwstack.compose import Project
+from bwstack import classify, launch, sweep
 from bwstack.files import atomic_write
-from bwstack.standin_image import ensure_standin_image
+from bwstack.host.dockercompose import Project
+from bwstack.nogpu.standin_image import ensure_standin_image
+from bwstack.render import compose
+from bwstack.stack import model
 
 POLL_S = 0.25
 SGLANG_ENTRYPOINT = ["python3", "-m", "sglang.launch_server"]
@@ -98,8 +100,8 @@ def make_setup(args: argparse.Namespace) -> Setup:
     profile = args.profile or next(n for n, p in stack.profiles.items() if not p.known_bad)
     variant = stack.variant_name_for(profile)
     image = ensure_standin_image(stack, variant=variant, echo=lambda m: print(m, file=sys.stderr))
-    overrides = render.Overrides(image_by_variant={variant: image})
-    rendered: dict[str, Any] = YAML(typ="safe").load(render.render_compose(stack, overrides))
+    overrides = compose.Overrides(image_by_variant={variant: image})
+    rendered: dict[str, Any] = YAML(typ="safe").load(compose.render_compose(stack, overrides))
     refused = not sweep.engine_allows_unlimited_memlock(sweep.docker_client(), image)
     return Setup(stack, profile, rendered, refused, args.load_seconds)
 

@@ -1,7 +1,8 @@
 """The healthcheck under load: does a busy real server ever read as unhealthy because of the probe?
 
 Real SGLang 0.5.23 on the CPU (the CPU variant's host venv, loopback only, no Docker) serves a tiny model
-trained on the quality probe's passage (``bwstack.tinytrain``). The probe's baseline is measured first on the
+trained on the quality probe's passage (``bwstack.nogpu.tinytrain``). The probe's baseline is measured first
+on the
 idle server (what ``bwstack calibrate`` records). Then, for each concurrency level, that many client threads
 send ``/generate`` requests back to back (sampled, ``ignore_eos``, ``--tokens`` new tokens each) for
 ``--seconds`` seconds, while the healthcheck runs in full mode (sampled decode + passage score against the
@@ -30,8 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]  # support.realsglang: the CPU venv, flags and env of the CPU profiles
 
-from bwstack import calibrate, tinytrain  # noqa: E402
-from bwstack.model import HealthcheckSettings  # noqa: E402
+from bwstack.host import calibrate  # noqa: E402
+from bwstack.nogpu import tinytrain  # noqa: E402
+from bwstack.stack.model import HealthcheckSettings  # noqa: E402
 from healthchecks import common, judging  # noqa: E402
 from support.realsglang import real_server, venv_python  # noqa: E402
 

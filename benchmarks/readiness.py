@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]  # support.realsglang: the CPU venv, flags and env of the CPU profiles
 
-from bwstack import tinymodel  # noqa: E402
+from bwstack.nogpu import tinymodel  # noqa: E402
 from support.realsglang import CPU_ENV, CPU_FLAGS, free_port, venv_python  # noqa: E402
 
 READY_LINE = "The server is fired up and ready to roll"

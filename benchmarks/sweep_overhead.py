@@ -26,8 +26,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bwstack import model, operate, sweep
-from bwstack.compose import Project
+from bwstack import sweep
+from bwstack.host import operate
+from bwstack.host.dockercompose import Project
+from bwstack.stack import model
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -2,7 +2,7 @@
 ``$BWSTACK_CACHE``, and the Docker requirement.
 
 Every fixture used by more than one test module lives here (or in the conftest.py of the one folder that uses it);
-the repository root is ``support.stack.ROOT``. ``tests/test_tests_tidy.py`` keeps it that way.
+the repository root is ``support.stack.ROOT``. ``tests/design/test_tests_tidy.py`` keeps it that way.
 
 Tests that need Docker use the ``docker_engine`` fixture: without a reachable engine and Compose v2 they skip on
 a developer machine and FAIL when the CI environment variable is set, so CI can never pass with them skipped.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack import model
+from bwstack.stack import model
 from support.stack import ROOT, copy_stack
 
 
@@ -90,9 +90,9 @@ def docker_engine() -> None:
 @pytest.fixture(scope="session")
 def python_image(docker_engine: None) -> str:
     """A local image with python3 (the stand-in's Debian rootfs, built without a registry when missing)."""
-    from bwstack import standin_rootfs
+    from bwstack.nogpu import rootfs
 
-    return standin_rootfs.ensure_rootfs(echo=lambda _message: None)
+    return rootfs.ensure_rootfs(echo=lambda _message: None)
 
 
 @pytest.fixture(scope="session")
@@ -101,7 +101,7 @@ def standin_refs(docker_engine: None) -> dict[str, str]:
 
     The services run with ``compose.nogpu.yaml``: any engine will do.
     """
-    from integration import dockerstack
+    from support import dockerstack
 
     return dockerstack.standin_images()
 
@@ -111,6 +111,6 @@ def _prune_build_leftovers() -> Iterator[None]:
     """After the session: drop untagged bwstack images that rebuilds left behind (containers using them are gone)."""
     yield
     if shutil.which("docker") and _docker_problem() is None:
-        from bwstack import operate
+        from bwstack.host import operate
 
         operate.prune_build_leftovers()

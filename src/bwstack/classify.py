@@ -1,6 +1,7 @@
 """Host-side log classification for ``bwstack classify-log``: the healthcheck's catalog applied to a file.
 
-The catalog itself lives in ``healthchecks/signatures.py`` (the one copy); the requested-vs-effective backends
+The catalog itself lives in ``healthchecks/signatures/__init__.py`` (the one copy); the
+requested-vs-effective backends
 come from ``healthchecks/startup.py`` (the parse the in-container healthcheck uses too). This module only
 reads the file, builds the request (``--expect`` items or a profile) and turns bad input into a
 :class:`bwstack.errors.UserError`.
@@ -99,6 +100,7 @@ def probe_class(output: str) -> str | None:
 
 def profile_request(stack_file: Path, name: str) -> dict[str, str]:
     """What profile ``name`` of the stack file asks for (its backend fields and the TP size)."""
-    from bwstack import launch, model
+    from bwstack import launch
+    from bwstack.stack import model
 
     return launch.requested_backends(model.load_stack(stack_file), name)

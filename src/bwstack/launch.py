@@ -3,8 +3,10 @@
 :class:`LaunchSpec` holds the SGLang argv (model flags table-driven from :data:`sglang_cli.MODEL_FLAGS`,
 the listen address, the backend flags spelt by the variant's parser snapshot, the extra args), the container
 environment, the deep healthcheck's command, the image, the port and the GPUs, and this module names the
-paths inside the serving image. Compose (:mod:`bwstack.render`), multi-host Compose (:mod:`bwstack.multihost`)
-and Kubernetes (:mod:`bwstack.k8s`) only lay the spec out in their syntax; ``explain``, the rules and the
+paths inside the serving image. Compose (:mod:`bwstack.render.compose`), multi-host Compose
+(:mod:`bwstack.render.multihost`)
+and Kubernetes (:mod:`bwstack.render.k8s`) only lay the spec out in their syntax; ``explain``, the rules and
+the
 sweep's fast mode read their argv and env from it, so every room starts the same server.
 """
 
@@ -15,10 +17,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from bwstack import sglang_cli
+from bwstack.stack import snapshots
 
 if TYPE_CHECKING:
-    from bwstack.model import Stack
+    from bwstack.stack.model import Stack
 
 # Paths inside the serving image (the Dockerfile creates them; tests check both agree).
 HC_DIR = "/opt/bwstack/healthchecks"
@@ -97,7 +99,7 @@ class LaunchSpec:
         settings absent; a true boolean is the flag alone)."""
         model = self.stack.model
         found: dict[str, tuple[str, ...]] = {}
-        for key, flag in sglang_cli.MODEL_FLAGS.items():
+        for key, flag in snapshots.MODEL_FLAGS.items():
             if key == "path":
                 value: object = model_path_in_container(self.stack, self.profile)
             else:
@@ -169,7 +171,7 @@ class LaunchSpec:
         env["BWSTACK_PROFILE"] = self.profile
         env["BWSTACK_FAIL_FAST"] = "1"
         env["BWSTACK_LINGER"] = "${BWSTACK_HC_INTERVAL:-" + self.stack.settings.healthcheck.interval + "}"
-        from bwstack.calibrate import load_baseline
+        from bwstack.host.calibrate import load_baseline
 
         baseline = load_baseline(self.stack)  # the quality probe's calibrated passage score (baselines.json)
         if baseline is not None:

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from integration import dockerstack
+from support import dockerstack
 from support.stack import copy_stack
 
 pytestmark = [pytest.mark.docker, pytest.mark.real, pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -237,14 +237,15 @@ def test_a_tag_that_is_no_bwstack_image_gets_the_serving_layer_built_on_it(
     """The path of a published nightly (no serve wrapper inside): the project's Dockerfile is built on the
     tag. The stand-in's Debian root file system stands in for the published image; it has no SGLang, so the
     parser snapshot the dump would write is put in place first (the step then skips the dump)."""
-    from bwstack import bisect, model
-    from bwstack.bisect_step import StepRunner, image_labels, throwaway_name
+    from bwstack.bisect import search
+    from bwstack.bisect.step import StepRunner, image_labels, throwaway_name
+    from bwstack.stack import model
 
     stack = model.load_stack(tagged["root"] / "profiles.cpu.yaml")
     runner = StepRunner(
         stack, PROFILE, tagged["repo"], tmp_path, fast=False, good_verdict="nan", console=None, echo=print
     )
-    tag = bisect.parse_tag("nightly-dev-cu13-20261109-0123456789abc")
+    tag = search.parse_tag("nightly-dev-cu13-20261109-0123456789abc")
     image = f"{tagged['repo']}:{tag.name}"
     dockerstack.docker("tag", python_image, image)
     name = throwaway_name(runner.base, image, tag)

@@ -12,10 +12,10 @@ import math
 from pathlib import Path
 
 import pytest
-from hc_fakes import FakeSGLang, generate_body
 from test_hc_warmup import assert_unhealthy, run_hc
 
 from healthchecks import common, judging, settings, signatures
+from support.hc_fakes import FakeSGLang, generate_body
 
 # real 0.5.23, trained tiny model, first and last entries of the 93-token passage
 REAL_GOOD = [

@@ -13,10 +13,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from hc_fakes import FakeSGLang, generate_body
 from test_hc_serve import _start_serve, log_text
 
 from healthchecks import serve
+from support.hc_fakes import FakeSGLang, generate_body
 
 
 def test_probe_url_follows_the_port_flag() -> None:

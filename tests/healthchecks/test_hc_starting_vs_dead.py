@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from hc_fakes import FakeSGLang, free_port
 from test_hc_warmup import assert_unhealthy, run_hc
 
 from bwstack.classify import classify_log_file
 from healthchecks import warmup
+from support.hc_fakes import FakeSGLang, free_port
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 EXPECTED: dict[str, dict[str, str]] = json.loads((CORPUS / "EXPECTED.json").read_text(encoding="utf-8"))

@@ -226,9 +226,9 @@ def test_a_command_line_without_backend_flags_makes_sglang_the_origin() -> None:
 def test_flags_and_server_args_fields_map_to_the_same_profile_field(variant: str) -> None:
     """Each flag the parse reads from a command line has, in that SGLang's own parser (the committed snapshot),
     the dest that the parse reads from its server_args record: both land on the same profile field."""
-    from bwstack import sglang_cli
+    from bwstack.stack import snapshots
 
-    snapshot = sglang_cli.load_snapshot(ROOT / "images" / variant / "sglang-args.json")
+    snapshot = snapshots.load_snapshot(ROOT / "images" / variant / "sglang-args.json")
     for field in vocabulary.REPORT_FIELDS:
         flags = vocabulary.SEMANTIC_FLAGS.get(field, vocabulary.TP_FLAGS)
         known = [found for found in map(snapshot.flag, flags) if found is not None]

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hc_fakes import FakeSGLang, free_port, generate_body, server_info
 
 from healthchecks import judging, settings
+from support.hc_fakes import FakeSGLang, free_port, generate_body, server_info
 from support.stack import ROOT
 
 WARMUP = ROOT / "healthchecks" / "warmup.py"

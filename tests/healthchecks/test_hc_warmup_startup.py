@@ -5,8 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from hc_fakes import FakeSGLang, free_port
 from test_hc_warmup import assert_unhealthy, run_hc
+
+from support.hc_fakes import FakeSGLang, free_port
 
 CORPUS = Path(__file__).resolve().parent / "startup_corpus"
 

@@ -1,6 +1,6 @@
 """The quality probe against real SGLang 0.5.23 on the CPU: healthy / garbage / never healthy.
 
-A tiny model is trained here on the probe's reference passage (``bwstack.tinytrain``, torch in the CPU venv,
+A tiny model is trained here on the probe's reference passage (``bwstack.nogpu.tinytrain``, torch in the CPU venv,
 seconds), then served three ways: as trained (healthy, high passage score; ``bwstack calibrate`` records its
 baseline and the rendered compose passes it on), with noise added to its weights (finite garbage), and with a
 NaN ``lm_head`` under ``SGLANG_SANITIZE_NAN_LOGITS=1`` (NaN turned into a uniform distribution), that last one
@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from bwstack import model, render, tinytrain
+from bwstack.nogpu import tinytrain
+from bwstack.render import compose
+from bwstack.stack import model
 from healthchecks import common
 from support.realsglang import CPU_ENV, CPU_FLAGS, START_TIMEOUT, free_port, real_server, venv_python
 from support.stack import ROOT
@@ -74,8 +76,8 @@ def good(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> d
             [bwstack, "calibrate", PROFILE, "-f", str(profiles), "--url", server.url],
             capture_output=True, text=True, timeout=150, check=False,
         )  # fmt: skip
-        compose = YAML(typ="safe").load(render.render_compose(model.load_stack(profiles)))
-        env = compose["services"][PROFILE]["environment"]
+        rendered = YAML(typ="safe").load(compose.render_compose(model.load_stack(profiles)))
+        env = rendered["services"][PROFILE]["environment"]
         rendered = healthcheck(
             server.url, tmp, log, env={k: v for k, v in env.items() if k.startswith("BWSTACK_HC")}
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack import tinymodel
+from bwstack.nogpu import tinymodel
 from support.realsglang import real_server
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack import pins
+from bwstack.stack import pins
 from support import contract
 from support.realsglang import CPU_VARIANTS, ROOT
 

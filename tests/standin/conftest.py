@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from standin_helpers import StandinFactory
+
+from support.standin_helpers import StandinFactory
 
 
 @pytest.fixture()

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from standin_helpers import ROOT, StandinFactory
 
-from bwstack import classify, tinymodel
+from bwstack import classify
+from bwstack.nogpu import tinymodel
 from support import contract
 from support.realsglang import CPU_VARIANTS, cpu_flags
+from support.standin_helpers import ROOT, StandinFactory
 
 RECORDED = sorted(
     (path.parent.name, path.stem) for path in contract.DATA.glob("*/*.json") if path.stem in contract.PROBES
@@ -29,7 +30,7 @@ RECORDED = sorted(
 
 
 def test_every_pinned_cpu_variant_and_case_is_recorded() -> None:
-    from bwstack import pins
+    from bwstack.stack import pins
 
     versions = {pins.load_variant(ROOT / "images", v).sglang_version for v in CPU_VARIANTS}
     assert {(v, c) for v in versions for c in contract.PROBES} <= set(RECORDED)
@@ -74,7 +75,7 @@ def standin_recording(standin: StandinFactory, tmp_path: Path, variant: str, cas
 
 
 def variant_of(version: str) -> str:
-    from bwstack import pins
+    from bwstack.stack import pins
 
     for name in CPU_VARIANTS:
         if pins.load_variant(ROOT / "images", name).sglang_version == version:

@@ -10,7 +10,8 @@ import urllib.error
 from pathlib import Path
 
 import pytest
-from standin_helpers import ROOT, StandinFactory, snapshot_path
+
+from support.standin_helpers import ROOT, StandinFactory, snapshot_path
 
 GLM = ("--model-path", "nvidia/GLM-5-NVFP4")
 SAMPLED = {
@@ -245,7 +246,7 @@ def test_sglang_shim_runs_the_standin(tmp_path: object) -> None:
     """``python -m sglang.launch_server`` through a shim package like the stand-in image's."""
     from pathlib import Path
 
-    from bwstack import standin_image
+    from bwstack.nogpu import standin_image
 
     shim = Path(str(tmp_path)) / "shim" / "sglang"
     shim.mkdir(parents=True)

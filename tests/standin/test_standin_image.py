@@ -19,10 +19,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from standin_helpers import snapshot_path
 
-from bwstack import standin_image
 from bwstack.errors import UserError
+from bwstack.nogpu import standin_image
+from support.standin_helpers import snapshot_path
 
 GLM_ARGV = [
     "python3",
@@ -40,7 +40,7 @@ GLM_ARGV = [
 def test_base_context_holds_stdlib_code_shim_and_snapshot() -> None:
     files = standin_image.base_context(snapshot_path("0.5.23"), "0.5.23")
     assert "opt/standin/bwstack/__init__.py" in files
-    assert "opt/standin/bwstack/sglang_argv.py" in files
+    assert "opt/standin/bwstack/stack/snapshot_argparse.py" in files
     assert "opt/standin/bwstack/standin/server.py" in files
     assert "opt/standin/bwstack/standin/__main__.py" in files
     assert b"__version__ = '0.5.23'" in files["opt/standin/sglang/__init__.py"]
@@ -78,7 +78,7 @@ def test_ensure_standin_image_builds_the_project_dockerfile_on_the_base(
         return 0
 
     monkeypatch.setattr(standin_image, "ensure_base_image", lambda path, version, echo: f"base-for-{version}")
-    from bwstack import operate
+    from bwstack.host import operate
 
     monkeypatch.setattr(operate, "build", fake_build)
     ref = standin_image.ensure_standin_image(stack, echo=lambda _m: None)  # type: ignore[arg-type]

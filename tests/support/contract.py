@@ -263,7 +263,9 @@ def record_real(variant: str, case: str, workdir: Path) -> dict[str, Any]:
     import datetime
     import time
 
-    from bwstack import classify, pins, tinymodel
+    from bwstack import classify
+    from bwstack.nogpu import tinymodel
+    from bwstack.stack import pins
     from support.realsglang import CPU_ENV, ROOT, cpu_flags, real_server, venv_python
 
     spec = tinymodel.TinySpec(fault="none" if case == "healthy" else case)

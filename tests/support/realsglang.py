@@ -1,7 +1,7 @@
 """Real SGLang on the CPU, on 127.0.0.1, for tests (imported as ``support.realsglang``).
 
 The server runs from the host venv that holds exactly the CPU image variant's closure
-(:func:`bwstack.wheelhouse.host_venv`, same wheels and hashes as the image), with the flags and environment
+(:func:`bwstack.lock.wheelhouse.host_venv`, same wheels and hashes as the image), with the flags and environment
 the CPU profiles use. It is stopped by SIGTERM to the ``launch_server`` process only (a group kill makes
 SGLang log a crash). Without the venv's prerequisites (network for the first download) tests skip locally and
 FAIL under ``CI``.
@@ -53,8 +53,9 @@ def require(problem: str) -> None:
 
 
 def venv_python(variant: str = CPU_VARIANT) -> Path:
-    from bwstack import pins, wheelhouse
     from bwstack.errors import ExternalError, UserError
+    from bwstack.lock import wheelhouse
+    from bwstack.stack import pins
 
     try:
         root = wheelhouse.host_venv(pins.load_variant(ROOT / "images", variant), echo=lambda _m: None)
@@ -66,9 +67,9 @@ def venv_python(variant: str = CPU_VARIANT) -> Path:
 
 def cpu_flags(variant: str = CPU_VARIANT) -> list[str]:
     """:data:`CPU_FLAGS` less the options the variant's SGLang does not have (its ``sglang-args.json``)."""
-    from bwstack import sglang_cli
+    from bwstack.stack import snapshots
 
-    snapshot = sglang_cli.load_snapshot(ROOT / "images" / variant / "sglang-args.json")
+    snapshot = snapshots.load_snapshot(ROOT / "images" / variant / "sglang-args.json")
     out: list[str] = []
     skip_value = False
     for index, item in enumerate(CPU_FLAGS):
@@ -137,7 +138,7 @@ def real_server(
     port = free_port()
     argv = [str(python), "-m", "sglang.launch_server", "--model-path", str(model), "--host", "127.0.0.1",
             "--port", str(port), *cpu_flags(variant), *extra_args]  # fmt: skip
-    from bwstack import pins
+    from bwstack.stack import pins
 
     baked = pins.load_variant(ROOT / "images", variant).env  # what the image bakes in ([env] of pins.toml)
     full_env = {**os.environ, **CPU_ENV, **dict(baked), **dict(env or {})}

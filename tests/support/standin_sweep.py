@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bwstack import launch, model, report, sweep
+from bwstack import launch, sweep
+from bwstack.stack import model
+from bwstack.sweep import report
 from support.stack import ROOT
 
 PROBE_EVERY_S = 0.3

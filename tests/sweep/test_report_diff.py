@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack import report, reportdiff
+from bwstack.sweep import report, reportdiff
 from support.headless import run_chromium
 from support.stack import copy_stack
 from support.standin_sweep import sweep_without_docker

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack import report
+from bwstack.sweep import report
 from support.headless import run_chromium
 from support.stack import copy_stack
 

@@ -13,8 +13,9 @@ from typing import Any
 
 from rich.console import Console
 
-from bwstack import model, sweep
-from bwstack.compose import Project
+from bwstack import sweep
+from bwstack.host.dockercompose import Project
+from bwstack.stack import model
 
 CID = "c0ffee" * 10 + "abcd"
 

@@ -13,9 +13,11 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from bwstack import model, report, sweep
+from bwstack import sweep
 from bwstack.cli import main
 from bwstack.errors import UserError
+from bwstack.stack import model
+from bwstack.sweep import report
 
 MANIFEST = {
     "schema": "bwstack.versions/1",
@@ -256,7 +258,7 @@ def test_html_marks_only_real_backend_differences() -> None:
 
 
 def _speed(rate: float | None) -> dict[str, Any]:
-    from bwstack import bench
+    from bwstack.sweep import bench
 
     settings = model.BenchSettings(num_prompts=8, input_len=16, output_len=8, concurrency=2, time_limit_s=30)
     figures: dict[str, Any] = {"completed": 0, "failed": 8, "errors": ["RuntimeError: HTTP 503: busy"]}

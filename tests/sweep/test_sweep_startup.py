@@ -8,7 +8,8 @@ from typing import Any
 from test_sweep_events import FakeApi, FakeClient, RecordedRunner, _event, _watch
 from test_sweep_report import make_doc, make_row
 
-from bwstack import model, report
+from bwstack.stack import model
+from bwstack.sweep import report
 from support.stack import TESTS
 
 SEED = TESTS / "healthchecks" / "startup_corpus" / "rocm-v0.5.9_glm5-fp8_triton.log"

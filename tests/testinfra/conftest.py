@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from infra_targets import Service, Target
 
 import testinfra
-from integration import dockerstack
-from integration.dockerstack import StandinCompose, TrackedContainer
+from support import dockerstack
+from support.dockerstack import StandinCompose, TrackedContainer
+from support.infra_targets import Service, Target
 
 VARIANTS = sorted(dockerstack.repo_stack().variants_used())
 

@@ -12,10 +12,10 @@ import json
 from typing import Any
 
 import pytest
-from infra_targets import Service
 
 from bwstack import launch
-from integration import dockerstack
+from support import dockerstack
+from support.infra_targets import Service
 
 pytestmark = [pytest.mark.docker]
 

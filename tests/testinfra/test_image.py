@@ -2,7 +2,7 @@
 
 Expected values come from their sources, never typed in here: entrypoint, HEALTHCHECK, user and port from
 the Dockerfile's own instructions; labels and arch lists from ``images/<variant>/pins.toml``
-(``bwstack.pins.load_variant(...).build_args()``); paths from ``bwstack.render``.
+(``bwstack.stack.pins.load_variant(...).build_args()``); paths from ``bwstack.render.compose``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import re
 from typing import Any
 
 import pytest
-from infra_targets import Target
 
-from bwstack import __version__, launch, operate, pins
-from bwstack.standin_image import BASE_REPO
-from integration import dockerstack
+from bwstack import __version__, launch
+from bwstack.host import operate
+from bwstack.nogpu.standin_image import BASE_REPO
+from bwstack.stack import pins
+from support import dockerstack
+from support.infra_targets import Target
 from support.stack import ROOT
 
 pytestmark = [pytest.mark.docker]

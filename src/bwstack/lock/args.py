@@ -1,7 +1,7 @@
 """``bwstack lock --args``: the parser snapshot ``images/<variant>/sglang-args.json`` from the pinned SGLang.
 
 A variant whose SGLang is a PyPI release (``[sglang] version`` in pins.toml) gets its snapshot from that
-wheel, installed with CPU torch in a throwaway venv (:mod:`bwstack.sglang_env`), where
+wheel, installed with CPU torch in a throwaway venv (:mod:`bwstack.know.venvs`), where
 ``foreign/dump_args.py`` loads SGLang's real argparse. A nightly (empty version) is not on PyPI: its snapshot
 is dumped inside the variant's image with the image's own python (``docker run --rm -i --network none
 --entrypoint python3 IMAGE - < foreign/dump_args.py``), which needs the image on this machine; without it
@@ -23,15 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bwstack import foreign, pins, sglang_env
 from bwstack.errors import ExternalError, UserError
+from bwstack.know import venv_scripts, venvs
+from bwstack.stack import pins
 
 Echo = Callable[[str], None]
 
 SCHEMA = "bwstack.sglang-args/1"
 SNAPSHOT_FILE = "sglang-args.json"
 GENERATED_BY = "bwstack lock --args"
-DUMP_SCRIPT = foreign.DUMP_ARGS
+DUMP_SCRIPT = venv_scripts.DUMP_ARGS
 DOCKER_TIMEOUT = 900
 
 
@@ -40,7 +41,7 @@ def lock_args(variant_dir: Path, *, echo: Echo) -> Path:
     variant = _load_variant(variant_dir)
     if not variant.sglang_version:
         return _lock_from_image(variant, echo)
-    env = sglang_env.ensure_env(variant.sglang_version)
+    env = venvs.ensure_env(variant.sglang_version)
     snapshot = snapshot_from_dump(
         dump_in_env(env),
         provenance={
@@ -57,7 +58,7 @@ def lock_args(variant_dir: Path, *, echo: Echo) -> Path:
 def lock_proxy(variant_dir: Path, proxy_version: str, *, echo: Echo, note: str = "") -> Path:
     """Write a stand-in snapshot from the release wheel ``proxy_version`` (for a nightly not on PyPI)."""
     variant = _load_variant(variant_dir)
-    env = sglang_env.ensure_env(proxy_version)
+    env = venvs.ensure_env(proxy_version)
     what = f"nightly {variant.sglang_commit}" if variant.sglang_commit else variant.base_image
     snapshot = snapshot_from_dump(
         dump_in_env(env),
@@ -75,9 +76,9 @@ def lock_proxy(variant_dir: Path, proxy_version: str, *, echo: Echo, note: str =
     return path
 
 
-def dump_in_env(env: sglang_env.SglangEnv) -> dict[str, Any]:
+def dump_in_env(env: venvs.SglangEnv) -> dict[str, Any]:
     """Run ``foreign/dump_args.py`` with the venv's python and parse its JSON."""
-    return _parse_dump(sglang_env.run_script(env, DUMP_SCRIPT), f"the sglang {env.version} venv")
+    return _parse_dump(venvs.run_script(env, DUMP_SCRIPT), f"the sglang {env.version} venv")
 
 
 def dump_in_image(image: str, *, docker: str = "docker", name: str | None = None) -> dict[str, Any]:

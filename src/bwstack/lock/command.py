@@ -16,9 +16,9 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bwstack import pins
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
+from bwstack.stack import pins
 
 Echo = Callable[[str], None]
 
@@ -139,7 +139,7 @@ def write_overrides_lock(variant: pins.Variant, hashes: Callable[[str, str], lis
 
 def write_wheelhouse_lock(variant: pins.Variant, echo: Echo) -> Path:
     """Download a CPU variant's wheelhouse with the host's pip and lock every file by its sha256."""
-    from bwstack import wheelhouse
+    from bwstack.lock import wheelhouse
 
     folder = wheelhouse.cache_dir(variant)
     wheelhouse.download(variant, folder, echo)

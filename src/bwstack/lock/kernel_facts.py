@@ -16,14 +16,16 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion
 
-from bwstack import audit, backends, pins, sglang_cli
 from bwstack.errors import ExternalError, UserError
-from bwstack.rules.book import ARCHES, version_or_none
-from bwstack.rules.inputs import package_versions
-from bwstack.rules.kernels import KERNEL_FACTS_FILE, KERNEL_FACTS_SCHEMA, load_kernel_facts
+from bwstack.know import audit, backends
+from bwstack.know.rules.book import ARCHES, version_or_none
+from bwstack.know.rules.inputs import package_versions
+from bwstack.know.rules.kernels import KERNEL_FACTS_FILE, KERNEL_FACTS_SCHEMA, load_kernel_facts
+from bwstack.stack import pins, snapshots
 from healthchecks import vocabulary
 
-#: packages whose wheels carry the kernels of bwstack.backends (torch, triton, tilelang are not audited here)
+#: packages whose wheels carry the kernels of bwstack.know.backends (torch, triton, tilelang are not audited
+# here)
 KERNEL_PACKAGES = (
     "sglang",
     "sglang-kernel",
@@ -43,7 +45,7 @@ _WHEEL_PLATFORMS = ("manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux
 
 
 def kernel_packages(
-    variant: pins.Variant, snapshot: sglang_cli.Snapshot | None
+    variant: pins.Variant, snapshot: snapshots.Snapshot | None
 ) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """The (package, version) wheels to audit for a variant, and the kernel packages that cannot be (why)."""
     versions = package_versions(variant, snapshot)
@@ -90,7 +92,7 @@ def generate_kernel_facts(
 
 def _facts_document(
     variant: pins.Variant,
-    snapshot: sglang_cli.Snapshot | None,
+    snapshot: snapshots.Snapshot | None,
     inventory: audit.Inventory,
     wheels: list[dict[str, str]],
     skipped: dict[str, str],
@@ -120,7 +122,7 @@ def _facts_document(
         "variant": variant.name,
         "sglang_version": variant.sglang_version or (snapshot.sglang_version if snapshot else ""),
         "generated_by": f"bwstack lock --kernel-facts --variant {variant.name}",
-        "reader": "python (bwstack.fatbin)",
+        "reader": "python (bwstack.know.fatbin)",
         "note": "PyPI wheels of the variant's pins; the base image may carry other builds of the same "
         "versions (check with bwstack audit --image)",
         "arches": list(ARCHES),
@@ -213,7 +215,9 @@ def _check_libraries(doc: Mapping[str, Any]) -> list[str]:
     problems: list[str] = []
     listed = set(doc.get("libraries", {})) | set(doc.get("absent", {})) | set(doc.get("not_audited", {}))
     if listed != set(known):
-        problems.append(f"libraries listed {sorted(listed)} differ from bwstack.backends {sorted(known)}")
+        problems.append(
+            f"libraries listed {sorted(listed)} differ from bwstack.know.backends {sorted(known)}"
+        )
     for key, entry in doc.get("libraries", {}).items():
         lib = known.get(key)
         verdicts = entry.get("verdicts", {})
@@ -230,7 +234,7 @@ def _check_libraries(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _binary_verdict(entry: Mapping[str, Any], arch: str) -> str:
-    from bwstack import fatbin
+    from bwstack.know import fatbin
 
     device = vocabulary.ARCH_CAPABILITY[arch]
     if any(fatbin.parse_arch_name(t).runs_on(device) for t in entry.get("sass", [])):
@@ -300,10 +304,10 @@ def _linux_x86(platform: str) -> bool:
     return platform == "any" or (platform.endswith("x86_64") and "linux" in platform)
 
 
-def _snapshot_or_none(variant: pins.Variant) -> sglang_cli.Snapshot | None:
+def _snapshot_or_none(variant: pins.Variant) -> snapshots.Snapshot | None:
     if not variant.cli_snapshot_path.is_file():
         return None
-    return sglang_cli.load_snapshot(variant.cli_snapshot_path)
+    return snapshots.load_snapshot(variant.cli_snapshot_path)
 
 
 def _sha256(path: Path) -> str:

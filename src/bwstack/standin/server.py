@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any, NoReturn
 
-from bwstack import sglang_argv
+from bwstack.stack import snapshot_argparse
 from bwstack.standin import log, resolve, texts
 from bwstack.standin.app import App, Response, ServerState, Site, dumps
 from bwstack.standin.env import EnvError, StandinEnv, read_env
@@ -49,16 +49,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         env = read_env()
-        snapshot = sglang_argv.load_snapshot(env.args_path)
-    except (EnvError, sglang_argv.SnapshotError) as exc:
+        snapshot = snapshot_argparse.load_snapshot(env.args_path)
+    except (EnvError, snapshot_argparse.SnapshotError) as exc:
         log.write(f"bwstack standin: {exc}")
         return 2
-    version_text = env.version_override or sglang_argv.sglang_version(snapshot)
-    version = resolve.clamp(sglang_argv.version_tuple(version_text))
+    version_text = env.version_override or snapshot_argparse.sglang_version(snapshot)
+    version = resolve.clamp(snapshot_argparse.version_tuple(version_text))
     if "--config" in args_list:
         log.write("bwstack standin: --config (a YAML file of options) is not supported by the stand-in")
         return 2
-    namespace = sglang_argv.parse_argv(snapshot, args_list, warn=log.deprecation)
+    namespace = snapshot_argparse.parse_argv(snapshot, args_list, warn=log.deprecation)
     args = vars(namespace)
     # ServerArgs.from_cli_args copies these argparse dests to their ServerArgs fields (0.5.9 wheel,
     # srt/server_args.py L5070-5075; 0.5.23's flags already use the field names)
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModelError as exc:
         log.write(f"bwstack standin: {exc}")
         return 2
-    attention_choices = tuple(sglang_argv.choices_for(snapshot, "attention_backend") or ())
+    attention_choices = tuple(snapshot_argparse.choices_for(snapshot, "attention_backend") or ())
     target = resolve.Target(
         version, env.capability, model, attention_choices, dict(os.environ), env.fault == "override"
     )

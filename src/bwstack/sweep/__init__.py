@@ -2,7 +2,8 @@
 
 For one profile the sweep starts only its compose service and follows three streams at once, without fixed
 sleeps: Docker events (health changes, healthcheck runs, the process exiting), the container's log stream
-(classified line by line with the one failure catalog, ``healthchecks/signatures.py``) and, after each
+(classified line by line with the one failure catalog, ``healthchecks/signatures/__init__.py``) and, after
+each
 healthcheck run, the container's health log. A :class:`Judge` turns these events into a verdict:
 
 - ``healthy`` when Docker reports the container healthy (the healthcheck's first pass is always a full one:
@@ -14,11 +15,11 @@ healthcheck run, the container's health log. A :class:`Judge` turns these events
   row named the same class; ``crash`` for an exit without any class (``oom`` if OOM-killed);
 - ``timeout`` when the per-profile budget is spent.
 
-Results go to ``results.json`` (written atomically after every profile, see :mod:`bwstack.report`), with
+Results go to ``results.json`` (written atomically after every profile, see :mod:`bwstack.sweep.report`), with
 ``matrix.md`` and ``matrix.html``. ``--standin`` runs everything on the CPU stand-in image, each profile with
 the fault its ``expect`` names, under a compose project of its own that is removed at the end. ``--bench``
 runs a bounded load against each profile decided healthy before its container is stopped and records the
-row's ``speed`` (:mod:`bwstack.bench`). SIGINT and SIGTERM remove the running container before the sweep
+row's ``speed`` (:mod:`bwstack.sweep.bench`). SIGINT and SIGTERM remove the running container before the sweep
 exits.
 
 The package's rooms: ``judge`` (events and the verdict), ``plan`` (what runs, the options), ``fast`` (the

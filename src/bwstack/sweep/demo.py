@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bwstack import report
-from bwstack.model import Stack
+from bwstack.stack.model import Stack
+from bwstack.sweep import report
 from bwstack.sweep.run import default_out, run_sweep
 from healthchecks import signatures
 
@@ -41,7 +41,7 @@ def run_demo(
     one combined report (``real-cpu/`` and ``stand-in/`` hold each part's own report)."""
     from rich.console import Console
 
-    from bwstack import model
+    from bwstack.stack import model
 
     console = console or Console(highlight=False, soft_wrap=True)
     out_dir = out if out is not None else default_out(stack)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bwstack import bench, report
+from bwstack.sweep import bench, report
 from bwstack.sweep.judge import Judge, last_line
 
 #: longest live status line (the elapsed-time column follows it)

@@ -7,15 +7,17 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bwstack import launch, modelconfig
-from bwstack.model import Stack
+from bwstack import launch
+from bwstack.stack import modelconfig
+from bwstack.stack.model import Stack
 
 #: GLM-5's first_k_dense_replace (sm120-backends.md §5) when no model-config fixture is available
 GLM5_FIRST_K_DENSE = 3
 
 
 def model_config(stack: Stack) -> dict[str, Any] | None:
-    """The model's HF config (:mod:`bwstack.modelconfig`); None when ``model.config`` is unset or absent."""
+    """The model's HF config (:mod:`bwstack.stack.modelconfig`); None when ``model.config`` is unset or
+    absent."""
     ref = stack.model.config
     path = None if ref is None else modelconfig.find(ref, base=stack.root)
     return None if path is None else modelconfig.read(path)

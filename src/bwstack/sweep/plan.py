@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from bwstack import sglang_cli
 from bwstack.errors import UserError
-from bwstack.model import Stack
+from bwstack.stack import snapshots
+from bwstack.stack.model import Stack
 
 #: expected class -> the stand-in fault that produces it
 STANDIN_FAULTS = {
@@ -73,7 +73,7 @@ def _retarget(
     return retargeted, kept, skipped
 
 
-def _variant_problem(stack: Stack, name: str, snapshot: sglang_cli.Snapshot) -> str | None:
+def _variant_problem(stack: Stack, name: str, snapshot: snapshots.Snapshot) -> str | None:
     profile = stack.profile(name)
     for key, value in profile.backends().items():
         if value is None:
@@ -82,7 +82,7 @@ def _variant_problem(stack: Stack, name: str, snapshot: sglang_cli.Snapshot) -> 
             return f"{snapshot.label} has no flag for {key}"
         if snapshot.spell_value(key, value) is None:
             return f"{key} {value!r} is not valid for {snapshot.label}"
-    for problem in sglang_cli.check_argv(snapshot, [*stack.model.extra_args, *profile.extra_args]):
+    for problem in snapshots.check_argv(snapshot, [*stack.model.extra_args, *profile.extra_args]):
         if not problem.message.startswith("deprecated:"):
             return problem.message
     return None
@@ -112,7 +112,8 @@ class Options:
     timeout_s: float
     keep: bool
     load_seconds: float | None
-    #: ``--bench``: a bounded load against each healthy profile before it is stopped (:mod:`bwstack.bench`)
+    #: ``--bench``: a bounded load against each healthy profile before it is stopped
+    # (:mod:`bwstack.sweep.bench`)
     bench: bool = False
 
 

@@ -13,11 +13,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bwstack import launch, operate, render, report, standin_rootfs
-from bwstack.compose import Project
+from bwstack import launch
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.model import Stack
+from bwstack.host import operate
+from bwstack.host.dockercompose import Project
+from bwstack.nogpu import rootfs
+from bwstack.render import compose
+from bwstack.stack.model import Stack
+from bwstack.sweep import report
 from bwstack.sweep.display import Display, print_summary
 from bwstack.sweep.fast import fast_override
 from bwstack.sweep.plan import Options, Plan, make_plan, source_label, standin_fault
@@ -156,19 +160,19 @@ def compose_project(
     with their GPU reservation removed by its own override (:func:`gpu_reservation_reset`), so any Docker
     engine runs it: no NVIDIA runtime, no hook on the host."""
     stack = plan.stack
-    overrides = render.Overrides()
+    overrides = compose.Overrides()
     env: dict[str, str] | None = None
     name = stack.settings.project
     adjustments: list[str] = []
     files = [out / "compose.sweep.yaml"]
     if options.standin:
-        from bwstack.standin_image import ensure_standin_image
+        from bwstack.nogpu.standin_image import ensure_standin_image
 
         images = {
             variant: ensure_standin_image(stack, variant=variant, echo=console.print)
             for variant in sorted({stack.variant_name_for(n) for n in plan.names})
         }
-        overrides = render.Overrides(
+        overrides = compose.Overrides(
             image_by_variant=images, env_by_profile=standin_env(stack, plan.names, options)
         )
         env = {**STANDIN_HC_ENV, "BWSTACK_HC_START_PERIOD": f"{math.ceil(options.timeout_s)}s"}
@@ -183,7 +187,7 @@ def compose_project(
         env = model_env(stack, options)
         if stack.is_cpu:
             prepare_real_cpu(plan, console)
-    atomic_write(files[0], render.render_compose(stack, overrides))
+    atomic_write(files[0], compose.render_compose(stack, overrides))
     if options.fast:
         files.append(out / "compose.fast.yaml")
         atomic_write(files[-1], fast_override(stack, plan.names))
@@ -192,13 +196,13 @@ def compose_project(
 
 def prepare_real_cpu(plan: Plan, console: Any) -> None:
     """A CPU stack's real sweep: its tiny models in the model cache and its image (built once)."""
-    from bwstack import tinymodel
+    from bwstack.nogpu import tinymodel
 
     stack = plan.stack
     tinymodel.ensure_for_stack(stack, echo=lambda m: console.print(m, markup=False))
     for variant in sorted({stack.variant_name_for(n) for n in plan.names}):
         ref = launch.image_ref(stack, variant)
-        if standin_rootfs.image_exists(ref):
+        if rootfs.image_exists(ref):
             continue
         console.print(f"sweep: building {ref} (real SGLang on the CPU; once)", markup=False)
         status = operate.build(stack, variant, tag=ref, base_image=None, dry_run=False, quiet=True)
@@ -210,7 +214,7 @@ def model_env(stack: Stack, options: Options) -> dict[str, str]:
     """Compose variables from the model cache for a GPU sweep: a full sweep refuses (ExternalError) until
     `bwstack fetch` verified the model, so no profile's start period covers a download; a --fast sweep (dummy
     weights, only config and tokenizer read) runs either way, offline when the model is fetched."""
-    from bwstack import modelcache
+    from bwstack.host import modelcache
 
     if not options.fast:
         return modelcache.service_env(stack)
@@ -387,15 +391,15 @@ def execute(
 
 def add_next_try(stack: Stack, doc: report.Document, row: dict[str, Any]) -> None:
     """A failed row gets ``next_try`` ({profile, why}): the nearest profile worth trying, never one that is
-    known, predicted or (in this sweep) seen to fail on the row's arch (:mod:`bwstack.nextstep`)."""
-    from bwstack import nextstep
+    known, predicted or (in this sweep) seen to fail on the row's arch (:mod:`bwstack.know.next_try`)."""
+    from bwstack.know import next_try
 
     if row["verdict"] == "healthy":
         return
     seen = {name: str(r["verdict"]) for name, r in doc["results"].items()}
     seen[row["profile"]] = str(row["verdict"])
     try:
-        hint = nextstep.suggest(stack, row["profile"], str(row["verdict"]), verdicts=seen).to_json()
+        hint = next_try.suggest(stack, row["profile"], str(row["verdict"]), verdicts=seen).to_json()
     except (UserError, ExternalError, OSError, ValueError) as exc:  # a hint never stops the sweep
         hint = {"profile": None, "why": f"no hint: {' '.join(str(exc).split())}"}
     row["next_try"] = hint

@@ -9,11 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bwstack import bench, operate, report
-from bwstack.compose import Project
 from bwstack.errors import ExternalError
+from bwstack.host import operate
+from bwstack.host.dockercompose import Project
 from bwstack.launch import requested_backends
-from bwstack.model import Stack
+from bwstack.stack.model import Stack
+from bwstack.sweep import bench, report
 from bwstack.sweep.display import Display, status_text
 from bwstack.sweep.judge import Exited, HealthChange, Judge, LogEnd, LogLine, Probe, Verdict
 from bwstack.sweep.plan import Options, source_label, standin_fault

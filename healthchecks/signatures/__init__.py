@@ -1,0 +1,339 @@
+"""The one catalog of SGLang failure signatures: log text -> failure class, root cause first.
+
+Stdlib only; imported by the in-container healthcheck (``warmup.py``), by the serve wrapper and by host-side
+tools (``from healthchecks import signatures``). No other module maps log text to a class.
+
+This module is the catalog's public face and its matcher (:class:`Scanner`); the parts it joins are
+``signatures_classes.py`` (the classes: meaning, fix, rank, fail-fast, severity tier), ``signatures_entry.py``
+(the :class:`Signature` record and its builder) and the signature tables by failure family,
+``signatures_gpu.py`` then ``signatures_runtime.py``. Import the names from here.
+
+Each :class:`Signature` carries the public source of its text (an issue/PR reference, or the wheel file it was
+read in) and a priority taken from its class: when several signatures match one log, the root cause wins (the
+class earliest in the causal chain, e.g. ``nan`` before the ``device_assert`` it triggers, a specific
+``AssertionError`` before the generic crash lines that follow it); ties go to the earliest line. The other
+classes seen are reported as ``also``. Generic traceback evidence (an exception line, frames, a bare
+``Traceback`` header) is *weak*: it makes a log ``crash`` but, in the live healthcheck, only once the server
+has stopped answering. Only what follows the last start banner counts. A log without any match is
+``healthy`` when it reached SGLang's ready line and ``starting`` otherwise -- never ``healthy`` because
+nothing matched.
+
+Public API::
+
+    CLASS_INFO / CLASSES         every class with its meaning, typical fix, rank and fail-fast flag
+    DESCRIPTIONS                 class -> "meaning; fix: typical fix"
+    FAIL_FAST_CLASSES            classes that do not heal by waiting
+    SEVERITY                     class -> 0 (healthy) .. 3 (serves wrong output), for comparing sweeps
+    SIGNATURES                   the catalog (tuple of Signature)
+    classify_lines(lines)        -> Match | None   (Match: cls, line (1-based), text, also, signature)
+    classify_text(text)          -> Match | None
+    classify_file(path)          -> Match | None   (streams the file; decodes as UTF-8 with replacement)
+    scan_text / scan_file        -> Scanner        (.result(), .verdict(): class or healthy/starting, .ready)
+    Scanner                      incremental scanning (feed chunks, persist with to_state/from_state)
+    class_table()                the Markdown class table of the README and docs/healthcheck.md
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from healthchecks.signatures import gpu, runtime
+from healthchecks.signatures.classes import (
+    CLASS_INFO,
+    CLASS_PRIORITY,
+    CLASSES,
+    DESCRIPTIONS,
+    FAIL_FAST_CLASSES,
+    NOT_FATAL_WHILE_ALIVE,
+    SEVERITY,
+    ClassInfo,
+    class_table,
+)
+from healthchecks.signatures.entry import Signature
+
+#: the public API of the failure catalog; its parts live in healthchecks/signatures_*.py
+__all__ = [
+    "CLASSES",
+    "CLASS_INFO",
+    "DESCRIPTIONS",
+    "FAIL_FAST_CLASSES",
+    "MAX_TEXT",
+    "NOT_FATAL_WHILE_ALIVE",
+    "READY_TEXT",
+    "SEVERITY",
+    "SIGNATURES",
+    "START_TEXTS",
+    "ClassInfo",
+    "Match",
+    "Scanner",
+    "Signature",
+    "class_table",
+    "classify_file",
+    "classify_lines",
+    "classify_text",
+    "scan_file",
+    "scan_text",
+]
+
+MAX_TEXT = 500
+
+#: SGLang's line once its own warmup request passed (srt/entrypoints/http_server.py, 0.2 .. 0.5.23)
+READY_TEXT = "The server is fired up and ready to roll"
+#: the lines that open a new server run in one log: SGLang's ServerArgs dump (a repr up to 0.5.1x, a dict in
+#: 0.5.23: ``server_args={'model_path': …``, seen in real 0.5.23 logs), this project's serve wrapper
+START_TEXTS: tuple[str, ...] = ("server_args=ServerArgs(", "server_args={", "bwstack-serve: starting ")
+
+
+@dataclass(frozen=True)
+class Match:
+    """The root-cause match of a log: class, 1-based line, the line's text, other classes seen."""
+
+    cls: str
+    line: int
+    text: str
+    also: tuple[str, ...]
+    signature: Signature
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape used by ``bwstack classify-log --json`` and the sweep report."""
+        return {"class": self.cls, "line": self.line, "text": self.text, "also": list(self.also)}
+
+
+#: the catalog, root causes first (see the module docstring); the order is part of it
+SIGNATURES: tuple[Signature, ...] = (*gpu.SIGNATURES, *runtime.SIGNATURES)
+
+_KEYS: tuple[str, ...] = tuple(
+    dict.fromkeys((*START_TEXTS, READY_TEXT, *(key for sig in SIGNATURES for key in sig.keys)))
+)
+#: lower-case scan words: the text is scanned once per word (not once per key), a line holding one is
+#: checked for the exact keys that contain it. Chosen to cover many keys, to be long (a longer needle scans
+#: faster) and rare in healthy logs; a key that contains none of them is scanned for itself.
+_SCAN_WORDS: tuple[str, ...] = (
+    "error", "support", "ustom", "requires", "watchdog", "exit", "assert", "fail", "bwstack-serve",
+    "recognize", "illegal", "sigquit", "signal", "kernel", "ptx", "tensor",
+    "not compatible with the current pytorch", "out of resource: shared memory",
+    "should have a `model_type` key", "resources requested for launch", "unable to determine the device",
+    "dynamic shared memory size", "out of range float values", "is not defined for option", "repo",
+    "server_args=serverargs(", "server_args={", "terminate called after", "trtllm fmhav2 prefill",
+    "init state: traceback",
+    "ninja: build stopped", "_kv_cache_store_fp8", "fallen off the bus", "segmentation fault", "nccl",
+    "misaligned address", "size mismatch for", "tllmgenfmharunner", "not enough memory", "undefined symbol",
+    "hit an exception", "unknown recipe", "gloo/transport", "exception in ", "nan detected", "contains nan",
+    "no compiled ", "gpu is lost", "core dumped", "peer access", "config.json", "aborted", "killed",
+    "the server is fired up and ready to roll", "traceback (most recent call last)", "out of memory", "xid",
+    "exception", 'file "',
+)  # fmt: skip
+_KEYS_LOW: tuple[str, ...] = tuple(key.lower() for key in _KEYS)
+_SCAN: tuple[str, ...] = (
+    *_SCAN_WORDS,
+    *(low for low in _KEYS_LOW if not any(word in low for word in _SCAN_WORDS)),
+)
+_SCAN_BYTES: tuple[bytes, ...] = tuple(word.encode() for word in _SCAN)
+#: scan word index -> indexes (in _KEYS) of the keys that contain it
+_WORD_KEYS: tuple[tuple[int, ...], ...] = tuple(
+    tuple(i for i, low in enumerate(_KEYS_LOW) if word in low) for word in _SCAN
+)
+_START_KEYS = frozenset(range(len(START_TEXTS)))
+_READY_KEY = len(START_TEXTS)
+#: key index -> indexes of the signatures that list it
+_KEY_INDEX: dict[str, int] = {key: i for i, key in enumerate(_KEYS)}
+_SIGS_OF: list[set[int]] = [set() for _ in _KEYS]
+for _i, _sig_entry in enumerate(SIGNATURES):
+    for _key in _sig_entry.keys:
+        _SIGS_OF[_KEY_INDEX[_key]].add(_i)
+_KEY_SIGS: tuple[frozenset[int], ...] = tuple(frozenset(found) for found in _SIGS_OF)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_Best = tuple[int, int, str, Signature]
+
+
+def _clean(line: str) -> str:
+    text = _ANSI.sub("", line).strip()
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
+class Scanner:
+    """Incremental classifier: feed complete lines (or text chunks ending at a newline), read result().
+
+    Only what follows the last start banner (``START_TEXTS``) counts: a log that holds an earlier run keeps
+    the verdict of the newest one. ``ready`` tells whether that run reached SGLang's ready line.
+    """
+
+    def __init__(self) -> None:
+        self.lines_seen = 0
+        self.start_line = 0  # 1-based line of the last start banner (0: none seen)
+        self.ready_line = 0  # 1-based line of the last ready line after it (0: none)
+        self._best: _Best | None = None
+        self._strong: _Best | None = None
+        self._seen: dict[str, tuple[int, int]] = {}
+        self._seen_strong: dict[str, tuple[int, int]] = {}
+
+    @property
+    def ready(self) -> bool:
+        """True when the current run logged SGLang's ready line."""
+        return self.ready_line > 0
+
+    def _consider(self, line: str, line_no: int, keys: list[int]) -> None:
+        """Match one candidate line; ``keys`` are the indexes (in ``_KEYS``) of the literal keys it holds."""
+        if not _START_KEYS.isdisjoint(keys):
+            self.start_line, self.ready_line = line_no, 0
+            self._best = self._strong = None
+            self._seen, self._seen_strong = {}, {}
+            return
+        if _READY_KEY in keys:
+            # the run went on to be ready: generic traceback evidence before this line was handled (real
+            # 0.5.9 logs a ModuleNotFoundError for openai_harmony, then serves); specific signatures stay
+            self.ready_line = line_no
+            self._best, self._seen = self._strong, dict(self._seen_strong)
+        candidates = sorted(frozenset().union(*(_KEY_SIGS[k] for k in keys)))
+        found = [SIGNATURES[i] for i in candidates if SIGNATURES[i].pattern.search(line)]
+        if any(not sig.generic for sig in found):
+            found = [sig for sig in found if not sig.generic]
+        for sig in found:
+            rank = (sig.priority, line_no)
+            if sig.cls not in self._seen or rank < self._seen[sig.cls]:
+                self._seen[sig.cls] = rank
+            if self._best is None or rank < (self._best[0], self._best[1]):
+                self._best = (sig.priority, line_no, _clean(line), sig)
+            if not sig.weak and (self._strong is None or rank < (self._strong[0], self._strong[1])):
+                self._strong = (sig.priority, line_no, _clean(line), sig)
+            if not sig.weak and (sig.cls not in self._seen_strong or rank < self._seen_strong[sig.cls]):
+                self._seen_strong[sig.cls] = rank
+
+    def feed(self, text: str) -> None:
+        """Scan ``text``; its first character starts a new line (a partial last line counts as a line).
+
+        Candidate lines are found with bytes.find (C speed) on the lower-cased UTF-8 text, once per scan word
+        (each signature key contains one); only the signatures whose keys a line holds are matched against it.
+        """
+        raw = text.encode("utf-8", "surrogatepass")  # bytes: one byte per ASCII char, lower() keeps offsets
+        low = raw.lower()
+        found: dict[int, set[int]] = {}
+        for index, word in enumerate(_SCAN_BYTES):
+            pos = low.find(word)
+            while pos >= 0:
+                found.setdefault(low.rfind(b"\n", 0, pos) + 1, set()).update(_WORD_KEYS[index])
+                end = low.find(b"\n", pos)
+                pos = -1 if end < 0 else low.find(word, end)
+        line_idx = self.lines_seen
+        counted = 0
+        for start in sorted(found):
+            end = raw.find(b"\n", start)
+            line = raw[start : len(raw) if end < 0 else end].decode("utf-8", "surrogatepass")
+            keys = [k for k in sorted(found[start]) if _KEYS[k] in line]
+            if keys:
+                line_idx += raw.count(b"\n", counted, start)
+                counted = start
+                self._consider(line, line_idx + 1, keys)
+        self.lines_seen += text.count("\n")
+        if text and not text.endswith("\n"):
+            self.lines_seen += 1
+
+    def result(self, strong_only: bool = False) -> Match | None:
+        """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence."""
+        best = self._strong if strong_only else self._best
+        if best is None:
+            return None
+        _prio, line_no, text, sig = best
+        others = sorted((v, k) for k, v in self._seen.items() if k != sig.cls)
+        return Match(cls=sig.cls, line=line_no, text=text, also=tuple(k for _, k in others), signature=sig)
+
+    def verdict(self) -> str:
+        """The log's class: the root cause, else ``healthy`` after the ready line, else ``starting``."""
+        match = self.result()
+        if match is not None:
+            return match.cls
+        return "healthy" if self.ready else "starting"
+
+    def to_state(self) -> dict[str, Any]:
+        """A JSON-able snapshot, so a later process can continue the scan."""
+
+        def best(found: _Best | None) -> dict[str, Any] | None:
+            if found is None:
+                return None
+            return {"index": SIGNATURES.index(found[3]), "line": found[1], "text": found[2]}
+
+        return {
+            "lines_seen": self.lines_seen,
+            "start": self.start_line,
+            "ready": self.ready_line,
+            "best": best(self._best),
+            "strong": best(self._strong),
+            "seen": {k: list(v) for k, v in self._seen.items()},
+            "seen_strong": {k: list(v) for k, v in self._seen_strong.items()},
+        }
+
+    @classmethod
+    def from_state(cls, state: Any) -> Scanner:
+        """Rebuild a scanner from :meth:`to_state`; anything malformed gives a fresh scanner."""
+
+        def best(found: Any) -> _Best | None:
+            if found is None:
+                return None
+            sig = SIGNATURES[int(found["index"])]
+            return (sig.priority, int(found["line"]), str(found["text"]), sig)
+
+        scanner = cls()
+        try:
+            scanner.lines_seen = int(state["lines_seen"])
+            scanner.start_line = int(state.get("start", 0))
+            scanner.ready_line = int(state.get("ready", 0))
+            scanner._best = best(state["best"])
+            scanner._strong = best(state.get("strong"))
+            scanner._seen = {
+                str(k): (int(v[0]), int(v[1])) for k, v in dict(state["seen"]).items() if k in CLASS_PRIORITY
+            }
+            scanner._seen_strong = {
+                str(k): (int(v[0]), int(v[1]))
+                for k, v in dict(state.get("seen_strong", {})).items()
+                if k in CLASS_PRIORITY
+            }
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            return cls()
+        return scanner
+
+
+def classify_lines(lines: Iterable[str]) -> Match | None:
+    """Classify log lines (with or without their newlines); line numbers are 1-based."""
+    scanner = Scanner()
+    for line in lines:
+        scanner.feed(line.rstrip("\r\n").replace("\n", " ") + "\n")
+    return scanner.result()
+
+
+def classify_text(text: str) -> Match | None:
+    """Classify a whole log given as one string."""
+    return scan_text(text).result()
+
+
+def scan_text(text: str) -> Scanner:
+    """A scanner that has read ``text`` (for ``verdict()`` and ``ready`` besides ``result()``)."""
+    scanner = Scanner()
+    scanner.feed(text)
+    return scanner
+
+
+def classify_file(path: str, chunk_bytes: int = 1 << 20) -> Match | None:
+    """Classify a log file by streaming it in chunks cut at line ends; raises OSError if unreadable."""
+    return scan_file(path, chunk_bytes).result()
+
+
+def scan_file(path: str, chunk_bytes: int = 1 << 20) -> Scanner:
+    """A scanner that has streamed the file (UTF-8 with replacement); raises OSError if unreadable."""
+    scanner = Scanner()
+    tail = b""
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(chunk_bytes)
+            if not chunk:
+                break
+            data = tail + chunk
+            cut = data.rfind(b"\n") + 1
+            tail = data[cut:]
+            if cut:
+                scanner.feed(data[:cut].decode("utf-8", errors="replace"))
+    if tail:
+        scanner.feed(tail.decode("utf-8", errors="replace"))
+    return scanner

@@ -1,0 +1,84 @@
+"""One entry of the failure catalog: the :class:`Signature` record, its builder, and the launcher prefixes.
+
+Stdlib only; part of the one failure catalog (:mod:`healthchecks.signatures`). The signature tables
+(:mod:`healthchecks.signatures.gpu`, :mod:`healthchecks.signatures.runtime`) are written with :func:`sig`,
+which takes the rank from the class (:data:`~healthchecks.signatures.classes.CLASS_PRIORITY`) and refuses an
+unknown class; anchored patterns start with :data:`LINE_START` to skip what launchers put before a log line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from healthchecks.signatures.classes import CLASS_PRIORITY
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One regex -> class entry with its public source and a typical fix."""
+
+    cls: str
+    regex: str
+    keys: tuple[str, ...]  # literal texts, one of which every matching line contains (fast prefilter)
+    priority: int
+    source: str
+    fix: str
+    weak: bool = False  # generic traceback evidence: a verdict only once the server stopped answering
+    generic: bool = False  # counts only on lines no specific signature explains (weak implies generic)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled regex, compiled on first use (a light probe with no new log lines compiles none)."""
+        found = _COMPILED.get(self.regex)
+        if found is None:
+            found = _COMPILED[self.regex] = re.compile(self.regex)
+        return found
+
+
+_COMPILED: dict[str, re.Pattern[str]] = {}
+
+
+def sig(
+    cls: str,
+    regex: str,
+    keys: tuple[str, ...],
+    source: str,
+    fix: str = "",
+    *,
+    priority: int | None = None,
+    weak: bool = False,
+    generic: bool = False,
+) -> Signature:
+    """A :class:`Signature` of ``cls``, ranked as its class unless ``priority`` is given."""
+    if cls not in CLASS_PRIORITY:
+        raise ValueError(f"unknown failure class {cls!r}")
+    prio = CLASS_PRIORITY[cls] if priority is None else priority
+    return Signature(
+        cls=cls,
+        regex=regex,
+        keys=keys,
+        priority=prio,
+        source=source,
+        fix=fix,
+        weak=weak,
+        generic=generic or weak,
+    )
+
+
+#: what launchers put before a log line: ANSI colour, Ray's ``(SGLangWorker pid=..)``, ``[/bin/sh@<0,0>]:``,
+#: mpirun's ``[1,0]<stderr>:``, the CRI ``<time> stdout F``, SGLang's ``[<time> DP1 PP1 TP3]``, compose's
+#: ``service-1  |``, srun's ``0:``, bare rank tags (``TP3``, ``PP1 TP1``); anchored patterns skip them
+_PREFIX = (
+    r"(?:\x1b\[[0-9;]*[A-Za-z]"
+    r"|\([\w.-]+ pid=\d+[^)\n]*\)"
+    r"|\[[^\]\n]*@<[\d,]+>\]:"
+    r"|\[\d+,\d+\]<std(?:out|err)>:"
+    r"|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:stdout|stderr)\s+[FP]"
+    r"|\[\d{4}-\d\d-\d\d[^\]\n]*\]"
+    r"|[\w.-]+\s+\|"
+    r"|\d+:"
+    r"|[A-Z]{2,}[A-Z_]*\d+"
+    r")"
+)
+LINE_START = rf"(?:^|\r)\s*(?:{_PREFIX}\s*)*"

@@ -1,0 +1,338 @@
+"""Failure signatures, second part: loading, collectives, hangs, the Python environment, drivers, crashes.
+
+Stdlib only; part of the one failure catalog (:mod:`healthchecks.signatures` joins
+:mod:`healthchecks.signatures.gpu` and this table, in that order). Families: ``model_load``,
+``device_assert``, ``nccl``, ``health_timeout``/``timeout``, ``warmup_failed``, the generic ``assertion``,
+``kernel_compile``, ``import_error``, ``peer_access``, ``gpu_fault``, ``crash``, and the generic traceback
+evidence (weak: a verdict only once the server stopped answering). Each entry names the public source of its
+text.
+"""
+
+from __future__ import annotations
+
+from healthchecks.signatures.entry import LINE_START, Signature, sig
+
+_WEAK = 95  # generic traceback evidence: ranks after every crash banner
+
+SIGNATURES: tuple[Signature, ...] = (
+    # --- model_load --------------------------------------------------------------------------------------
+    sig(
+        "model_load",
+        r"KeyError: '(?:glm_moe_dsa|glm5\w*)'",
+        ("KeyError: '",),
+        "transformers too old for GLM-5; zai-org/GLM-5#22, sgl-project/sglang#19408",
+        "transformers >= 5.2 (SGLang >= 0.5.10)",
+    ),
+    sig(
+        "model_load",
+        r"Transformers does not recognize this architecture|does not recognize this architecture",
+        ("does not recognize this architecture",),
+        "transformers AutoConfig; zai-org/GLM-5#22",
+        "a transformers release that knows the model type",
+    ),
+    sig(
+        "model_load",
+        r"Unrecognized model in |Should have a `model_type` key|Model architectures \[[^\]\n]*\] are not "
+        r"supported",
+        ("Unrecognized model in ", "Should have a `model_type` key", "are not supported"),
+        "transformers AutoConfig without a model_type (Ascend/sglang#602, QwenLM/Qwen3#1368); SGLang's model "
+        "registry (sgl-project/sglang#4253 title: 'Model architectures [...] are not supported for now')",
+        "a transformers/SGLang release that knows the model type; a complete config.json",
+    ),
+    sig(
+        "model_load",
+        r"The size of tensor a \(3072\) must match the size of tensor b \(6144\)",
+        ("The size of tensor a",),
+        "NVFP4 checkpoints keep the shared expert in BF16; sgl-project/sglang#29562; "
+        "SemiAnalysisAI/InferenceX PR #2335",
+        "--disable-shared-experts-fusion",
+    ),
+    sig(
+        "model_load",
+        r"size mismatch for \S+: copying a param",
+        ("size mismatch for",),
+        "torch load_state_dict shape mismatch",
+        "the checkpoint does not match the model config / quantization",
+    ),
+    sig(
+        "model_load",
+        r"GatedRepoError|RepositoryNotFoundError|Cannot access gated repo|Repository Not Found for url"
+        r"|does not appear to have a file named config\.json",
+        ("GatedRepoError", "RepositoryNotFoundError", "gated repo", "Repository Not Found", "config.json"),
+        "huggingface_hub errors.py / utils/_http.py (read in huggingface_hub 2.4.0 wheel); transformers",
+        "check the model id, HF token secret and license acceptance",
+    ),
+    # --- device_assert (after nan: the NaN assert is the root cause of this one) ---------------------------
+    sig(
+        "device_assert",
+        r"device-side assert(?:ion)? triggered|cudaErrorAssert|Assertion `.*` failed",
+        ("device-side assert", "cudaErrorAssert", "Assertion `"),
+        "CUDA device assert (torch.AcceleratorError); sgl-project/sglang#21460",
+        "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel",
+    ),
+    # --- nccl --------------------------------------------------------------------------------------------
+    sig(
+        "nccl",
+        r"\bNCCL (?:[Ee]rror|ERROR)\b|\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument"
+        r"|InvalidUsage|RemoteError)\b",
+        ("NCCL", "nccl"),
+        "torch ProcessGroupNCCL errors; pytorch/pytorch#11756, vllm-project/vllm#7896, #10626",
+        "NCCL_DEBUG=INFO; on PCIe hosts NCCL_P2P_LEVEL=SYS, iommu=pt; --disable-custom-all-reduce",
+    ),
+    sig(
+        "nccl",
+        r"Watchdog caught collective operation timeout",
+        ("Watchdog caught collective",),
+        "torch ProcessGroupNCCL watchdog",
+        "a rank hung or died; check the other ranks' logs",
+    ),
+    sig(
+        "nccl",
+        r"\bNCCL WARN\b|ProcessGroupNCCL's watchdog got stuck|\bDistBackendError\b"
+        r"|gloo/transport/tcp/pair\.cc:\d+",
+        ("NCCL WARN", "watchdog got stuck", "DistBackendError", "gloo/transport"),
+        "NCCL's own warnings (sgl-project/sglang#6246 'NCCL WARN Cuda failure', #16015); ProcessGroupNCCL "
+        "heartbeat monitor (sgl-project/sglang#1691); c10d store (sgl-project/sglang#4096); gloo TCP pair "
+        "(sgl-project/sglang#4205)",
+        "NCCL_DEBUG=INFO; check P2P/IOMMU and the other ranks",
+    ),
+    # --- health_timeout / timeout ------------------------------------------------------------------------
+    sig(
+        "health_timeout",
+        r"Health check failed\. Server couldn't get a response from detokenizer",
+        ("Health check failed",),
+        "read in sglang 0.5.9/0.5.23 wheels srt/entrypoints/http_server.py; sgl-project/sglang#22511",
+        "the scheduler is hung or busy past SGLANG_HEALTH_CHECK_TIMEOUT",
+    ),
+    sig(
+        "timeout",
+        r"(?i:watchdog timeout) \(self\.watchdog_timeout=",
+        ("atchdog timeout (self.watchdog_timeout=",),
+        "read in sglang 0.5.9/0.5.23 wheels srt/utils/watchdog.py ('Scheduler watchdog timeout', "
+        "'TokenizerManager watchdog timeout ... soft=True'); older schedulers: 'Watchdog timeout "
+        "(self.watchdog_timeout=300)' (sgl-project/sglang#7783, UCSB-AI/Soft-Thinking#10)",
+        "a forward pass hung (graph capture, collective); raise --watchdog-timeout only for JIT warm-up",
+    ),
+    # --- warmup_failed -----------------------------------------------------------------------------------
+    sig(
+        "warmup_failed",
+        r"Initialization failed\. warmup error",
+        ("Initialization failed",),
+        "read in sglang 0.5.9/0.5.23 wheels srt/entrypoints/http_server.py (_wait_and_warmup)",
+        "look above for the scheduler error; SGLANG_WARMUP_TIMEOUT for slow JIT warm-up",
+    ),
+    # --- generic assertion (after warmup_failed: the warmup itself asserts HTTP 200) ---------------------
+    sig(
+        "assertion",
+        r"\bAssertionError\b",
+        ("AssertionError",),
+        "Python AssertionError in a traceback",
+        "read the assert in the traceback above",
+    ),
+    # --- kernel_compile: JIT toolchains ---------------------------------------------------------------------
+    sig(
+        "kernel_compile",
+        r"ptxas fatal|PTXASError|PTX codegen error|ptxas\b[^\n]*returned non-zero exit status"
+        r"|is not defined for option 'gpu-(?:name|architecture)'",
+        ("ptxas", "PTXAS", "PTX codegen", "is not defined for option"),
+        "Triton's bundled ptxas older than the GPU: RLinf/RLinf#92, InternLM/lmdeploy#3410 (sm_120), "
+        "triton-lang/triton#8539 (sm_121a), vllm-project/vllm#31338",
+        "TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas (CUDA >= 12.8) or a Triton release that knows the arch",
+    ),
+    sig(
+        "kernel_compile",
+        r"not supported in this architecture",
+        ("not supported in this architecture",),
+        "Triton codegen ('type fp8e4nv not supported in this architecture'); sgl-project/sglang#7227",
+        "an FP8 path supported on this arch, or another kernel backend",
+    ),
+    sig(
+        "kernel_compile",
+        r"Command '\[?'?[^'\n]*\b(?:gcc|g\+\+|cc|c\+\+|clang|nvcc|ninja)'?[^\n]*returned non-zero exit status"
+        r"|ninja: build stopped: subcommand failed|Error building extension|CompilationError\b"
+        r"|error: command '[^'\n]*nvcc' failed",
+        (
+            "returned non-zero exit status",
+            "ninja: build stopped",
+            "Error building extension",
+            "CompilationError",
+            "nvcc' failed",
+        ),
+        "Triton launcher / FlashInfer / DeepGEMM JIT builds (sgl-project/sglang#4253: gcc on Triton's "
+        "cuda_utils.c failed, the model import was skipped)",
+        "install a C compiler and the CUDA headers in the image; check the JIT cache directory is writable",
+    ),
+    # --- import_error: a broken Python environment ----------------------------------------------------------
+    sig(
+        "import_error",
+        LINE_START + r"(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError)(?::|$)",
+        ("ModuleNotFoundError", "ImportError"),
+        "Python import failure at start: sgl-project/sglang#391, #362, #13276, #7942; real SGLang on a CPU "
+        "host "
+        "(docs: a ModuleNotFoundError traceback in the main process)",
+        "rebuild the image from the pinned lock; never pip-install over it",
+        weak=True,
+    ),
+    sig(
+        "import_error",
+        r"\.so[^\n]*: undefined symbol: ",
+        ("undefined symbol",),
+        "an extension built against another torch: sgl-project/sglang#1321 (vllm _core_C)",
+        "rebuild the image from the pinned lock (torch and its extensions must match)",
+        weak=True,
+    ),
+    sig(
+        "import_error",
+        LINE_START + r"(?:(?:[\w.]+\.)?PackageNotFoundError: No package metadata was found for"
+        r"|Exception: [\w.-]+ with minimum required version [\w.]+ is not installed)",
+        ("PackageNotFoundError", "with minimum required version"),
+        "a backend whose package the image lacks: SGLang 0.5.23 asks importlib.metadata for "
+        "flashinfer_python; seen in a real run of profiles.cpu.yaml cpu-flashinfer (docs/cpu.md)",
+        "pick a backend whose package the image carries, or an image that has it",
+        weak=False,
+    ),
+    # --- peer_access: GPU P2P / custom all-reduce -----------------------------------------------------------
+    sig(
+        "peer_access",
+        r"peer access is not supported between these two devices|cudaErrorPeerAccessUnsupported"
+        r"|custom_all_reduce\.cuh:\d+|(?i:custom ?all-?reduce)[^\n]*(?:failed|error)",
+        (
+            "peer access",
+            "cudaErrorPeerAccess",
+            "custom_all_reduce.cuh",
+            "ustom allreduce",
+            "ustomAllreduce",
+            "ustom all-reduce",
+            "ustom_all_reduce",
+        ),
+        "sgl-project/sglang#4814 (RTX 4090 TP2), #552 (T4, custom_all_reduce.cuh:307), "
+        "NVIDIA/TensorRT-LLM#1034",
+        "--disable-custom-all-reduce; check ACS/IOMMU (iommu=pt) and `nvidia-smi topo -p2p r`",
+    ),
+    # --- gpu_fault: the driver's view -----------------------------------------------------------------------
+    sig(
+        "gpu_fault",
+        r"NVRM: Xid \(PCI:[^)\n]*\): \d+|fallen off the bus|\bGPU is lost\b|cudaErrorDevicesUnavailable"
+        r"|Unable to determine the device handle for GPU",
+        (
+            "Xid",
+            "fallen off the bus",
+            "GPU is lost",
+            "cudaErrorDevicesUnavailable",
+            "Unable to determine the device",
+        ),
+        "NVIDIA driver Xid messages (leptonai/gpud#46, akash-network/support#244, NVIDIA/NVSentinel#155)",
+        "dmesg on the host; reset or drain the GPU; Xid 79 is hardware (power, PCIe)",
+    ),
+    # --- crash: native crashes, signals, CUDA errors (specific enough to count while HTTP answers) ----------
+    sig(
+        "crash",
+        r"Fatal Python error: |terminate called after throwing an instance of|\(core dumped\)"
+        r"|" + LINE_START + r"(?:Segmentation fault|Bus error|Aborted|Killed)\s*$",
+        (
+            "Fatal Python error",
+            "terminate called after",
+            "core dumped",
+            "Segmentation fault",
+            "Bus error",
+            "Aborted",
+            "Killed",
+        ),
+        "CPython faulthandler / libstdc++ abort / the shell's signal report: sgl-project/sglang#3451, #3778, "
+        "#10350, #10216; sgl-project/sglang#2468 ('Killed')",
+        "a native crash: read the thread dump; check driver/CUDA/torch versions match",
+    ),
+    sig(
+        "crash",
+        r"crashed with exit code -?\d+|(?:terminated|killed) (?:with|by) signal|exited with (?:exit )?code "
+        r"-\d+",
+        (
+            "crashed with exit code",
+            "with signal",
+            "by signal",
+            "exited with code -",
+            "exited with exit code -",
+        ),
+        "read in sglang 0.5.23 wheel srt/utils/watchdog.py (SubprocessWatchdog: 'Subprocess scheduler_0 "
+        "(pid=..) "
+        "crashed with exit code -6'); sgl-project/sglang#18582",
+        "a child was killed by a signal: read the lines above (OOM killer: dmesg)",
+    ),
+    sig(
+        "crash",
+        r"\bCUDA (?:error|Error|ERROR)(?: \d+)?: |\bcudaError[A-Z]\w+|\bCUDA_ERROR_[A-Z_]+|\bCUDART error: ",
+        ("CUDA error", "CUDA Error", "CUDA ERROR", "cudaError", "CUDA_ERROR_", "CUDART error"),
+        "CUDA runtime/driver error codes (torch c10 CUDAException, FlashInfer 'CUDA Error: ... (209)'); "
+        "sgl-project/sglang#7918 ('operation not permitted when stream is capturing')",
+        "read the CUDA error; CUDA_LAUNCH_BLOCKING=1 locates it",
+        priority=92,
+        generic=True,
+    ),
+    sig(
+        "crash",
+        r"Exception in (?:run_tp_server|ModelTpServer|Controller\w*|DetokenizerManager|TokenizerManager)"
+        r"|\binit state: Traceback|Child process unexpectedly failed",
+        ("Exception in ", "init state: Traceback", "unexpectedly failed"),
+        "SGLang 0.1-0.2 crash banners: sgl-project/sglang#748, #350, #373, flashinfer-ai/flashinfer#402",
+        "read the traceback that follows",
+    ),
+    # --- generic traceback evidence (weak: a verdict once the port stops answering, and in classify-log) ----
+    sig(
+        "assertion",
+        LINE_START + r"assert\s",
+        ("assert",),
+        "a traceback cut after its source line: the failing `assert ...` is the only evidence "
+        "(triton-lang/triton#7942)",
+        "read the assert",
+        weak=True,
+    ),
+    sig(
+        "crash",
+        LINE_START + r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception)(?::\s|:?\s*$)",
+        ("Error", "Exception"),
+        "the exception line that ends a Python traceback (ValueError: .., torch.AcceleratorError: .., "
+        "tvm.error.InternalError: ..)",
+        "read the traceback above it",
+        priority=_WEAK,
+        weak=True,
+    ),
+    sig(
+        "crash",
+        r"Traceback \(most recent call last\)|" + LINE_START + r'File "|\([\w.-]+ pid=\d+[^)\n]*\)\s+File "',
+        ("Traceback (most recent call last)", 'File "'),
+        "a Python traceback (also a truncated one that shows only its frames, or faulthandler's thread dump)",
+        "read the traceback",
+        priority=_WEAK + 1,
+        weak=True,
+    ),
+    # --- crash: generic lines that follow any root cause --------------------------------------------------
+    sig(
+        "crash",
+        r"\b\w+ hit an exception",
+        ("hit an exception",),
+        "read in sglang 0.5.9/0.5.23 wheels srt/managers/scheduler.py ('Scheduler hit an exception'), "
+        "tokenizer/detokenizer managers, data_parallel_controller.py",
+        "read the traceback that follows",
+    ),
+    sig(
+        "crash",
+        r"Received sigquit from a child process|SIGQUIT received\.",
+        ("sigquit from a child", "SIGQUIT received"),
+        "read in sglang 0.5.9/0.5.23 wheels srt/entrypoints/engine.py, srt/managers/tokenizer_manager.py",
+        "a child process failed; read the lines above",
+    ),
+    sig(
+        "crash",
+        r"Capture cuda graph failed",
+        ("Capture cuda graph failed",),
+        "read in sglang 0.5.9 wheel srt/model_executor/cuda_graph_runner.py",
+        "lower --cuda-graph-max-bs / --mem-fraction-static or disable CUDA graphs",
+    ),
+    sig(
+        "crash",
+        r"^bwstack-serve: server crashed\b",
+        ("bwstack-serve: server crashed",),
+        "this project's serve wrapper (healthchecks/serve.py) when the server exits non-zero on its own",
+        "read the server log above",
+    ),
+)

@@ -1,0 +1,5 @@
+"""``python -m bwstack``: the same command line as the ``bwstack`` script."""
+
+from bwstack.cli import main
+
+main()

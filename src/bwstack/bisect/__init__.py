@@ -1,0 +1,1 @@
+"""``bwstack bisect``: the search over dated nightly tags (no Docker) and one step on Docker."""

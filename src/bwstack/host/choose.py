@@ -1,0 +1,223 @@
+"""Automatic profile choice for ``bwstack up`` without a profile, like NVIDIA NIM's: detect, filter, rank.
+
+1. **Detect** the host's GPUs with the doctor's probe (``nvidia-smi --query-gpu``; ``BWSTACK_DOCTOR_FIXTURE``
+   answers from a recorded host): their arch and how many there are.
+2. **Filter**, in profiles.yaml order; a profile is passed over, with the reason, when its image variant is
+   not built for this arch (``[cuda] gpu_archs`` of its pins), when the model's ``tp_size`` needs more GPUs
+   than the host has, when it is known to fail on this arch (``expect`` is not ``healthy`` and the profile
+   targets this arch), or when the rules engine predicts anything but ``healthy`` for it on this arch
+   (:func:`bwstack.know.rules.predict`).
+3. **Rank** what is left: measured speed first, where a sweep on real hardware of this arch measured it
+   (``bwstack sweep --bench``, :mod:`bwstack.sweep.bench`), then profiles.yaml order. A speed is read from the
+   reports next to profiles.yaml (``reports/*/results.json`` and one folder deeper, where ``bwstack demo``
+   puts each part; newest report first; a combined ``mixed`` report is skipped, its parts are read): a row
+   with verdict ``healthy`` in a report whose ``mode.standin`` and ``mode.fast`` are false and whose
+   ``stack.gpu_arch`` is this arch, carrying ``speed.output_tokens_per_s`` (:data:`SPEED_KEY`, a number;
+   higher is faster). Rows without it rank after measured ones, in profiles.yaml order.
+
+``BWSTACK_PROFILE`` pins the choice (it must name a profile; a known-bad one still needs ``--force``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bwstack.errors import UserError
+from bwstack.host.doctor.probe import HostProbe
+from bwstack.stack.model import Stack
+
+PIN_ENV = "BWSTACK_PROFILE"
+#: where a sweep records a measured speed in a results.json row: row[SPEED_KEY[0]][SPEED_KEY[1]]
+SPEED_KEY = ("speed", "output_tokens_per_s")
+
+
+@dataclass(frozen=True)
+class Host:
+    """The GPUs this host has: ``arch`` None with ``problem`` set when there is no usable NVIDIA GPU."""
+
+    arch: str | None
+    count: int
+    summary: str
+    problem: str | None = None
+
+
+@dataclass
+class Choice:
+    """The chosen profile (None: nothing usable), why, and why each other profile was passed over."""
+
+    host: Host
+    profile: str | None
+    why: str
+    passed_over: list[tuple[str, str]] = field(default_factory=list)
+
+    def lines(self, width: int = 80) -> list[str]:
+        """The explanation ``bwstack up --dry-run`` prints, no wider than ``width`` (names whole)."""
+        from bwstack import textlayout
+
+        out = textlayout.wrap(f"host: {self.host.summary}", width)
+        head = f"choice: {self.profile}: " if self.profile is not None else "no usable profile: "
+        out += textlayout.wrap(head + self.why, width)
+        if self.passed_over:
+            out.append("passed over:")
+            out += textlayout.table([["", n, w] for n, w in self.passed_over], width, wrap_last=True)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": {"arch": self.host.arch, "gpus": self.host.count, "summary": self.host.summary},
+            "profile": self.profile,
+            "why": self.why,
+            "passed_over": [{"profile": n, "why": w} for n, w in self.passed_over],
+        }
+
+
+def detect_host(probe: HostProbe) -> Host:
+    """The host's GPU arch and count, from the doctor's nvidia-smi query."""
+    from collections import Counter
+
+    from bwstack.host.doctor.command import NVIDIA_SMI_QUERY
+    from bwstack.host.doctor.facts import gpus_from
+
+    gpus, problem = gpus_from(probe.run("nvidia_smi", NVIDIA_SMI_QUERY))
+    if problem is not None:
+        return Host(None, 0, f"no NVIDIA GPU ({problem})", problem)
+    kinds = Counter((g.name, g.arch or "sm?") for g in gpus)
+    summary = ", ".join(f"{count}x {name} ({arch})" for (name, arch), count in kinds.items())
+    archs = {g.arch for g in gpus}
+    if None in archs:
+        return Host(None, len(gpus), summary, "nvidia-smi reports no compute capability for a GPU")
+    if len(archs) > 1:
+        return Host(None, len(gpus), summary, f"GPUs of several archs ({', '.join(sorted(map(str, archs)))})")
+    return Host(str(archs.pop()), len(gpus), summary)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One profile's newest measured speed: the row's whole ``speed`` record and the report it is in."""
+
+    speed: dict[str, Any]
+    report: str  # the report folder, relative to reports/
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return float(self.speed[SPEED_KEY[1]])
+
+
+def _report_files(stack: Stack) -> list[tuple[str, Path]]:
+    """(report folder relative to reports/, results.json path), newest report first."""
+    reports = stack.root / "reports"
+    found = [*reports.glob("*/results.json"), *reports.glob("*/*/results.json")]
+    keyed = [(path.parent.relative_to(reports).as_posix(), path) for path in found]
+    return sorted(keyed, key=lambda item: (item[0].split("/")[0], item[0]), reverse=True)
+
+
+def measured(stack: Stack, arch: str) -> dict[str, Measured]:
+    """profile -> its newest measured speed on real hardware of ``arch`` (see the module docstring)."""
+    speeds: dict[str, Measured] = {}
+    for folder, path in _report_files(stack):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        mode = doc.get("mode") or {}
+        if mode.get("kind") == "mixed" or mode.get("standin") or mode.get("fast"):
+            continue
+        if (doc.get("stack") or {}).get("gpu_arch") != arch:
+            continue
+        for name, row in (doc.get("results") or {}).items():
+            speed = row.get(SPEED_KEY[0]) if isinstance(row, dict) else None
+            if not isinstance(speed, dict) or name in speeds or row.get("verdict") != "healthy":
+                continue
+            value = speed.get(SPEED_KEY[1])
+            if isinstance(value, int | float) and not isinstance(value, bool) and not speed.get("standin"):
+                speeds[name] = Measured(dict(speed), folder)
+    return speeds
+
+
+def measured_speeds(stack: Stack, arch: str) -> dict[str, tuple[float, str]]:
+    """profile -> (output tokens/s, report folder it comes from), newest report first."""
+    return {name: (m.output_tokens_per_s, m.report) for name, m in measured(stack, arch).items()}
+
+
+def _pass_reason(stack: Stack, name: str, host: Host) -> str | None:
+    from bwstack.know import rules
+
+    profile = stack.profile(name)
+    assert host.arch is not None
+    variant = stack.variant_for(name)
+    if host.arch not in variant.gpu_archs:
+        return (
+            f"image variant {variant.name} is built for {', '.join(variant.gpu_archs)} "
+            f"(pins.toml [cuda] gpu_archs), this host is {host.arch}"
+        )
+    if stack.model.tp_size > host.count:
+        return f"needs {stack.model.tp_size} GPUs (model.tp_size), this host has {host.count}"
+    if profile.known_bad and stack.arch_for(name) == host.arch:
+        return f"known to fail on {host.arch}: expect {profile.expect} ({profile.why or profile.description})"
+    prediction = rules.predict(stack, name, host.arch)
+    if prediction.verdict != "healthy":
+        return f"predicted {prediction.verdict} on {host.arch}: {prediction.decision.reason}"
+    return None
+
+
+def choose(stack: Stack, probe: HostProbe, *, pinned: str | None = None) -> Choice:
+    """Pick the profile ``bwstack up`` starts on this host (``pinned``: the ``BWSTACK_PROFILE`` value)."""
+    host = detect_host(probe)
+    if pinned:
+        check_pinned(stack, pinned)
+        return Choice(host, pinned, f"pinned by {PIN_ENV}")
+    if host.arch is None:
+        return Choice(host, None, f"{host.problem}; bwstack serves only on NVIDIA GPUs")
+    usable: list[str] = []
+    passed: list[tuple[str, str]] = []
+    for name in stack.profiles:
+        reason = _pass_reason(stack, name, host)
+        if reason is None:
+            usable.append(name)
+        else:
+            passed.append((name, reason))
+    if not usable:
+        return Choice(
+            host,
+            None,
+            f"none of the {len(passed)} profiles is expected and predicted healthy on {host.count}x "
+            f"{host.arch} (reasons below)",
+            passed,
+        )
+    speeds = measured_speeds(stack, host.arch)
+    order = {name: index for index, name in enumerate(stack.profiles)}
+    ranked = sorted(usable, key=lambda n: (n not in speeds, -speeds.get(n, (0.0, ""))[0], order[n]))
+    best = ranked[0]
+    fits = f"expected and predicted healthy on {host.arch}, {stack.model.tp_size} of {host.count} GPUs"
+    if best in speeds:
+        why = f"{fits}; fastest measured: {speeds[best][0]:g} output tokens/s (reports/{speeds[best][1]})"
+    else:
+        why = f"{fits}; first usable in profiles.yaml order (no measured speed)"
+    for name in ranked[1:]:
+        if name in speeds:
+            reason = f"usable, slower: {speeds[name][0]:g} output tokens/s (reports/{speeds[name][1]})"
+        elif best in speeds:
+            reason = "usable, no measured speed"
+        else:
+            reason = f"usable, after {best} in profiles.yaml order"
+        passed.append((name, reason))
+    passed.sort(key=lambda item: order[item[0]])
+    return Choice(host, best, why, passed)
+
+
+def pinned_profile() -> str | None:
+    """The ``BWSTACK_PROFILE`` pin, if set and not empty."""
+    value = os.environ.get(PIN_ENV, "").strip()
+    return value or None
+
+
+def check_pinned(stack: Stack, name: str) -> None:
+    """UserError naming the variable when ``BWSTACK_PROFILE`` names no profile."""
+    if name not in stack.profiles:
+        raise UserError(f"unknown profile {name!r} (profiles: {', '.join(stack.profiles)})", field=PIN_ENV)

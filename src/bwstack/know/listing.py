@@ -1,0 +1,166 @@
+"""``bwstack list``: the profiles grouped like NVIDIA NIM's list-model-profiles.
+
+One line per profile (the name whole, so it can be copied into ``bwstack up``; the verdict; a short reason
+clipped to the terminal width), details with ``--wide``, JSON with ``--json``. Without ``--arch``: expected to
+work / known to fail, each with its reason. With ``--arch``: each profile also gets a predicted verdict for
+that GPU arch from the rules engine (explain + audit + rules), marked ``!`` where it disagrees with the
+profile's own ``expect``. Where a ``bwstack sweep --bench`` on real hardware of the arch (``--arch``, else the
+stack's: ``cpu`` for a CPU stack) measured a healthy profile, its newest figures are shown as "measured"
+(:func:`bwstack.host.choose.measured`), with the host they were measured on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bwstack.stack.model import Stack
+from bwstack.sweep.bench import short_words, speed_words
+
+
+def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
+    """Machine-readable listing (``bwstack list --json``)."""
+    from bwstack.host.choose import measured
+
+    speeds = measured(stack, arch or ("cpu" if stack.is_cpu else stack.settings.gpu_arch))
+    rows = []
+    for name, profile in stack.profiles.items():
+        row: dict[str, Any] = {
+            "profile": name,
+            "variant": stack.variant_name_for(name),
+            "expect": profile.expect,
+            "arch": stack.arch_for(name),
+            "why": profile.why or profile.description,
+            "evidence": list(profile.evidence),
+            "backends": {k: v for k, v in profile.backends().items() if v is not None},
+            "measured": ({**speeds[name].speed, "report": speeds[name].report} if name in speeds else None),
+        }
+        if arch is not None:
+            row["prediction"] = _predict(stack, name, arch)
+        rows.append(row)
+    from bwstack.host.calibrate import load_baseline
+
+    baseline = load_baseline(stack)
+    quality = None if baseline is None else dict(baseline.__dict__.items())
+    return {
+        "file": str(stack.path),
+        "arch": arch,
+        "model": model_ref(stack),
+        "profiles": rows,
+        "quality_baseline": quality,
+        "quality": quality_words(stack),
+    }
+
+
+def quality_words(stack: Stack) -> str:
+    from bwstack.host.calibrate import describe
+
+    return describe(stack)
+
+
+def model_ref(stack: Stack) -> dict[str, Any]:
+    """The model every profile serves and the commit it is pinned to (None: unpinned)."""
+    return {"path": stack.model.path, "revision": stack.model.revision}
+
+
+def _predict(stack: Stack, profile_name: str, arch: str) -> dict[str, Any]:
+    from bwstack.know import rules
+
+    prediction = rules.predict(stack, profile_name, arch)
+    return prediction.to_json()
+
+
+def print_list(stack: Stack, *, arch: str | None, wide: bool = False, width: int | None = None) -> None:
+    """Print the listing: one line per profile (whole name, verdict, short reason); ``wide`` adds details."""
+    import click
+
+    for line in list_lines(list_data(stack, arch=arch), wide=wide, width=width):
+        click.echo(line)
+
+
+def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = None) -> list[str]:
+    """The listing as lines no longer than ``width`` (the terminal's; 80 on a pipe), profile names whole."""
+    from bwstack import textlayout
+
+    width = width or textlayout.terminal_width()
+    arch = data["arch"]
+    lines: list[str] = []
+    groups = [
+        ("Expected to work", [r for r in data["profiles"] if r["expect"] == "healthy"]),
+        ("Known to fail", [r for r in data["profiles"] if r["expect"] != "healthy"]),
+    ]
+    any_measured = any(row.get("measured") for row in data["profiles"])
+    measured_title = ["measured"] if any_measured else []
+    header = ["profile", f"on {arch}" if arch else "expect", *measured_title, "why"]
+    for title, rows in groups:
+        if not rows:
+            continue
+        lines.append(f"{title}:" if lines == [] else f"\n{title}:")
+        if wide:
+            for row in rows:
+                lines.extend(_wide_block(row, arch, width))
+            continue
+        cells = [
+            [row["profile"], _verdict(row, arch)]
+            + ([short_words(row.get("measured"))] if any_measured else [])
+            + [_short_reason(row)]
+            for row in rows
+        ]
+        lines.extend(textlayout.table(cells, width, header=header))
+    lines.append("")
+    model = data["model"]
+    pinned = model["revision"] or "not pinned (set model.revision)"
+    lines.extend(textlayout.wrap(f"model: {model['path']} @ {pinned}", width))
+    lines.extend(textlayout.wrap(str(data["quality"]), width))
+    hosts = sorted({str(r["measured"]["host"]) for r in data["profiles"] if r.get("measured")})
+    if hosts:
+        lines.extend(textlayout.wrap(f"measured (bwstack sweep --bench) on: {'; '.join(hosts)}", width))
+    hint = "start one: bwstack up PROFILE (or bwstack up: picks one for this host)"
+    lines.extend(textlayout.wrap(hint, width))
+    if not wide:
+        lines.extend(textlayout.wrap("details: bwstack list --wide; scripts: bwstack list --json", width))
+    return lines
+
+
+def _verdict(row: dict[str, Any], arch: str | None) -> str:
+    """The expected verdict; with ``arch`` the predicted one, marked ``!`` where it differs from expect."""
+    if arch is None:
+        return str(row["expect"])
+    pred = row["prediction"]
+    return str(pred["verdict"]) + ("!" if pred.get("agrees") is False else "")
+
+
+def _short_reason(row: dict[str, Any]) -> str:
+    pred = row.get("prediction")
+    if pred is not None and pred.get("agrees") is False:
+        why = pred.get("why_differs") or pred.get("reason")
+        return f"differs from expect {row['expect']}: {why}"
+    return str(row["why"])
+
+
+def _wide_block(row: dict[str, Any], arch: str | None, width: int) -> list[str]:
+    from bwstack import textlayout
+
+    indent = textlayout.INDENT
+    verdict = f"expect {row['expect']}"
+    if arch is not None:
+        pred = row["prediction"]
+        mark = " (differs from expect)" if pred.get("agrees") is False else ""
+        verdict += f", predicted on {arch}: {pred['verdict']}{mark}"
+    out = [f"{row['profile']}  [{verdict}]"]
+    parts = [f"variant: {row['variant']} ({row['arch']})", f"why: {row['why']}"]
+    backends = ", ".join(f"{k}={v}" for k, v in row["backends"].items())
+    if backends:
+        parts.append(f"backends: {backends}")
+    if arch is not None:
+        pred = row["prediction"]
+        if pred.get("reason"):
+            parts.append(f"prediction: {pred['reason']}")
+        if pred.get("why_differs"):
+            parts.append(f"differs: {pred['why_differs']}")
+    if row.get("measured"):
+        parts.append(f"measured: {speed_words(row['measured'])} (reports/{row['measured']['report']})")
+    parts.extend(f"evidence: {item}" for item in row["evidence"])
+    for part in parts:
+        lines = textlayout.wrap(part, width - 2, indent)
+        out.extend([lines[0], *("  " + line for line in lines[1:])])
+    return out
