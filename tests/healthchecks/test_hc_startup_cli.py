@@ -91,8 +91,8 @@ def test_bad_expect_and_unknown_profile_are_exit_2_one_line() -> None:
         assert message in out and len(out.strip().splitlines()) == 1 and "Traceback" not in out
 
 
-def test_the_readme_example_is_what_the_command_prints() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_documented_example_is_what_the_command_prints() -> None:
+    readme = (ROOT / "docs" / "knowledge.md").read_text()
     command = "$ bwstack classify-log --profile dense-triton-auto glm5-fp8-triton.log\n"
     shown = readme[readme.index(command) + len(command) :].split("```", 1)[0]
     code, out = _run("-f", str(ROOT / "profiles.yaml"), "--profile", "dense-triton-auto", str(SEED))
