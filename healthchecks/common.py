@@ -1,7 +1,7 @@
-"""Settings and small helpers shared by the in-image scripts (``warmup.py``, ``serve.py``); stdlib only.
-
-Holds the environment variable names and defaults of docs/design.md "Image layout", secret-file reading that
-never echoes the secret, redaction, and atomic file writes.
+"""The in-image contract, stdlib only: the serving image's paths, the environment variables and defaults of
+docs/design.md "Image layout", the duration grammar, secret-file reading that never echoes the secret,
+redaction, and atomic file writes. ``warmup.py`` and ``serve.py`` read it in the image; ``launch`` renders
+from it on the host.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from typing import Any
 
@@ -34,6 +35,16 @@ ENV_READY_PROBE = "BWSTACK_READY_PROBE"
 ENV_LINGER = "BWSTACK_LINGER"
 ENV_ENV_FILE = "BWSTACK_ENV_FILE"
 
+# --- the serving image's paths: their one home (launch.py renders them, the Dockerfile creates them) ---
+#: where the image ships these scripts
+HC_DIR = "/opt/bwstack/healthchecks"
+#: the model cache (HF_HOME): a named volume or the host folder ``stack.model_cache_path``
+HF_HOME = "/var/lib/bwstack/hf"
+#: the JIT-cache volume (one per variant)
+JIT_CACHE = "/var/cache/bwstack"
+#: where Compose and Kubernetes mount secret files
+SECRETS_DIR = "/run/secrets"
+
 DEFAULT_HC_URL = "http://127.0.0.1:30000"
 DEFAULT_HC_TIMEOUT = 30.0
 DEFAULT_HC_MODE = "full"
@@ -47,8 +58,8 @@ DEFAULT_LOG = "/var/log/bwstack/server.log"
 #: seconds a server log may stay unchanged while the port refuses before the server counts as dead
 DEFAULT_HC_STALL_AFTER = 900.0
 DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
-DEFAULT_API_KEY_FILE = "/run/secrets/api_key"
-DEFAULT_HF_TOKEN_FILE = "/run/secrets/hf_token"  # noqa: S105 - a path, not a secret
+DEFAULT_API_KEY_FILE = f"{SECRETS_DIR}/api_key"
+DEFAULT_HF_TOKEN_FILE = f"{SECRETS_DIR}/hf_token"
 DEFAULT_SERVER_MODULE = "sglang.launch_server"
 
 REDACTED = "***"
@@ -62,15 +73,29 @@ FAIL_FAST_CLASSES = signatures.FAIL_FAST_CLASSES
 EXIT_FAIL_FAST = 3
 
 
-def parse_seconds(text: str, default: float) -> float:
-    """Seconds in ``30``, ``30s``, ``500ms``, ``5m`` or ``1h``; ``default`` when empty or malformed."""
+#: a Compose duration: one or more number+unit parts (``30s``, ``45m``, ``1h30m``, ``1.5s``, ``500ms``);
+#: the one grammar of every duration bwstack reads (the stack file's healthcheck timings, k8s probes,
+#: up's wait, the environment)
+DURATION_PATTERN = r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+"
+DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_seconds(text: str) -> float | None:
+    """Seconds in a Compose duration (``DURATION_PATTERN``); None when ``text`` is not one."""
     text = text.strip()
-    units = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
-    for suffix, factor in units:
-        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
-            return float(text[: -len(suffix)]) * factor
+    if not re.fullmatch(DURATION_PATTERN, text):
+        return None
+    return sum(float(n) * DURATION_UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text))
+
+
+def parse_seconds(text: str, default: float) -> float:
+    """Seconds in a bare number (``30``) or a duration (``30s``, ``5m``, ``1h30m``); ``default`` when empty or
+    malformed (an environment variable must never stop the healthcheck)."""
+    seconds = duration_seconds(text)
+    if seconds is not None:
+        return seconds
     try:
-        return float(text)
+        return float(text.strip())
     except ValueError:
         return default
 

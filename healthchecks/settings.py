@@ -49,19 +49,20 @@ def _positive(text: str) -> float:
     return value
 
 
+def expect_pair(item: str) -> tuple[str, str]:
+    """One ``--expect KEY=VALUE`` (the one grammar of the healthcheck and ``classify-log``): the key
+    normalised (``--attention-backend`` and ``attention-backend`` are ``attention_backend``), the value
+    stripped."""
+    key, sep, value = item.partition("=")
+    key = key.strip().replace("-", "_").lstrip("_")
+    if not sep or not key or not value.strip():
+        raise UsageError(f"--expect {item.strip()!r}: expected KEY=VALUE")
+    return key, value.strip()
+
+
 def parse_expect(items: list[str]) -> dict[str, str]:
     """Parse KEY=VALUE items (each may hold several, comma-separated) into a dict."""
-    result: dict[str, str] = {}
-    for item in items:
-        for part in item.split(","):
-            if not part.strip():
-                continue
-            key, sep, value = part.partition("=")
-            key = key.strip().replace("-", "_").lstrip("_")
-            if not sep or not key or not value.strip():
-                raise UsageError(f"--expect wants KEY=VALUE, got {part.strip()!r}")
-            result[key] = value.strip()
-    return result
+    return dict(expect_pair(part) for item in items for part in item.split(",") if part.strip())
 
 
 def parse_baseline(text: str) -> tuple[str, float] | None:

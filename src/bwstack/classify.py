@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
-from healthchecks import signatures, startup, vocabulary
+from healthchecks import settings, signatures, startup, vocabulary
 
 
 def classify_log_file(path: str | Path) -> dict[str, Any]:
@@ -74,13 +74,14 @@ def parse_expect(items: list[str]) -> dict[str, str]:
     expect: dict[str, str] = {}
     valid = ", ".join(vocabulary.REPORT_FIELDS)
     for item in items:
-        key, sep, value = item.partition("=")
-        field = vocabulary.field_for_name(key.strip().replace("-", "_").lstrip("_"))
-        if not sep or not value.strip():
-            raise UserError(f"--expect {item!r}: expected KEY=VALUE (keys: {valid})")
+        try:
+            key, value = settings.expect_pair(item)
+        except settings.UsageError as exc:
+            raise UserError(f"{exc} (keys: {valid})") from None
+        field = vocabulary.field_for_name(key)
         if field is None:
-            raise UserError(f"--expect {item!r}: unknown key {key.strip()!r} (valid: {valid})")
-        expect[field] = value.strip()
+            raise UserError(f"--expect {item!r}: unknown key {key!r} (valid: {valid})")
+        expect[field] = value
     return expect
 
 
@@ -103,4 +104,4 @@ def profile_request(stack_file: Path, name: str) -> dict[str, str]:
     from bwstack import launch
     from bwstack.stack import model
 
-    return launch.requested_backends(model.load_stack(stack_file), name)
+    return launch.launch_spec(model.load_stack(stack_file), name).requested()

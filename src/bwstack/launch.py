@@ -18,21 +18,27 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from bwstack.stack import snapshots
+from healthchecks import common
 
 if TYPE_CHECKING:
     from bwstack.stack.model import Stack
 
-# Paths inside the serving image (the Dockerfile creates them; tests check both agree).
-HC_DIR = "/opt/bwstack/healthchecks"
-SERVER_LOG = "/var/log/bwstack/server.log"
-HF_HOME = "/var/lib/bwstack/hf"
-JIT_CACHE = "/var/cache/bwstack"
-HC_STATE = "/tmp/bwstack-hc.json"  # noqa: S108 - a fixed path inside the container
-SECRETS_DIR = "/run/secrets"
+# Paths inside the serving image: the in-image contract (healthchecks/common.py) is their one home; the
+# Dockerfile creates them (tests check both agree).
+HC_DIR = common.HC_DIR
+SERVER_LOG = common.DEFAULT_LOG
+HF_HOME = common.HF_HOME
+JIT_CACHE = common.JIT_CACHE
+HC_STATE = common.DEFAULT_HC_STATE
+SECRETS_DIR = common.SECRETS_DIR
 #: the secret files a stack may mount (under SECRETS_DIR), each switched on by the stack setting of its name
 SECRETS = ("hf_token", "api_key")
 #: where SGLang listens inside the container (the host side binds stack.bind_address)
 LISTEN_HOST = "0.0.0.0"  # noqa: S104 - inside the container
+#: the labels every renderer puts on a profile's service (and the sweep and `up` read back)
+LABEL_PROFILE = "io.bwstack.profile"
+LABEL_VARIANT = "io.bwstack.variant"
+LABEL_EXPECT = "io.bwstack.expect"
 
 
 class LaunchError(Exception):
@@ -91,6 +97,26 @@ class LaunchSpec:
     def secrets(self) -> tuple[str, ...]:
         return stack_secrets(self.stack)
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """The ``io.bwstack.*`` labels of the profile's service (compose labels, Kubernetes labels)."""
+        return {
+            LABEL_PROFILE: self.profile,
+            LABEL_VARIANT: self.variant,
+            LABEL_EXPECT: self.stack.profile(self.profile).expect,
+        }
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        """The description; for a known-bad profile also its expected failure and the evidence."""
+        profile = self.stack.profile(self.profile)
+        notes = {"io.bwstack.description": " ".join(profile.description.split())}
+        if profile.known_bad:
+            why = " ".join(profile.why.split())
+            notes["io.bwstack.expected-failure"] = f"{profile.expect}: {why}" if why else profile.expect
+            notes["io.bwstack.evidence"] = "; ".join(profile.evidence)
+        return notes
+
     # --- argv ---------------------------------------------------------------------------------------------
 
     @cached_property
@@ -116,9 +142,8 @@ class LaunchSpec:
         """The flags of the model settings ``keys`` (every one when none is named), in table order."""
         return [arg for key, args in self.model_args.items() if not keys or key in keys for arg in args]
 
-    @property
-    def listen_argv(self) -> list[str]:
-        return ["--host", LISTEN_HOST, "--port", str(self.port)]
+    def listen_argv(self, host: str = LISTEN_HOST) -> list[str]:
+        return ["--host", host, "--port", str(self.port)]
 
     @cached_property
     def backend_argv(self) -> list[str]:
@@ -142,10 +167,15 @@ class LaunchSpec:
         """model.extra_args, then the profile's extra_args, as written."""
         return [*self.stack.model.extra_args, *self.stack.profile(self.profile).extra_args]
 
+    def server_argv(self, listen_host: str = LISTEN_HOST) -> list[str]:
+        """The server's whole argv: model flags, listen address, backend flags, extra args (a multi-host
+        rank listens on another address than the container's all-interfaces default)."""
+        return [*self.model_argv(), *self.listen_argv(listen_host), *self.backend_argv, *self.extra_argv]
+
     @cached_property
     def argv(self) -> list[str]:
-        """The server's whole argv: model flags, listen address, backend flags, extra args."""
-        return [*self.model_argv(), *self.listen_argv, *self.backend_argv, *self.extra_argv]
+        """:meth:`server_argv` on the container's listen address."""
+        return self.server_argv()
 
     # --- environment --------------------------------------------------------------------------------------
 
@@ -182,38 +212,48 @@ class LaunchSpec:
 
     # --- healthcheck --------------------------------------------------------------------------------------
 
+    def requested(self, *, spelled: bool = False) -> dict[str, str]:
+        """What the profile asks for: every backend field it sets, and the TP size. ``spelled``: values as
+        the variant's SGLang spells them, ``auto`` left out (what /server_info can be compared with)."""
+        snapshot = self.stack.snapshot(self.variant)
+        found: dict[str, str] = {}
+        for key, value in self.stack.profile(self.profile).backends().items():
+            if value is None or (spelled and value == "auto"):
+                continue
+            found[key] = (snapshot.spell_value(key, value) or value) if spelled else value
+        found["tp_size"] = str(self.stack.model.tp_size)
+        return found
+
     @cached_property
     def expectations(self) -> list[str]:
-        """``key=value`` pairs the healthcheck compares with /server_info: every backend the profile asks
-        for (``auto`` left to SGLang), and the TP size."""
-        snapshot = self.stack.snapshot(self.variant)
-        pairs = []
-        for key, value in self.stack.profile(self.profile).backends().items():
-            if value is None or value == "auto":
-                continue
-            pairs.append(f"{key}={snapshot.spell_value(key, value) or value}")
-        pairs.append(f"tp_size={self.stack.model.tp_size}")
-        return pairs
+        """``key=value`` pairs the healthcheck compares with /server_info."""
+        return [f"{key}={value}" for key, value in self.requested(spelled=True).items()]
 
     @cached_property
     def healthcheck(self) -> list[str]:
         """The deep check in light mode, as an argv (no shell; Compose puts ``CMD`` in front)."""
+        return self.healthcheck_argv()
+
+    def healthcheck_argv(
+        self, *, mode: str = "light", url: str | None = "", state: str = common.DEFAULT_HC_STATE
+    ) -> list[str]:
+        """The deep check as an argv: ``url`` "" is this container's server, None leaves ``--url`` out (the
+        check then reads ``BWSTACK_HC_URL``, as a Kubernetes worker does)."""
         hc = self.stack.settings.healthcheck
-        test = [
-            "python3",
-            f"{HC_DIR}/warmup.py",
-            "--url",
-            f"http://127.0.0.1:{self.port}",
+        test = ["python3", f"{HC_DIR}/warmup.py"]
+        if url is not None:
+            test += ["--url", url or f"http://127.0.0.1:{self.port}"]
+        test += [
             "--timeout",
             "${BWSTACK_HC_CHECK_TIMEOUT:-" + str(hc.check_timeout) + "}",
             "--mode",
-            "light",
+            mode,
             "--decode-every",
             str(hc.decode_every),
             "--log",
             SERVER_LOG,
             "--state",
-            HC_STATE,
+            state,
         ]
         if self.stack.settings.api_key:
             test += ["--api-key-file", f"{SECRETS_DIR}/api_key"]
@@ -222,10 +262,3 @@ class LaunchSpec:
         for pair in self.expectations:
             test += ["--expect", pair]
         return test
-
-
-def requested_backends(stack: Stack, name: str) -> dict[str, str]:
-    """What the profile asks for (semantic fields it sets, and the TP size)."""
-    requested = {k: v for k, v in stack.profile(name).backends().items() if v is not None}
-    requested["tp_size"] = str(stack.model.tp_size)
-    return requested

@@ -123,7 +123,7 @@ def run_profile(
         "exit_code": judge.exit_code if exited else None,
         "oom_killed": False,
         "health": judge.health_evidence(),
-        "requested": launch.requested_backends(stack, name),
+        "requested": launch.launch_spec(stack, name).requested(),
         "effective": sweep.effective_from(info) if info else None,
         "server_version": str(info["version"]) if info and info.get("version") is not None else None,
         "timeout_s": options.timeout_s,

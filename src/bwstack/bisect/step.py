@@ -78,7 +78,7 @@ def label_commit(labels: dict[str, str]) -> str | None:
     own = labels.get(COMMIT_LABELS[0])
     if own:
         return own
-    if "io.bwstack.variant" in labels:
+    if launch.LABEL_VARIANT in labels:
         return None
     return labels.get(COMMIT_LABELS[1]) or None
 

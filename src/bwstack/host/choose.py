@@ -27,22 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
+from bwstack.host.doctor.detect import Host, detect_host
 from bwstack.host.doctor.probe import HostProbe
 from bwstack.stack.model import Stack
 
 PIN_ENV = "BWSTACK_PROFILE"
 #: where a sweep records a measured speed in a results.json row: row[SPEED_KEY[0]][SPEED_KEY[1]]
 SPEED_KEY = ("speed", "output_tokens_per_s")
-
-
-@dataclass(frozen=True)
-class Host:
-    """The GPUs this host has: ``arch`` None with ``problem`` set when there is no usable NVIDIA GPU."""
-
-    arch: str | None
-    count: int
-    summary: str
-    problem: str | None = None
 
 
 @dataclass
@@ -73,26 +64,6 @@ class Choice:
             "why": self.why,
             "passed_over": [{"profile": n, "why": w} for n, w in self.passed_over],
         }
-
-
-def detect_host(probe: HostProbe) -> Host:
-    """The host's GPU arch and count, from the doctor's nvidia-smi query."""
-    from collections import Counter
-
-    from bwstack.host.doctor.command import NVIDIA_SMI_QUERY
-    from bwstack.host.doctor.facts import gpus_from
-
-    gpus, problem = gpus_from(probe.run("nvidia_smi", NVIDIA_SMI_QUERY))
-    if problem is not None:
-        return Host(None, 0, f"no NVIDIA GPU ({problem})", problem)
-    kinds = Counter((g.name, g.arch or "sm?") for g in gpus)
-    summary = ", ".join(f"{count}x {name} ({arch})" for (name, arch), count in kinds.items())
-    archs = {g.arch for g in gpus}
-    if None in archs:
-        return Host(None, len(gpus), summary, "nvidia-smi reports no compute capability for a GPU")
-    if len(archs) > 1:
-        return Host(None, len(gpus), summary, f"GPUs of several archs ({', '.join(sorted(map(str, archs)))})")
-    return Host(str(archs.pop()), len(gpus), summary)
 
 
 @dataclass(frozen=True)

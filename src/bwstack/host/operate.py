@@ -26,6 +26,7 @@ from bwstack.host.dockercompose import Project
 from bwstack.render import compose
 from bwstack.stack.model import Stack
 from bwstack.stack.pins import Variant
+from healthchecks import common
 
 POLL_SECONDS = 2.0
 
@@ -48,14 +49,10 @@ def project_for(stack: Stack, compose_file: Path | None = None, env: dict[str, s
 
 def parse_duration(text: str) -> float:
     """Seconds in a compose duration such as ``45m``, ``30s``, ``1h30m`` or ``500ms``."""
-    total = 0.0
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-    matches = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text)
-    if not matches or "".join(n + u for n, u in matches) != text:
-        raise UserError(f"invalid duration {text!r} (examples: 30s, 45m, 1h)")
-    for number, unit in matches:
-        total += float(number) * units[unit]
-    return total
+    seconds = common.duration_seconds(text)
+    if seconds is None:
+        raise UserError(f"invalid duration {text!r} (examples: 30s, 45m, 1h30m)")
+    return seconds
 
 
 def ensure_secrets(stack: Stack) -> list[Path]:

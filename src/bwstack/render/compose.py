@@ -89,11 +89,7 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
         ],
         "secrets": list(spec.secrets),
         "healthcheck": healthcheck,
-        "labels": {
-            "io.bwstack.profile": profile_name,
-            "io.bwstack.variant": spec.variant,
-            "io.bwstack.expect": profile.expect,
-        },
+        "labels": spec.labels,
     }
 
 

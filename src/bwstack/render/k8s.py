@@ -27,6 +27,7 @@ from bwstack import launch
 from bwstack.errors import UserError
 from bwstack.render import compose, multihost
 from bwstack.stack.model import Stack
+from healthchecks import common
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -49,10 +50,8 @@ HEADER = (
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _COMPOSE_VAR = re.compile(r"\$\$|\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^}]*)\}")
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
 _SIZE = re.compile(r"^(\d+)([bkmg]|kb|mb|gb)?$")
 _SIZE_UNITS = {None: "", "b": "", "k": "Ki", "kb": "Ki", "m": "Mi", "mb": "Mi", "g": "Gi", "gb": "Gi"}
-_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
 
 
 # --- value conversions --------------------------------------------------------------------------------------
@@ -70,10 +69,10 @@ def literal(value: str) -> str:
 
 def seconds(duration: str) -> int:
     """A compose duration (``30s``, ``45m``) in whole seconds, at least 1."""
-    match = _DURATION.fullmatch(duration)
-    if match is None:
+    value = common.duration_seconds(duration)
+    if value is None:
         raise compose.RenderError(f"not a duration: {duration!r}")
-    return max(1, math.ceil(int(match.group(1)) * _SECONDS[match.group(2)]))
+    return max(1, math.ceil(value))
 
 
 def quantity(size: str) -> str:
@@ -115,14 +114,11 @@ def lws_name(stack: Stack, profile_name: str) -> str:
 
 
 def profile_labels(stack: Stack, profile_name: str) -> dict[str, str]:
-    """The io.bwstack.* labels compose sets too, checked as Kubernetes label values."""
-    profile = stack.profile(profile_name)
+    """The launch spec's labels (compose sets the same), checked as Kubernetes label values."""
     values = {
         "app.kubernetes.io/name": "bwstack",
         "app.kubernetes.io/instance": lws_name(stack, profile_name),
-        "io.bwstack.profile": profile_name,
-        "io.bwstack.variant": stack.variant_name_for(profile_name),
-        "io.bwstack.expect": profile.expect,
+        **launch.launch_spec(stack, profile_name).labels,
     }
     for key, value in values.items():
         if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
@@ -137,14 +133,8 @@ def profile_labels(stack: Stack, profile_name: str) -> dict[str, str]:
 
 
 def profile_annotations(stack: Stack, profile_name: str) -> dict[str, str]:
-    """The description, and for a known-bad profile the failure it is expected to show and the evidence."""
-    profile = stack.profile(profile_name)
-    notes = {"io.bwstack.description": " ".join(profile.description.split())}
-    if profile.known_bad:
-        why = " ".join(profile.why.split())
-        notes["io.bwstack.expected-failure"] = f"{profile.expect}: {why}" if why else profile.expect
-        notes["io.bwstack.evidence"] = "; ".join(profile.evidence)
-    return notes
+    """The launch spec's annotations: the description, a known-bad profile's failure and evidence."""
+    return launch.launch_spec(stack, profile_name).annotations
 
 
 def secret_name(stack: Stack, secret: str) -> str:
@@ -156,11 +146,7 @@ def secret_name(stack: Stack, secret: str) -> str:
 
 def probe_command(spec: launch.LaunchSpec, mode: str, state: str, leader: bool) -> list[str]:
     """The launch spec's healthcheck in ``mode``; workers take the URL from the env."""
-    argv = spec.healthcheck
-    argv = multihost.set_option(argv, "--mode", mode)
-    argv = multihost.set_option(argv, "--state", state)
-    if not leader:
-        argv = multihost.drop_option(argv, "--url")
+    argv = spec.healthcheck_argv(mode=mode, state=state, url="" if leader else None)
     return [literal(arg) for arg in argv]
 
 

@@ -77,22 +77,6 @@ def dist_argv(address: str, nnodes: str, rank: str) -> list[str]:
     return [DIST_FLAGS[0], address, DIST_FLAGS[1], nnodes, DIST_FLAGS[2], rank]
 
 
-def set_option(argv: Sequence[str], option: str, value: str) -> list[str]:
-    """``argv`` with the value after ``option`` replaced (the option must be present)."""
-    out = list(argv)
-    index = out.index(option)
-    out[index + 1] = value
-    return out
-
-
-def drop_option(argv: Sequence[str], option: str) -> list[str]:
-    """``argv`` without ``option`` and its value."""
-    out = list(argv)
-    index = out.index(option)
-    del out[index : index + 2]
-    return out
-
-
 def api_url(bind_address: str, port: int) -> str:
     """Where a check on the same host reaches a server bound to ``bind_address``."""
     if bind_address in ("0.0.0.0", "::"):  # noqa: S104 - a comparison, not a bind
@@ -124,14 +108,14 @@ def node_service(stack: Stack, profile_name: str, nodes: int, rank: int, rel: st
     """The compose service of one node rank, derived from the single-host service of the profile."""
     check_dist_flags(stack, profile_name)
     base = compose.service_context(stack, profile_name)
+    spec = launch.launch_spec(stack, profile_name)
     settings = stack.settings
-    argv = base["command"]
     dist = "${" + DIST_ENV + ":?" + DIST_HINT + "}"
     if rank == 0:
-        argv = set_option(argv, "--host", settings.bind_address)
-        test = set_option(base["healthcheck"]["test"], "--url", api_url(settings.bind_address, settings.port))
+        argv = spec.server_argv(settings.bind_address)
+        test = ["CMD", *spec.healthcheck_argv(url=api_url(settings.bind_address, settings.port))]
     else:
-        argv = set_option(argv, "--host", "127.0.0.1")
+        argv = spec.server_argv("127.0.0.1")
         test = liveness_test(settings.port, rank)
     base["healthcheck"]["test"] = test
     base["build"]["context"] = rel

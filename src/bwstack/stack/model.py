@@ -30,7 +30,7 @@ from bwstack.errors import UserError
 from bwstack.stack import pins, snapshots
 from bwstack.stack.snapshots import Snapshot
 from bwstack.stack.yamlload import Lines, load_yaml
-from healthchecks import signatures, vocabulary
+from healthchecks import common, signatures, vocabulary
 
 FORMAT_VERSION = 1
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
@@ -50,7 +50,7 @@ Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
 SafeToken = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,255}$")]
 SafePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._/][A-Za-z0-9._/-]{0,254}$")]
 ModelRef = Annotated[str, StringConstraints(pattern=r"^/?[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*$")]
-Duration = Annotated[str, StringConstraints(pattern=r"^\d+(?:ms|s|m|h)$")]
+Duration = Annotated[str, StringConstraints(pattern="^" + common.DURATION_PATTERN + "$")]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Z_][A-Z0-9_]*$")]
 ImageRepo = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")]
 HostAddr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F.:]+$")]

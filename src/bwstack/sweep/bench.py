@@ -216,7 +216,7 @@ def host_label(stack: Stack, *, standin: bool, gpus: Callable[[], str] | None = 
 
 def gpu_label() -> str:
     """``GPU: 8x NVIDIA RTX PRO 6000 … (sm120)`` from the doctor's probe, or why no GPU was seen."""
-    from bwstack.host.choose import detect_host
+    from bwstack.host.doctor.detect import detect_host
     from bwstack.host.doctor.probe import default_probe
 
     host = detect_host(default_probe())

@@ -12,7 +12,7 @@ from typing import Any
 from bwstack.errors import ExternalError
 from bwstack.host import operate
 from bwstack.host.dockercompose import Project
-from bwstack.launch import requested_backends
+from bwstack.launch import launch_spec
 from bwstack.stack.model import Stack
 from bwstack.sweep import bench, report
 from bwstack.sweep.display import Display, status_text
@@ -212,7 +212,7 @@ class Runner:
         if watch.info is None and state.get("Running"):
             watch.info = self.server_info()
         info = watch.info
-        requested = requested_backends(self.stack, watch.name)
+        requested = launch_spec(self.stack, watch.name).requested()
         return {
             "log_match": judge.log_evidence(),
             "log_tail": judge.log_tail(),
