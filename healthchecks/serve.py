@@ -28,7 +28,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shlex
 import signal
@@ -45,9 +44,9 @@ from typing import BinaryIO
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common
+from healthchecks import common, verdict
 
-PREFIX = "bwstack-serve:"
+PREFIX = verdict.MARKER
 READ_BYTES = 64 * 1024
 SPLIT_AT = 64 * 1024  # an unterminated run of output longer than this is written in pieces
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
@@ -128,7 +127,7 @@ class Tee:
 
     def say(self, message: str) -> None:
         """One line of the wrapper's own, with the ``bwstack-serve:`` prefix."""
-        self.emit(self.redact(f"{PREFIX} {message}\n".encode()))
+        self.emit(self.redact(f"{verdict.marker(message)}\n".encode()))
 
     def pump(self, fd: int) -> None:
         """Copy the child's output until EOF, cutting at line ends (\\n or \\r) and redacting secrets."""
@@ -248,43 +247,23 @@ class FailFast:
         self.done = threading.Event()
         self._lock = threading.Lock()
 
-    def verdict(self) -> tuple[str, str] | None:
-        try:
-            with open(self.state_file, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
-            return None
-        verdict = data.get("verdict") if isinstance(data, dict) else None
-        if not isinstance(verdict, dict):
-            return None
-        return str(verdict.get("class", "")), str(verdict.get("line", ""))
-
     def run(self) -> None:
         while not self.done.wait(WATCH_INTERVAL_S):
-            found = self.verdict()
-            if found is None or found[0] not in common.FAIL_FAST_CLASSES:
+            found = verdict.state_verdict(self.state_file)
+            if found is None or found[0].cls not in common.FAIL_FAST_CLASSES:
                 continue
-            self.stop(f"the healthcheck reported '{found[1]}'", found[1])
+            self.stop(f"the healthcheck reported '{found[0].line()}'", found[0])
             return
 
-    def _record_stop(self, line: str) -> None:
-        """Write the verdict beside the state file (atomically) for the healthcheck to repeat."""
-        parts = line.split(":", 2)
-        record = {"class": parts[1].strip() if len(parts) > 1 else "crash", "line": line, "time": time.time()}
-        path = self.state_file + common.STOPPED_SUFFIX
-        with contextlib.suppress(OSError):
-            with open(path + ".tmp", "w", encoding="utf-8") as fh:
-                json.dump(record, fh)
-            os.replace(path + ".tmp", path)
-
-    def stop(self, why: str, line: str) -> None:
-        """Stop the server (SIGTERM, SIGKILL after the grace); only the first caller acts."""
+    def stop(self, why: str, found: verdict.Verdict) -> None:
+        """Stop the server (SIGTERM, SIGKILL after the grace); only the first caller acts. The verdict is
+        recorded beside the state file for the healthcheck to repeat while the server is gone."""
         with self._lock:
             if self.triggered is not None:
                 return
-            self.triggered = line
+            self.triggered = found.line()
         self.tee.say(f"fail-fast: {why}; stopping the server")
-        self._record_stop(line)
+        verdict.write_record(self.state_file + common.STOPPED_SUFFIX, found, time.time())
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGTERM)
         if not self.done.wait(STOP_GRACE_S):
@@ -326,7 +305,7 @@ class Readiness:
             self.watcher.done.wait(READY_POLL_S)
         return False
 
-    def _probe(self) -> str:
+    def _probe(self) -> verdict.Verdict:
         argv = [
             sys.executable,
             WARMUP,
@@ -342,27 +321,25 @@ class Readiness:
                 argv, capture_output=True, text=True, timeout=READY_PROBE_TIMEOUT_S + 30, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"unhealthy: timeout: readiness probe did not finish ({type(exc).__name__})"
-        lines = done.stdout.strip().splitlines()
-        return (
-            lines[-1]
-            if lines
-            else f"unhealthy: warmup_failed: readiness probe printed nothing ({done.returncode})"
-        )
+            return verdict.Verdict("timeout", f"readiness probe did not finish ({type(exc).__name__})")
+        found = verdict.Verdict.parse(done.stdout)
+        if found is None:
+            return verdict.Verdict("warmup_failed", f"readiness probe printed nothing ({done.returncode})")
+        return found
 
     def run(self) -> None:
         if not self._ready():
             return
+        found = verdict.Verdict("starting", "readiness probe not run")
         for _attempt in range(READY_RETRIES):
-            line = self._probe()
-            cls = "healthy" if line.startswith("healthy") else line.split(":", 2)[1].strip()
-            if cls != "starting" or self.watcher.done.is_set():
+            found = self._probe()
+            if found.cls != "starting" or self.watcher.done.is_set():
                 break
             self.watcher.done.wait(1.0)
-        self.verdict = line
-        self.tee.say(f"readiness probe: {line}")
-        if self.fail_fast and cls in common.FAIL_FAST_CLASSES and not self.watcher.done.is_set():
-            self.watcher.stop(f"the readiness probe reported '{line}'", line)
+        self.verdict = found.line()
+        self.tee.say(f"readiness probe: {self.verdict}")
+        if self.fail_fast and found.cls in common.FAIL_FAST_CLASSES and not self.watcher.done.is_set():
+            self.watcher.stop(f"the readiness probe reported '{self.verdict}'", found)
 
 
 def _exit_code(status: int) -> int:
@@ -397,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     tee = Tee(BoundedLog(log_path, max_bytes), spec.secrets)
     if tee.log.error:
         tee.say(f"warning: {tee.log.error}; output goes to stdout only")
-    tee.say(f"starting {spec.shown}")
+    tee.say(f"{verdict.STARTING} {spec.shown}")
     try:
         proc = subprocess.Popen(
             spec.argv,
@@ -407,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             env=spec.env,
         )
     except OSError as exc:
-        tee.say(f"server crashed: cannot start {spec.argv[0]}: {exc.strerror or exc}")
+        tee.say(f"{verdict.CRASHED}: cannot start {spec.argv[0]}: {exc.strerror or exc}")
         return 127
     assert proc.stdout is not None
     forwarded: list[int] = []
@@ -434,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     watcher.done.set()
     reader.join(READER_GRACE_S)
     if watcher.triggered:
-        tee.say(f"server stopped by fail-fast (exit status {code}): {watcher.triggered}")
+        tee.say(verdict.stopped_message(code, watcher.triggered or ""))
         if readiness is not None and readiness.verdict == watcher.triggered:
             # no Docker probe has seen this verdict yet: stay until one records it (it repeats the stop)
             linger(tee, forwarded, state_file, exited_at, after_exit=True)
@@ -444,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         names = ", ".join(signal.Signals(s).name for s in dict.fromkeys(forwarded))
         tee.say(f"server stopped: exit status {code} after {names}")
     elif code != 0:
-        tee.say(f"server crashed: exit status {code}" + _signal_note(code))
+        tee.say(f"{verdict.CRASHED}: exit status {code}" + _signal_note(code))
     else:
         tee.say("server exited: exit status 0")
     if code != 0 and not forwarded:
@@ -482,12 +459,8 @@ def linger(
 
 def _last_verdict(state_file: str) -> tuple[str, float]:
     """(class, time) of the healthcheck's last verdict; ("", 0.0) when there is none."""
-    try:
-        with open(state_file, encoding="utf-8") as fh:
-            data = json.load(fh)
-        return str(data["verdict"]["class"]), float(data["verdict"]["time"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "", 0.0
+    found = verdict.state_verdict(state_file)
+    return (found[0].cls, found[1]) if found is not None else ("", 0.0)
 
 
 def _signal_note(code: int) -> str:

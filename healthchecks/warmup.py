@@ -40,6 +40,7 @@ if not __package__:  # run as a script: make the folder above importable so "hea
 from healthchecks import common, judging, signatures, startup
 from healthchecks.judging import Unhealthy
 from healthchecks.settings import Config, UsageError, parse_args
+from healthchecks.verdict import Verdict, read_json
 
 PROMPT = "The capital city of France is"
 TEMPERATURE = 0.7  # > 0 and no top-k/top-p/min-p: the plain multinomial path that trips on NaN
@@ -506,16 +507,10 @@ def startup_look(run: Run) -> Unhealthy | None:
 def _stopped_verdict(run: Run) -> Unhealthy | None:
     """The verdict the serve wrapper's fail-fast stopped the server on (its record beside the state file):
     repeated while the server is gone, so Docker's health log names the class the readiness probe found."""
-    try:
-        with open(run.cfg.state_path + common.STOPPED_SUFFIX, encoding="utf-8") as fh:
-            record = json.load(fh)
-        cls, line = str(record["class"]), str(record["line"])
-    except (OSError, ValueError, KeyError, TypeError):
+    found = Verdict.from_record(read_json(run.cfg.state_path + common.STOPPED_SUFFIX))
+    if found is None or found[0].cls not in signatures.CLASSES or found[0].cls in ("healthy", "starting"):
         return None
-    if cls not in signatures.CLASSES or cls in ("healthy", "starting"):
-        return None
-    reason = line.split(":", 2)[2].strip() if line.count(":") >= 2 else line
-    return Unhealthy(cls, f"{reason} (fail-fast stopped the server on this verdict)")
+    return Unhealthy(found[0].cls, f"{found[0].reason} (fail-fast stopped the server on this verdict)")
 
 
 def run_checks(run: Run) -> str:
@@ -557,21 +552,21 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     raise DeadlineExceeded()
 
 
-def _verdict(run: Run) -> tuple[int, str]:
+def _verdict(run: Run) -> Verdict:
     try:
         try:
             signal.setitimer(signal.ITIMER_REAL, max(0.001, run.deadline - time.monotonic()))
-            return 0, f"healthy: {run_checks(run)}"
+            return Verdict("healthy", run_checks(run))
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except Unhealthy as exc:
-        return 1, f"unhealthy: {exc.cls}: {exc.reason}"
+        return Verdict(exc.cls, exc.reason)
     except DeadlineExceeded:
-        return 1, f"unhealthy: timeout: no verdict within the {run.cfg.timeout:g}s budget (at {run.stage})"
+        return Verdict("timeout", f"no verdict within the {run.cfg.timeout:g}s budget (at {run.stage})")
     except UsageError as exc:
-        return 1, f"unhealthy: warmup_failed: healthcheck misconfigured: {exc}"
+        return Verdict("warmup_failed", f"healthcheck misconfigured: {exc}")
     except Exception as exc:  # never a traceback in the health log
-        return 1, f"unhealthy: warmup_failed: healthcheck internal error: {type(exc).__name__}: {exc}"
+        return Verdict("warmup_failed", f"healthcheck internal error: {type(exc).__name__}: {exc}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -580,19 +575,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = parse_args(argv)
     except UsageError as exc:
-        print(f"unhealthy: warmup_failed: healthcheck misconfigured: {' '.join(str(exc).split())}")
+        print(Verdict("warmup_failed", f"healthcheck misconfigured: {exc}").line())
         return 1
     api_key = common.read_secret(cfg.api_key_file)
     run = Run(cfg=cfg, deadline=started + cfg.timeout, api_key=api_key, state=load_state(cfg.state_path))
     signal.signal(signal.SIGALRM, _on_alarm)
-    code, line = _verdict(run)
-    line = common.redact(" ".join(line.split()), [api_key or ""])
-    verdict_class = "healthy" if code == 0 else line.split(":", 2)[1].strip()
-    # serve.py's fail-fast reads this
-    run.state["verdict"] = {"class": verdict_class, "line": line[:500], "time": time.time()}
+    found = _verdict(run)
+    found = Verdict(found.cls, common.redact(" ".join(found.reason.split()), [api_key or ""]))
+    run.state["verdict"] = found.record(time.time())  # serve.py's fail-fast reads this
     save_state(cfg.state_path, run.state)
-    print(line[:2000], flush=True)
-    return code
+    print(found.line()[:2000], flush=True)
+    return 0 if found.healthy else 1
 
 
 if __name__ == "__main__":

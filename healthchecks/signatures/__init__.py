@@ -40,6 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from healthchecks import verdict
 from healthchecks.signatures import gpu, runtime
 from healthchecks.signatures.classes import (
     CLASS_INFO,
@@ -84,7 +85,11 @@ MAX_TEXT = 500
 READY_TEXT = "The server is fired up and ready to roll"
 #: the lines that open a new server run in one log: SGLang's ServerArgs dump (a repr up to 0.5.1x, a dict in
 #: 0.5.23: ``server_args={'model_path': …``, seen in real 0.5.23 logs), this project's serve wrapper
-START_TEXTS: tuple[str, ...] = ("server_args=ServerArgs(", "server_args={", "bwstack-serve: starting ")
+START_TEXTS: tuple[str, ...] = (
+    "server_args=ServerArgs(",
+    "server_args={",
+    verdict.marker(verdict.STARTING) + " ",
+)
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,7 @@ _KEYS: tuple[str, ...] = tuple(
 #: checked for the exact keys that contain it. Chosen to cover many keys, to be long (a longer needle scans
 #: faster) and rare in healthy logs; a key that contains none of them is scanned for itself.
 _SCAN_WORDS: tuple[str, ...] = (
-    "error", "support", "ustom", "requires", "watchdog", "exit", "assert", "fail", "bwstack-serve",
+    "error", "support", "ustom", "requires", "watchdog", "exit", "assert", "fail", verdict.MARKER[:-1],
     "recognize", "illegal", "sigquit", "signal", "kernel", "ptx", "tensor",
     "not compatible with the current pytorch", "out of resource: shared memory",
     "should have a `model_type` key", "resources requested for launch", "unable to determine the device",

@@ -10,6 +10,9 @@ text.
 
 from __future__ import annotations
 
+import re
+
+from healthchecks import verdict
 from healthchecks.signatures.entry import LINE_START, Signature, sig
 
 _WEAK = 95  # generic traceback evidence: ranks after every crash banner
@@ -330,8 +333,8 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "crash",
-        r"^bwstack-serve: server crashed\b",
-        ("bwstack-serve: server crashed",),
+        "^" + re.escape(verdict.marker(verdict.CRASHED)) + r"\b",
+        (verdict.marker(verdict.CRASHED),),
         "this project's serve wrapper (healthchecks/serve.py) when the server exits non-zero on its own",
         "read the server log above",
     ),

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from healthchecks.verdict import Verdict
+
 from bwstack.errors import UserError
 from healthchecks import settings, signatures, startup, vocabulary
 
@@ -87,16 +89,8 @@ def parse_expect(items: list[str]) -> dict[str, str]:
 
 def probe_class(output: str) -> str | None:
     """The class of a healthcheck's last output line (``healthy: …`` / ``unhealthy: <class>: …``)."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    if not lines:
-        return None
-    last = lines[-1]
-    if last.startswith("healthy:") or last == "healthy":
-        return "healthy"
-    if last.startswith("unhealthy:"):
-        cls = last[len("unhealthy:") :].strip().split(":", 1)[0].strip()
-        return cls if cls in signatures.CLASSES else None
-    return None
+    found = Verdict.parse(output)
+    return found.cls if found is not None and found.cls in signatures.CLASSES else None
 
 
 def profile_request(stack_file: Path, name: str) -> dict[str, str]:

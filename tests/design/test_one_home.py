@@ -4,7 +4,8 @@
 - the ``io.bwstack.profile/variant/expect`` labels in ``launch.py`` (every renderer asks the launch spec);
 - the duration grammar (a Compose duration's units) in ``healthchecks/common.py``;
 - the ``--expect KEY=VALUE`` key normalisation in ``healthchecks/settings.py``;
-- a renderer never edits the argv the launch spec built (no ``set_option`` / ``drop_option``).
+- a renderer never edits the argv the launch spec built (no ``set_option`` / ``drop_option``);
+- the healthcheck's verdict line, state record and the serve wrapper's markers in ``healthchecks/verdict.py``.
 
 Each rule is a pattern that may match in its home and nowhere else; the detector is tested on planted copies.
 """
@@ -33,6 +34,10 @@ RULES: dict[str, tuple[str, set[str]]] = {
         {"healthchecks/settings.py"},
     ),
     "argv surgery in a renderer": (r"""def (set|drop)_option\b""", set()),
+    "the verdict line and markers": (
+        r"""["']((un)?healthy: |bwstack-serve: |server stopped by fail-fast)""",
+        {"healthchecks/verdict.py"},
+    ),
 }
 
 
@@ -66,6 +71,8 @@ def test_each_home_holds_its_fact() -> None:
         ('UNITS = re.compile(r"(\\d+)(ms|s|m|h)")\n', "duration grammar"),
         ('key = key.strip().replace("-", "_").lstrip("_")\n', "--expect key normalisation"),
         ("def set_option(argv, option, value):\n    pass\n", "argv surgery in a renderer"),
+        ('return 1, f"unhealthy: {cls}: {reason}"\n', "the verdict line and markers"),
+        ('print("bwstack-serve: starting")\n', "the verdict line and markers"),
     ],
 )
 def test_a_planted_copy_is_found(tmp_path: Path, source: str, rule: str) -> None:

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from healthchecks.verdict import Verdict
+
 from bwstack import launch
 from bwstack.errors import UserError
 from bwstack.render import compose
@@ -92,14 +94,16 @@ def service_name(profile_name: str, rank: int) -> str:
 def liveness_test(port: int, rank: int) -> list[str]:
     """Healthcheck of a rank above 0: its dummy server answers GET /health (it starts once the rank is up)."""
     url = f"http://127.0.0.1:{port}/health"
+    failed = Verdict("starting", f"node rank {rank}: GET /health failed:").line()
+    alive = Verdict("healthy", f"node rank {rank} alive (only rank 0 runs the deep check)").line()
     code = (
         "import sys, urllib.request\n"
         "try:\n"
-        f"    urllib.request.urlopen('{url}', timeout={LIVENESS_TIMEOUT_S})\n"
+        f"    urllib.request.urlopen({url!r}, timeout={LIVENESS_TIMEOUT_S})\n"
         "except Exception as exc:\n"
-        f"    print('unhealthy: starting: node rank {rank}: GET /health failed:', exc)\n"
+        f"    print({failed!r}, exc)\n"
         "    sys.exit(1)\n"
-        f"print('healthy: node rank {rank} alive (only rank 0 runs the deep check)')\n"
+        f"print({alive!r})\n"
     )
     return ["CMD", "python3", "-c", code]
 

@@ -4,14 +4,13 @@ the exit) and the :class:`Judge` that turns them into a failure class as soon as
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bwstack.classify import probe_class
-from healthchecks import signatures, startup
+from healthchecks import signatures, startup, verdict
 
 #: a fatal log signature waits this long for the root-cause line (the traceback follows the first crash line)
 SETTLE_S = 5.0
@@ -82,7 +81,6 @@ class Verdict:
 
 
 #: the serve wrapper's line when its fail-fast stopped the server (healthchecks/serve.py)
-FAIL_FAST_STOP = re.compile(r"server stopped by fail-fast \(exit status -?\d+\): unhealthy: ([a-z_]+):.*")
 
 
 def last_line(output: str) -> str:
@@ -162,9 +160,9 @@ class Judge:
         self.lines.append((self.line_count, text))
         self.scanner.feed(text.replace("\n", " ") + "\n")
         self.startup.feed(text)
-        stopped = FAIL_FAST_STOP.search(text)
+        stopped = verdict.parse_stopped(text)
         if stopped and self.fail_fast is None:
-            self.fail_fast = (stopped.group(1), stopped.group(0))
+            self.fail_fast = (stopped[0].cls, stopped[1])
         if not had_fatal and self.fatal_log() is not None:
             self._settle(now + self.settle_s)
 
