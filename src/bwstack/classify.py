@@ -14,7 +14,9 @@ from typing import Any
 
 from healthchecks.verdict import Verdict
 
+from bwstack import launch
 from bwstack.errors import UserError
+from bwstack.stack import model
 from healthchecks import settings, signatures, startup, vocabulary
 
 
@@ -95,7 +97,5 @@ def probe_class(output: str) -> str | None:
 
 def profile_request(stack_file: Path, name: str) -> dict[str, str]:
     """What profile ``name`` of the stack file asks for (its backend fields and the TP size)."""
-    from bwstack import launch
-    from bwstack.stack import model
 
     return launch.launch_spec(model.load_stack(stack_file), name).requested()

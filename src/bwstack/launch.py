@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from bwstack.host.calibrate import load_baseline
 from bwstack.stack import snapshots
 from healthchecks import common
 
@@ -201,7 +202,6 @@ class LaunchSpec:
         env["BWSTACK_PROFILE"] = self.profile
         env["BWSTACK_FAIL_FAST"] = "1"
         env["BWSTACK_LINGER"] = "${BWSTACK_HC_INTERVAL:-" + self.stack.settings.healthcheck.interval + "}"
-        from bwstack.host.calibrate import load_baseline
 
         baseline = load_baseline(self.stack)  # the quality probe's calibrated passage score (baselines.json)
         if baseline is not None:

@@ -38,9 +38,11 @@ from bwstack.bisect.search import Interrupted, Step, Tag
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
 from bwstack.host import operate
+from bwstack.lock import args as lock_args
+from bwstack.lock import wheelhouse
 from bwstack.stack import pins, snapshots
 from bwstack.stack.model import Stack
-from bwstack.sweep import report
+from bwstack.sweep import report, run_sweep
 
 #: seconds a pull of a tag's image may take (a CUDA image is tens of GB)
 PULL_TIMEOUT_S = 3600
@@ -200,7 +202,6 @@ class StepRunner:
 
     def prepare(self, image: str, tag: Tag) -> tuple[pins.Variant, snapshots.Snapshot]:
         """The throwaway variant's folder: its parser snapshot (dumped once), manifest and empty lock."""
-        from bwstack.lock import args as lock_args
 
         name = throwaway_name(self.base, image, tag)
         folder = self.out / VARIANTS_DIR / name
@@ -249,7 +250,6 @@ class StepRunner:
 
     def build(self, stack: Stack, variant: pins.Variant, ref: str) -> str:
         """The throwaway serving image, from a build context staged next to the state."""
-        from bwstack.lock import wheelhouse
 
         context = self.out / CONTEXT_DIR
         shutil.rmtree(context, ignore_errors=True)
@@ -277,7 +277,6 @@ class StepRunner:
 
     def sweep(self, stack: Stack, variant: pins.Variant, tag: Tag, timeout: float) -> dict[str, Any]:
         """The sweep of the profile on the throwaway variant (its own report; resumed when one is there)."""
-        from bwstack.sweep import run_sweep
 
         out = self.step_dir(tag)
         code = run_sweep(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import ExternalError, UserError
+from bwstack.files import atomic_write
 from bwstack.stack.model import Stack
 from healthchecks import common, judging, settings, warmup
 
@@ -177,7 +178,6 @@ def calibrate(
     data = _load(path)
     entry = {k: v for k, v in baseline.__dict__.items() if k != "passage"}
     data["models"].setdefault(stack.model.path, {})[judging.PASSAGE_ID] = entry
-    from bwstack.files import atomic_write
 
     atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return baseline, path

@@ -26,9 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bwstack import textlayout
 from bwstack.errors import UserError
 from bwstack.host.doctor.detect import Host, detect_host
 from bwstack.host.doctor.probe import HostProbe
+from bwstack.know import rules
 from bwstack.stack.model import Stack
 
 PIN_ENV = "BWSTACK_PROFILE"
@@ -47,7 +49,6 @@ class Choice:
 
     def lines(self, width: int = 80) -> list[str]:
         """The explanation ``bwstack up --dry-run`` prints, no wider than ``width`` (names whole)."""
-        from bwstack import textlayout
 
         out = textlayout.wrap(f"host: {self.host.summary}", width)
         head = f"choice: {self.profile}: " if self.profile is not None else "no usable profile: "
@@ -117,7 +118,6 @@ def measured_speeds(stack: Stack, arch: str) -> dict[str, tuple[float, str]]:
 
 
 def _pass_reason(stack: Stack, name: str, host: Host) -> str | None:
-    from bwstack.know import rules
 
     profile = stack.profile(name)
     assert host.arch is not None

@@ -26,10 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bwstack import __version__
 from bwstack.errors import ExternalError, UserError
+from bwstack.files import atomic_write
 from bwstack.host import modelcache
 from bwstack.host.modelcache import Location, human_bytes
 from bwstack.stack.model import Stack
+from bwstack.sweep.report import utc_now
 
 #: file names SGLang (transformers' config/tokenizer loaders) reads besides the weights
 NEEDED_NAMES = frozenset(
@@ -535,10 +538,6 @@ def _left_words(progress: Progress, what: str) -> str:
 def write_manifest(location: Location, stack: Stack, commit: str, files: Sequence[HubFile]) -> Path:
     """The manifest beside the cache (atomic): what is there, verified, at which commit."""
     import json
-
-    from bwstack import __version__
-    from bwstack.files import atomic_write
-    from bwstack.sweep.report import utc_now
 
     data = {
         "schema": modelcache.MANIFEST_SCHEMA,

@@ -20,9 +20,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bwstack import launch
+from bwstack import __version__, classify, launch
 from bwstack.errors import ExternalError, UserError
+from bwstack.host import modelcache
+from bwstack.host.calibrate import describe
 from bwstack.host.dockercompose import Project
+from bwstack.know import next_try
+from bwstack.lock import command as locking
+from bwstack.lock import wheelhouse
+from bwstack.nogpu import rootfs, tinymodel
 from bwstack.render import compose
 from bwstack.stack.model import Stack
 from bwstack.stack.pins import Variant
@@ -135,17 +141,12 @@ def up(
     else:
         refuse_known_bad(stack, profile_name)
     if project is None:
-        from bwstack.host import modelcache
-
         check_fresh(stack)
         warn = lambda text: print(f"bwstack: warning: {text}", file=sys.stderr)  # noqa: E731
         project = project_for(stack, env=modelcache.service_env(stack, skip=skip_model_check, warn=warn))
-        from bwstack.host.calibrate import describe
 
         print(f"bwstack: {describe(stack)}", file=echo)  # which quality checks the healthcheck runs
     if stack.tiny_models:
-        from bwstack.nogpu import tinymodel
-
         tinymodel.ensure_for_stack(stack, echo=lambda m: print(f"bwstack: {m}", file=echo))
     for path in ensure_secrets(stack):
         print(
@@ -230,7 +231,6 @@ def wait_healthy(project: Project, service: str, limit: float, echo: Any, stack:
 def report_failure(
     console: Any, cid: str, service: str, state: dict[str, Any], elapsed: float, *, stack: Stack | None = None
 ) -> None:
-    from bwstack import classify
 
     reason = health_reason(state) or "no healthcheck verdict recorded"
     console.print(
@@ -247,8 +247,6 @@ def report_failure(
     console.print(f"  details: docker inspect --format '{{{{json .State.Health}}}}' {cid[:12]}")
     cls = failure_class(reason, str(match["class"]))
     if stack is not None and cls is not None:
-        from bwstack.know import next_try
-
         try:
             line = next_try.suggest(stack, service, cls).line()
         except (UserError, ExternalError, OSError, ValueError) as exc:  # the failure report stands without it
@@ -258,7 +256,6 @@ def report_failure(
 
 def failure_class(health_reason: str, log_class: str | None) -> str | None:
     """The failure class of a failed ``up``: the server log's root cause, else the healthcheck's class."""
-    from bwstack import classify
 
     if log_class and log_class != "healthy":
         return log_class
@@ -300,8 +297,6 @@ def build(
 def prepare_cpu_build(stack: Stack, variant: Variant, *, echo: Callable[[str], object]) -> Path:
     """A CPU variant's build inputs: its Debian base (mmdebstrap, no registry), its verified wheelhouse, and
     the build context that carries both (the repository's context never holds the wheels)."""
-    from bwstack.lock import wheelhouse
-    from bwstack.nogpu import rootfs
 
     if variant.base_image == rootfs.ROOTFS_IMAGE:
         rootfs.ensure_rootfs(echo=echo)
@@ -359,8 +354,6 @@ def docker_build_argv(
     context: Path | None = None,
 ) -> list[str]:
     """The ``docker build`` command line of a variant's serving image (pins checked first)."""
-    from bwstack import __version__
-    from bwstack.lock import command as locking
 
     variant = stack.variant(variant_name)
     for path in (variant.lock_path, variant.manifest_path, variant.cli_snapshot_path):

@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bwstack.errors import ExternalError, UserError
+from bwstack.files import atomic_write
 from bwstack.know import venv_scripts, venvs
+from bwstack.launch import launch_spec
+from bwstack.nogpu import tinymodel
 from bwstack.stack import modelconfig
 from healthchecks import vocabulary
 
@@ -246,7 +249,6 @@ def profile_query(
     launch spec, :mod:`bwstack.launch`) that SGLang's resolution reads besides the backends (``--tp-size``,
     ``--quantization``, the model's and the profile's extra args) and the env the stack file asks for.
     """
-    from bwstack.launch import launch_spec
 
     profile = stack.profile(profile_name)
     spec = launch_spec(stack, profile_name, variant)
@@ -275,8 +277,6 @@ def stack_model_config(stack: Stack) -> dict[str, Any]:
         return load_model_config(stack.model.config, base=stack.root)
     tiny = stack.tiny_models.get(stack.model.path)
     if tiny is not None:
-        from bwstack.nogpu import tinymodel
-
         return tinymodel.config_json(tinymodel.TinySpec(arch=tiny.arch))
     raise UserError(
         "model.config is not set: name a model-config fixture or a config.json path for explain",
@@ -505,7 +505,6 @@ def _cache_path(sglang_version: str, query: Query) -> Path:
 
 
 def _store(path: Path, raw: Mapping[str, Any]) -> None:
-    from bwstack.files import atomic_write
 
     atomic_write(path, json.dumps({"format": CACHE_FORMAT, "result": dict(raw)}, indent=1))
 

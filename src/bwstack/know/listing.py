@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from bwstack import textlayout
+from bwstack.host.calibrate import describe, load_baseline
+from bwstack.host.choose import measured
+from bwstack.know import rules
 from bwstack.stack.model import Stack
 from bwstack.sweep.bench import short_words, speed_words
 
 
 def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
     """Machine-readable listing (``bwstack list --json``)."""
-    from bwstack.host.choose import measured
 
     speeds = measured(stack, arch or ("cpu" if stack.is_cpu else stack.settings.gpu_arch))
     rows = []
@@ -37,7 +40,6 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
         if arch is not None:
             row["prediction"] = _predict(stack, name, arch)
         rows.append(row)
-    from bwstack.host.calibrate import load_baseline
 
     baseline = load_baseline(stack)
     quality = None if baseline is None else dict(baseline.__dict__.items())
@@ -52,7 +54,6 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
 
 
 def quality_words(stack: Stack) -> str:
-    from bwstack.host.calibrate import describe
 
     return describe(stack)
 
@@ -63,7 +64,6 @@ def model_ref(stack: Stack) -> dict[str, Any]:
 
 
 def _predict(stack: Stack, profile_name: str, arch: str) -> dict[str, Any]:
-    from bwstack.know import rules
 
     prediction = rules.predict(stack, profile_name, arch)
     return prediction.to_json()
@@ -79,7 +79,6 @@ def print_list(stack: Stack, *, arch: str | None, wide: bool = False, width: int
 
 def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = None) -> list[str]:
     """The listing as lines no longer than ``width`` (the terminal's; 80 on a pipe), profile names whole."""
-    from bwstack import textlayout
 
     width = width or textlayout.terminal_width()
     arch = data["arch"]
@@ -138,7 +137,6 @@ def _short_reason(row: dict[str, Any]) -> str:
 
 
 def _wide_block(row: dict[str, Any], arch: str | None, width: int) -> list[str]:
-    from bwstack import textlayout
 
     indent = textlayout.INDENT
     verdict = f"expect {row['expect']}"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from bwstack.know import rules
 from bwstack.stack.model import BACKEND_FIELDS, Stack
 from healthchecks import vocabulary
 
@@ -66,7 +67,6 @@ class Suggestion:
 def _config(stack: Stack, name: str, arch: str) -> tuple[dict[str, str | None], Any]:
     """The profile's backend fields as written (stable: not what a local explain cache resolved) and its
     prediction on ``arch``."""
-    from bwstack.know import rules
 
     if arch == CPU:  # the rules and predictions are about GPU archs: on the CPU stack, expect alone decides
         return stack.profile(name).backends(), _NO_PREDICTION

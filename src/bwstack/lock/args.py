@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import ExternalError, UserError
+from bwstack.files import atomic_write
 from bwstack.know import venv_scripts, venvs
 from bwstack.stack import pins
 
@@ -123,7 +124,6 @@ def render_snapshot(snapshot: dict[str, Any]) -> str:
 
 def write_snapshot(path: Path, snapshot: dict[str, Any]) -> Path:
     """Write atomically (:func:`bwstack.files.atomic_write`)."""
-    from bwstack.files import atomic_write
 
     atomic_write(path, render_snapshot(snapshot))
     return path

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
+from bwstack.lock import args as lockargs
+from bwstack.lock import wheelhouse
 from bwstack.stack import pins
 
 Echo = Callable[[str], None]
@@ -66,8 +68,6 @@ def lock(root: Path, *, variants: Sequence[str], digest: bool, python: bool, arg
                 set_digest(variant.pins_path, resolved)
                 echo(f"  digest: {variant.base_image}@{resolved}")
         if args:
-            from bwstack.lock import args as lockargs
-
             try:
                 path = lockargs.lock_args(variant.dir, echo=echo)
             except ExternalError as exc:
@@ -139,7 +139,6 @@ def write_overrides_lock(variant: pins.Variant, hashes: Callable[[str, str], lis
 
 def write_wheelhouse_lock(variant: pins.Variant, echo: Echo) -> Path:
     """Download a CPU variant's wheelhouse with the host's pip and lock every file by its sha256."""
-    from bwstack.lock import wheelhouse
 
     folder = wheelhouse.cache_dir(variant)
     wheelhouse.download(variant, folder, echo)

@@ -17,7 +17,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion
 
 from bwstack.errors import ExternalError, UserError
-from bwstack.know import audit, backends
+from bwstack.files import atomic_write, sha256_file
+from bwstack.know import audit, backends, fatbin
 from bwstack.know.rules.book import ARCHES, version_or_none
 from bwstack.know.rules.inputs import package_versions
 from bwstack.know.rules.kernels import KERNEL_FACTS_FILE, KERNEL_FACTS_SCHEMA, load_kernel_facts
@@ -155,7 +156,6 @@ def _file_absent(
 
 def write_kernel_facts(path: Path, doc: Mapping[str, Any]) -> None:
     """Write a kernel facts document atomically."""
-    from bwstack.files import atomic_write
 
     atomic_write(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
@@ -234,7 +234,6 @@ def _check_libraries(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _binary_verdict(entry: Mapping[str, Any], arch: str) -> str:
-    from bwstack.know import fatbin
 
     device = vocabulary.ARCH_CAPABILITY[arch]
     if any(fatbin.parse_arch_name(t).runs_on(device) for t in entry.get("sass", [])):
@@ -311,6 +310,5 @@ def _snapshot_or_none(variant: pins.Variant) -> snapshots.Snapshot | None:
 
 
 def _sha256(path: Path) -> str:
-    from bwstack.files import sha256_file
 
     return sha256_file(path)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bwstack.errors import ExternalError, UserError
+from bwstack.host import operate
 from bwstack.nogpu.rootfs import LABEL, ROOTFS_IMAGE, Echo, ensure_rootfs, image_exists, run_logged
 from healthchecks import vocabulary
 
@@ -49,7 +50,6 @@ def ensure_standin_image(stack: Stack, *, variant: str | None = None, echo: Echo
         raise UserError(f"parser snapshot missing; run 'bwstack lock --args --variant {name}'", file=snapshot)
     version = pinned.sglang_version or _snapshot_version(snapshot)
     base = ensure_base_image(snapshot, version, echo=echo)
-    from bwstack.host import operate
 
     tag = f"{STANDIN_REPO}:{name}"
     echo(f"stand-in: building {tag} from the project Dockerfile on {base}")

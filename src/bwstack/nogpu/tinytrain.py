@@ -26,6 +26,7 @@ from typing import Any
 
 from bwstack.errors import ExternalError
 from bwstack.nogpu import tinymodel
+from healthchecks import judging
 
 DEFAULT_STEPS = 300
 LEARNING_RATE = 3e-3
@@ -37,7 +38,6 @@ TARGET_LOSS = 0.02
 
 
 def passage() -> str:
-    from healthchecks import judging
 
     return judging.PASSAGE
 

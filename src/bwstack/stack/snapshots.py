@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
+from bwstack.stack import snapshot_argparse
 from healthchecks import vocabulary
 
 SNAPSHOT_SCHEMA = "bwstack.sglang-args/1"
@@ -233,7 +234,6 @@ def check_argv(snapshot: Snapshot, argv: Sequence[str]) -> list[ArgProblem]:
     stand-in runs.
     Deprecated spellings come back as problems whose message starts with ``deprecated:``.
     """
-    from bwstack.stack import snapshot_argparse
 
     problems: list[ArgProblem] = []
     for index, item in enumerate(argv):

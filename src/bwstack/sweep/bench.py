@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from bwstack import launch
+from bwstack.host.doctor.detect import detect_host
+from bwstack.host.doctor.probe import default_probe
 from bwstack.stack.model import BenchSettings, Stack
 
 #: SGLang's benchmark client, run as a module inside the serving image
@@ -216,8 +218,6 @@ def host_label(stack: Stack, *, standin: bool, gpus: Callable[[], str] | None = 
 
 def gpu_label() -> str:
     """``GPU: 8x NVIDIA RTX PRO 6000 … (sm120)`` from the doctor's probe, or why no GPU was seen."""
-    from bwstack.host.doctor.detect import detect_host
-    from bwstack.host.doctor.probe import default_probe
 
     host = detect_host(default_probe())
     return f"GPU: {host.summary}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bwstack.stack import model
 from bwstack.stack.model import Stack
 from bwstack.sweep import report
 from bwstack.sweep.run import default_out, run_sweep
@@ -40,8 +41,6 @@ def run_demo(
     """``bwstack demo``: the real CPU sweep (profiles.cpu.yaml), then the stand-in sweep of ``stack``, then
     one combined report (``real-cpu/`` and ``stand-in/`` hold each part's own report)."""
     from rich.console import Console
-
-    from bwstack.stack import model
 
     console = console or Console(highlight=False, soft_wrap=True)
     out_dir = out if out is not None else default_out(stack)

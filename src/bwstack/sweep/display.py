@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bwstack import textlayout
 from bwstack.sweep import bench, report
 from bwstack.sweep.judge import Judge, last_line
 
@@ -96,7 +97,6 @@ def status_text(judge: Judge) -> str:
 
 def print_summary(doc: report.Document, out: Path, console: Any) -> None:
     """The matrix as plain rows (names whole at any width), where the report is, whether all matched."""
-    from bwstack import textlayout
 
     measured = any(row.get("speed") for row in doc["results"].values())
     rows = []

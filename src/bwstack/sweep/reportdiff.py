@@ -19,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bwstack import textlayout
+from bwstack.errors import UserError
 from bwstack.sweep import report
 from healthchecks import signatures
 
@@ -33,7 +35,6 @@ def severity(verdict: str | None) -> int:
 
 def load(path: Path) -> report.Document:
     """A results.json, or the report folder holding one; UserError (exit 2) when there is none."""
-    from bwstack.errors import UserError
 
     file = path / report.RESULTS_FILE if path.is_dir() else path
     if not file.is_file():
@@ -111,7 +112,6 @@ def _about(doc: report.Document) -> dict[str, Any]:
 
 def render_text(result: dict[str, Any], width: int) -> list[str]:
     """One line per changed profile (name whole), each side's reason wrapped below it, then the tally."""
-    from bwstack import textlayout
 
     lines = []
     rows = []

@@ -13,12 +13,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bwstack import launch
+from bwstack import __version__, launch
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.host import operate
+from bwstack.host import modelcache, operate
 from bwstack.host.dockercompose import Project
-from bwstack.nogpu import rootfs
+from bwstack.know import next_try
+from bwstack.nogpu import rootfs, tinymodel
+from bwstack.nogpu.standin_image import ensure_standin_image
 from bwstack.render import compose
 from bwstack.stack.model import Stack
 from bwstack.sweep import report
@@ -71,7 +73,6 @@ def default_timeout(stack: Stack, standin: bool) -> float:
 
 
 def document_for(plan: Plan, options: Options, variant: str | None) -> report.Document:
-    from bwstack import __version__
 
     stack = plan.stack
     settings = stack.settings
@@ -166,8 +167,6 @@ def compose_project(
     adjustments: list[str] = []
     files = [out / "compose.sweep.yaml"]
     if options.standin:
-        from bwstack.nogpu.standin_image import ensure_standin_image
-
         images = {
             variant: ensure_standin_image(stack, variant=variant, echo=console.print)
             for variant in sorted({stack.variant_name_for(n) for n in plan.names})
@@ -196,7 +195,6 @@ def compose_project(
 
 def prepare_real_cpu(plan: Plan, console: Any) -> None:
     """A CPU stack's real sweep: its tiny models in the model cache and its image (built once)."""
-    from bwstack.nogpu import tinymodel
 
     stack = plan.stack
     tinymodel.ensure_for_stack(stack, echo=lambda m: console.print(m, markup=False))
@@ -214,7 +212,6 @@ def model_env(stack: Stack, options: Options) -> dict[str, str]:
     """Compose variables from the model cache for a GPU sweep: a full sweep refuses (ExternalError) until
     `bwstack fetch` verified the model, so no profile's start period covers a download; a --fast sweep (dummy
     weights, only config and tokenizer read) runs either way, offline when the model is fetched."""
-    from bwstack.host import modelcache
 
     if not options.fast:
         return modelcache.service_env(stack)
@@ -392,7 +389,6 @@ def execute(
 def add_next_try(stack: Stack, doc: report.Document, row: dict[str, Any]) -> None:
     """A failed row gets ``next_try`` ({profile, why}): the nearest profile worth trying, never one that is
     known, predicted or (in this sweep) seen to fail on the row's arch (:mod:`bwstack.know.next_try`)."""
-    from bwstack.know import next_try
 
     if row["verdict"] == "healthy":
         return

@@ -176,8 +176,6 @@ def render_table(checks: list[Check], width: int, color: bool) -> str:
     under its column) and the fix on its own line below."""
     import click
 
-    from bwstack import textlayout
-
     lines = ["bwstack doctor"]
     groups: dict[str, list[Check]] = {}
     for check in checks:

@@ -15,6 +15,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from bwstack import textlayout
 from bwstack.errors import UserError
 from bwstack.know import backends
 from bwstack.stack import pins
@@ -369,7 +370,6 @@ def rules_data(book: RuleBook | None = None) -> dict[str, Any]:
 def render_rules_text(book: RuleBook | None = None, width: int | None = None) -> str:
     """The rules as text (``bwstack list --rules``), in the order they are tried: per rule its id whole, its
     class and SGLang range, then when / why / fix / evidence wrapped to the terminal width (80 on a pipe)."""
-    from bwstack import textlayout
 
     book = book or load_rules()
     width = width or textlayout.terminal_width()

@@ -61,6 +61,7 @@ from bwstack.know.rules.kernels import (
     load_kernel_facts,
 )
 from bwstack.stack.model import Stack
+from healthchecks import signatures
 
 ExplainMode = Literal["cached", "compute", "off"]
 
@@ -245,7 +246,6 @@ def _explain_verdict(resolution: explain.Resolution | None, ctx: Context, book: 
 
 
 def _classify(problem: explain.Problem) -> str:
-    from healthchecks import signatures
 
     match = signatures.classify_text(f"{problem.type}: {problem.message}")
     if match is not None and match.cls in FAILURE_CLASSES:

@@ -1,0 +1,47 @@
+"""bwstack's own modules are imported at the top of a module (issue 22): a function-level import of a
+``bwstack.*`` or ``healthchecks.*`` module is allowed only in ``src/bwstack/cli/``, whose commands import their
+rooms lazily so that ``bwstack --help`` and small commands start fast. Heavy third-party libraries (torch,
+huggingface_hub, jinja2, jsonschema, docker) may still be imported where they are used, for the same reason.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from support.stack import ROOT
+
+LAZY_ALLOWED = ("src/bwstack/cli/",)
+OWN = ("bwstack", "healthchecks")
+
+
+def function_level_own_imports(source: str) -> list[int]:
+    """Line numbers of imports of bwstack's own modules inside a function body."""
+    found: list[int] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, ast.ImportFrom) and child.level == 0:
+                if (child.module or "").split(".")[0] in OWN:
+                    found.append(child.lineno)
+            elif in_function and isinstance(child, ast.Import):
+                if any(alias.name.split(".")[0] in OWN for alias in child.names):
+                    found.append(child.lineno)
+            visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
+
+    visit(ast.parse(source), False)
+    return found
+
+
+def test_own_modules_are_imported_at_the_top() -> None:
+    problems = []
+    for path in [*sorted((ROOT / "src").rglob("*.py")), *sorted((ROOT / "healthchecks").rglob("*.py"))]:
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(LAZY_ALLOWED):
+            continue
+        problems += [f"{rel}:{line}" for line in function_level_own_imports(path.read_text(encoding="utf-8"))]
+    assert problems == []
+
+
+def test_a_function_level_import_is_found() -> None:
+    source = "import os\n\ndef f():\n    import json\n    from bwstack import launch\n    return launch\n"
+    assert function_level_own_imports(source) == [5]
