@@ -20,12 +20,14 @@ def function_level_own_imports(source: str) -> list[int]:
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if in_function and isinstance(child, ast.ImportFrom) and child.level == 0:
-                if (child.module or "").split(".")[0] in OWN:
-                    found.append(child.lineno)
-            elif in_function and isinstance(child, ast.Import):
-                if any(alias.name.split(".")[0] in OWN for alias in child.names):
-                    found.append(child.lineno)
+            if isinstance(child, ast.ImportFrom) and child.level == 0:
+                names = [child.module or ""]
+            elif isinstance(child, ast.Import):
+                names = [alias.name for alias in child.names]
+            else:
+                names = []
+            if in_function and any(name.split(".")[0] in OWN for name in names):
+                found.append(child.lineno)
             visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
 
     visit(ast.parse(source), False)
