@@ -32,7 +32,7 @@ from rich.console import Console
 
 from bwstack import sweep
 from bwstack.host import operate
-from bwstack.stack import model
+from bwstack.stack import loader
 from bwstack.sweep import bench
 
 
@@ -56,7 +56,7 @@ def step(runner: sweep.Runner, name: str) -> tuple[float, dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     path = args.file or Path("profiles.yaml" if args.standin else "profiles.cpu.yaml")
-    stack = model.load_stack(path)
+    stack = loader.load_stack(path)
     names = args.profile or [n for n, p in stack.profiles.items() if p.expect == "healthy"]
     out = Path(tempfile.mkdtemp(prefix="bwstack-bench-overhead-"))
     console = Console(stderr=True, highlight=False)

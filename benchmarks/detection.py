@@ -54,7 +54,7 @@ from bwstack.files import atomic_write
 from bwstack.host.dockercompose import Project
 from bwstack.nogpu.standin_image import ensure_standin_image
 from bwstack.render import compose
-from bwstack.stack import model
+from bwstack.stack import loader, schema
 
 POLL_S = 0.25
 SGLANG_ENTRYPOINT = ["python3", "-m", "sglang.launch_server"]
@@ -88,7 +88,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 class Setup:
     """What every scenario shares: the stack, the profile, the rendered document and host facts."""
 
-    stack: model.Stack
+    stack: schema.Stack
     profile: str
     rendered: dict[str, Any]
     memlock_refused: bool
@@ -96,7 +96,7 @@ class Setup:
 
 
 def make_setup(args: argparse.Namespace) -> Setup:
-    stack = model.load_stack(args.file)
+    stack = loader.load_stack(args.file)
     profile = args.profile or next(n for n, p in stack.profiles.items() if not p.known_bad)
     variant = stack.variant_name_for(profile)
     image = ensure_standin_image(stack, variant=variant, echo=lambda m: print(m, file=sys.stderr))

@@ -33,7 +33,7 @@ sys.path[:0] = [str(ROOT / "tests")]  # support.realsglang: the CPU venv, flags 
 
 from bwstack.host import calibrate  # noqa: E402
 from bwstack.nogpu import tinytrain  # noqa: E402
-from bwstack.stack.model import HealthcheckSettings  # noqa: E402
+from bwstack.stack.schema import HealthcheckSettings  # noqa: E402
 from healthchecks import common, judging  # noqa: E402
 from support.realsglang import real_server, venv_python  # noqa: E402
 

@@ -29,7 +29,7 @@ from rich.console import Console
 from bwstack import sweep
 from bwstack.host import operate
 from bwstack.host.dockercompose import Project
-from bwstack.stack import model
+from bwstack.stack import loader
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -71,7 +71,7 @@ def measured(runner: sweep.Runner, name: str) -> tuple[float, float, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stack = model.load_stack(args.file)
+    stack = loader.load_stack(args.file)
     names = args.profile or [n for n, p in stack.profiles.items() if p.expect == "healthy"][:2]
     out = Path(tempfile.mkdtemp(prefix="bwstack-sweep-bench-"))
     console = Console(stderr=True, highlight=False)

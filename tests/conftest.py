@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack.stack import model
+from bwstack.stack import loader, schema
 from support.stack import ROOT, copy_stack
 
 
@@ -34,21 +34,21 @@ def stack_copy(tmp_path: Path) -> Path:
 
 
 @pytest.fixture()
-def stack(stack_copy: Path) -> model.Stack:
+def stack(stack_copy: Path) -> schema.Stack:
     """The stack loaded from a scratch copy (one per test)."""
-    return model.load_stack(stack_copy)
+    return loader.load_stack(stack_copy)
 
 
 @pytest.fixture(scope="module")
-def module_stack(tmp_path_factory: pytest.TempPathFactory) -> model.Stack:
+def module_stack(tmp_path_factory: pytest.TempPathFactory) -> schema.Stack:
     """The stack loaded from a scratch copy made once per test module (for modules that only read it)."""
-    return model.load_stack(copy_stack(tmp_path_factory.mktemp("stack")))
+    return loader.load_stack(copy_stack(tmp_path_factory.mktemp("stack")))
 
 
 @pytest.fixture(scope="module")
-def repo_stack() -> model.Stack:
+def repo_stack() -> schema.Stack:
     """The repository's own profiles.yaml, loaded once per test module (read, never written)."""
-    return model.load_stack(ROOT / "profiles.yaml")
+    return loader.load_stack(ROOT / "profiles.yaml")
 
 
 @pytest.fixture()

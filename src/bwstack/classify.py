@@ -16,7 +16,7 @@ from healthchecks.verdict import Verdict
 
 from bwstack import launch
 from bwstack.errors import UserError
-from bwstack.stack import model
+from bwstack.stack import loader
 from healthchecks import settings, signatures, startup, vocabulary
 
 
@@ -98,4 +98,4 @@ def probe_class(output: str) -> str | None:
 def profile_request(stack_file: Path, name: str) -> dict[str, str]:
     """What profile ``name`` of the stack file asks for (its backend fields and the TP size)."""
 
-    return launch.launch_spec(model.load_stack(stack_file), name).requested()
+    return launch.launch_spec(loader.load_stack(stack_file), name).requested()

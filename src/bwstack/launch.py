@@ -22,7 +22,7 @@ from bwstack.stack import snapshots
 from healthchecks import common
 
 if TYPE_CHECKING:
-    from bwstack.stack.model import Stack
+    from bwstack.stack.schema import Stack
 
 # Paths inside the serving image: the in-image contract (healthchecks/common.py) is their one home; the
 # Dockerfile creates them (tests check both agree).

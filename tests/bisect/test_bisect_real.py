@@ -239,9 +239,9 @@ def test_a_tag_that_is_no_bwstack_image_gets_the_serving_layer_built_on_it(
     parser snapshot the dump would write is put in place first (the step then skips the dump)."""
     from bwstack.bisect import search
     from bwstack.bisect.step import StepRunner, image_labels, throwaway_name
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(tagged["root"] / "profiles.cpu.yaml")
+    stack = loader.load_stack(tagged["root"] / "profiles.cpu.yaml")
     runner = StepRunner(
         stack, PROFILE, tagged["repo"], tmp_path, fast=False, good_verdict="nan", console=None, echo=print
     )

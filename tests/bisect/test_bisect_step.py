@@ -10,13 +10,13 @@ import pytest
 from bwstack.bisect import search
 from bwstack.bisect.step import label_commit, throwaway_name, throwaway_variant
 from bwstack.errors import UserError
-from bwstack.stack import model
+from bwstack.stack import schema
 
 TAG = search.parse_tag("nightly-dev-cu13-20260801-1a2b3c4d")
 
 
 def test_the_throwaway_variant_is_the_tag_as_published_with_the_variants_arch_lists_and_env(
-    repo_stack: model.Stack, tmp_path: Path
+    repo_stack: schema.Stack, tmp_path: Path
 ) -> None:
     base = repo_stack.variant("nightly-cu13-20260705-754524d8")
     assert base.overrides and base.sources and base.env  # what the step must not (or must) carry over
@@ -34,13 +34,13 @@ def test_the_throwaway_variant_is_the_tag_as_published_with_the_variants_arch_li
     assert made.dir == tmp_path and made.kind == "nightly"
 
 
-def test_a_bad_repository_is_refused_as_the_repo_option(repo_stack: model.Stack, tmp_path: Path) -> None:
+def test_a_bad_repository_is_refused_as_the_repo_option(repo_stack: schema.Stack, tmp_path: Path) -> None:
     with pytest.raises(UserError) as caught:
         throwaway_variant(repo_stack.variant("v0.5.23-cu130"), "x", tmp_path, f"Bad Repo:{TAG.name}", TAG)
     assert caught.value.field == "--repo"
 
 
-def test_the_name_is_stable_and_differs_per_image_and_variant(repo_stack: model.Stack) -> None:
+def test_the_name_is_stable_and_differs_per_image_and_variant(repo_stack: schema.Stack) -> None:
     a, b = repo_stack.variant("v0.5.23-cu130"), repo_stack.variant("v0.5.9-cu130")
     one = throwaway_name(a, f"r/s:{TAG.name}", TAG)
     assert one == throwaway_name(a, f"r/s:{TAG.name}", TAG) and one.startswith(f"bisect-{TAG.sha}-")

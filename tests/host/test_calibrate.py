@@ -19,9 +19,10 @@ from bwstack.errors import ExternalError, UserError
 from bwstack.host import calibrate
 from bwstack.know import listing
 from bwstack.render import compose, k8s
-from bwstack.stack import model
+from bwstack.stack import loader
 from healthchecks import common, judging, settings
 from support.hc_fakes import FakeSGLang, generate_body
+from support.stack import edit_yaml
 
 MODEL = "nvidia/GLM-5-NVFP4"
 
@@ -37,7 +38,7 @@ GOOD = {"score": -0.4321, "margin": 1.5, "tokens": 60, "profile": "dense-fi-bf16
 
 
 def test_no_baseline_renders_nothing_and_list_says_so(stack_copy: Path) -> None:
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     assert calibrate.load_baseline(stack) is None
     assert "only the baseline-free checks run" in calibrate.describe(stack)
     env = launch.launch_spec(stack, "dense-fi-bf16").env()
@@ -47,7 +48,7 @@ def test_no_baseline_renders_nothing_and_list_says_so(stack_copy: Path) -> None:
 
 def test_a_baseline_reaches_every_rendered_healthcheck(stack_copy: Path) -> None:
     _write(stack_copy, GOOD)
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     rendered = YAML(typ="safe").load(compose.render_compose(stack))
     for name in stack.profiles:
         env = rendered["services"][name]["environment"]
@@ -68,7 +69,7 @@ def test_a_baseline_reaches_every_rendered_healthcheck(stack_copy: Path) -> None
 def test_a_malformed_file_is_one_line_exit_2(stack_copy: Path, entry: object, message: str) -> None:
     path = _write(stack_copy, entry)
     with pytest.raises(UserError) as err:
-        calibrate.load_baseline(model.load_stack(stack_copy))
+        calibrate.load_baseline(loader.load_stack(stack_copy))
     assert message in err.value.render() and str(path) in err.value.render()
     done = subprocess.run(
         [str(Path(sys.executable).parent / "bwstack"), "render", "-f", str(stack_copy), "--check"],
@@ -79,7 +80,7 @@ def test_a_malformed_file_is_one_line_exit_2(stack_copy: Path, entry: object, me
 
 
 def test_calibrate_refuses_another_model_and_a_flat_server(stack_copy: Path) -> None:
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     with FakeSGLang() as fake:  # its /server_info says nvidia/GLM-5.2-NVFP4
         body = generate_body()
         body["meta_info"]["input_token_logprobs"] = [[None, 1, None], [-0.3, 2, None], [-0.5, 3, None]]
@@ -98,9 +99,8 @@ def test_calibrate_writes_the_file_atomically_and_keeps_other_models(stack_copy:
     path = stack_copy.parent / calibrate.BASELINES_FILE
     other = {"schema": calibrate.SCHEMA, "models": {"other/model": {"p": {"score": -1.0}}}}
     path.write_text(json.dumps(other))
-    text = stack_copy.read_text().replace(f"  path: {MODEL}\n", "  path: nvidia/GLM-5.2-NVFP4\n")
-    stack_copy.write_text(text)
-    stack = model.load_stack(stack_copy)
+    edit_yaml(stack_copy, lambda d: d["model"].update(path="nvidia/GLM-5.2-NVFP4"))
+    stack = loader.load_stack(stack_copy)
     with FakeSGLang() as fake:
         body = generate_body()
         body["meta_info"]["input_token_logprobs"] = [[None, 1, None], [-0.3, 2, None], [-0.5, 3, None]]
@@ -110,4 +110,4 @@ def test_calibrate_writes_the_file_atomically_and_keeps_other_models(stack_copy:
     data = json.loads(path.read_text())
     assert data["models"]["other/model"] == {"p": {"score": -1.0}}
     assert data["models"]["nvidia/GLM-5.2-NVFP4"][judging.PASSAGE_ID]["margin"] == 0.5
-    assert calibrate.load_baseline(model.load_stack(stack_copy)) == baseline
+    assert calibrate.load_baseline(loader.load_stack(stack_copy)) == baseline

@@ -138,9 +138,9 @@ def test_a_named_profile_wins() -> None:
 
 
 def _names() -> list[str]:
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    return list(model.load_stack(ROOT / "profiles.yaml").profiles)
+    return list(loader.load_stack(ROOT / "profiles.yaml").profiles)
 
 
 def _speed_report(root: Path, stamp: str, speeds: dict[str, float], *, standin: bool = False) -> None:
@@ -191,10 +191,10 @@ def _swept(
 ) -> None:
     """A report as the sweep writes it with --bench: each row's speed made by bench.record (None: the bench
     step completed nothing, so the row has an error and no figures)."""
-    from bwstack.stack import model
+    from bwstack.stack import schema
     from bwstack.sweep import bench
 
-    settings = model.BenchSettings(num_prompts=4, input_len=8, output_len=4, concurrency=2, time_limit_s=30)
+    settings = schema.BenchSettings(num_prompts=4, input_len=8, output_len=4, concurrency=2, time_limit_s=30)
     doc = report.new_document(
         stack={
             "file": "profiles.yaml",
@@ -223,7 +223,7 @@ def _swept(
 
 def test_the_sweeps_own_speed_records_rank_and_nested_parts_count(stack_copy: Path) -> None:
     from bwstack.host import choose
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
     root = stack_copy.parent
     _swept(root, "20260401T000000Z/real", gpu_arch="sm120", speeds={"dense-triton-bf16": 800.0})
@@ -233,7 +233,7 @@ def test_the_sweeps_own_speed_records_rank_and_nested_parts_count(stack_copy: Pa
         root, "20260301T000000Z", gpu_arch="sm120", speeds={"dense-fi-bf16": 700.0, "dsa-fi-sparse-fp8": None}
     )
     _swept(root, "20260501T000000Z", gpu_arch="sm100", speeds={"dsa-fi-sparse-fp8": 5000.0})  # another arch
-    found = choose.measured(model.load_stack(stack_copy), "sm120")
+    found = choose.measured(loader.load_stack(stack_copy), "sm120")
     assert {name: (m.output_tokens_per_s, m.report) for name, m in found.items()} == {
         "dense-triton-bf16": (800.0, "20260401T000000Z/real"),
         "dense-fi-bf16": (700.0, "20260301T000000Z"),

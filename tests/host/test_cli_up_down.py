@@ -28,7 +28,7 @@ from bwstack import cli, launch, sweep
 from bwstack.files import atomic_write
 from bwstack.host import operate
 from bwstack.host.dockercompose import Project
-from bwstack.stack import model
+from bwstack.stack import schema
 from support import dockerstack
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 @dataclass(frozen=True)
 class CliStack:
-    stack: model.Stack
+    stack: schema.Stack
     healthy: str
     bad: str
 
@@ -49,7 +49,7 @@ class CliStack:
         return self.stack.settings.project
 
 
-def _pick_profiles(stack: model.Stack) -> tuple[str, str]:
+def _pick_profiles(stack: schema.Stack) -> tuple[str, str]:
     default = stack.settings.variant
     healthy = next(
         n for n, p in stack.profiles.items() if not p.known_bad and (p.variant or default) == default
@@ -106,7 +106,7 @@ def engine_adjusted(
         atomic_write(extra[-1], sweep.memlock_reset(names))
     shipped = operate.project_for
 
-    def project_for(stack: model.Stack, compose_file: Path | None = None, env: Any = None) -> Project:
+    def project_for(stack: schema.Stack, compose_file: Path | None = None, env: Any = None) -> Project:
         project = shipped(stack, compose_file, env)
         return dataclasses.replace(project, files=(*project.files, *extra))
 

@@ -31,7 +31,7 @@ from bwstack.host.doctor import command as doctor
 from bwstack.host.doctor.host import check_model_cache
 from bwstack.host.doctor.probe import CommandResult
 from bwstack.render import compose
-from bwstack.stack import model
+from bwstack.stack import loader
 from support.hub import Hub, Repo, serve, tiny_model
 
 REPO = "bwtest/tiny-glm"
@@ -152,7 +152,7 @@ def test_full_fetch_downloads_what_sglang_needs_verifies_and_records(
 
 
 def test_after_fetch_up_runs_offline_and_doctor_says_present(hub: Hub, repo: Repo, profiles: Path) -> None:
-    stack = model.load_stack(profiles)
+    stack = loader.load_stack(profiles)
     with pytest.raises(ExternalError, match=r"not fetched.*run 'bwstack fetch' first.*--skip-model-check"):
         modelcache.service_env(stack)
     assert check_model_cache(doctor.model_cache_status(profiles, probe=None)).status == "warn"  # type: ignore[arg-type]
@@ -174,7 +174,7 @@ def test_up_refuses_before_any_container_when_the_model_is_missing(profiles: Pat
     runner = CliRunner()
     rendered = runner.invoke(cli.main, ["render", "-f", str(profiles)])
     assert rendered.exit_code == 0, rendered.output
-    stack = model.load_stack(profiles)
+    stack = loader.load_stack(profiles)
     name = next(n for n, p in stack.profiles.items() if not p.known_bad)
     refused = runner.invoke(cli.main, ["up", "-f", str(profiles), name])
     assert refused.exit_code == 1, refused.output
@@ -217,7 +217,7 @@ def _resume_after_sigkill(hub: Hub, repo: Repo, profiles: Path) -> None:
         proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     # the cache is partial: no manifest, up refuses and says how to resume
-    stack = model.load_stack(profiles)
+    stack = loader.load_stack(profiles)
     found = modelcache.status(location(profiles), REPO, repo.commit)
     assert found.state == "partial" and found.bytes_on_disk > 0
     with pytest.raises(ExternalError, match=r"partial, .* on disk.*run 'bwstack fetch' first"):
@@ -359,7 +359,7 @@ def test_selection_keeps_one_weight_format() -> None:
 def test_full_sweep_refuses_until_fetched_fast_sweep_does_not(hub: Hub, profiles: Path) -> None:
     from bwstack import sweep
 
-    stack = model.load_stack(profiles)
+    stack = loader.load_stack(profiles)
     with pytest.raises(ExternalError, match=r"not fetched.*run 'bwstack fetch' first"):
         sweep.run_sweep(
             stack,

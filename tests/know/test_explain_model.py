@@ -12,7 +12,7 @@ import pytest
 
 from bwstack.errors import UserError
 from bwstack.know import explain
-from bwstack.stack import model
+from bwstack.stack import schema
 from healthchecks import vocabulary
 
 pytestmark = pytest.mark.usefixtures("scratch_cache")  # an empty $BWSTACK_CACHE per test
@@ -180,7 +180,7 @@ def test_cache_roundtrip_and_key() -> None:
     )
 
 
-def test_profile_query_carries_what_the_server_gets(stack: model.Stack) -> None:
+def test_profile_query_carries_what_the_server_gets(stack: schema.Stack) -> None:
     version, query, notes = explain.profile_query(stack, "dsa-fi-sparse-fp8", arch="sm120")
     profile = stack.profiles["dsa-fi-sparse-fp8"]
     assert version == stack.variant_for("dsa-fi-sparse-fp8").sglang_version
@@ -198,7 +198,7 @@ def test_profile_query_carries_what_the_server_gets(stack: model.Stack) -> None:
 
 
 def test_explain_uses_the_variants_version_and_notes_a_proxy(
-    stack: model.Stack, monkeypatch: pytest.MonkeyPatch
+    stack: schema.Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[tuple[str, explain.Query]] = []
 
@@ -218,7 +218,7 @@ def test_explain_uses_the_variants_version_and_notes_a_proxy(
     assert "note:" in result.render_text()
 
 
-def test_cached_explanation_never_runs_sglang(stack: model.Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cached_explanation_never_runs_sglang(stack: schema.Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*_: Any, **__: Any) -> None:
         raise AssertionError("must not run SGLang")
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from bwstack import sweep
 from bwstack.host import operate
 from bwstack.know import next_try, rules
-from bwstack.stack import model
+from bwstack.stack import schema
 from healthchecks import signatures
 
 # every known-bad shipped profile failing with its own class on sm120 -> the profile worth trying next
@@ -24,7 +24,7 @@ SHIPPED = {
 
 
 @pytest.mark.parametrize("failed", list(SHIPPED))
-def test_each_known_failure_names_the_nearest_healthy_profile(repo_stack: model.Stack, failed: str) -> None:
+def test_each_known_failure_names_the_nearest_healthy_profile(repo_stack: schema.Stack, failed: str) -> None:
     cls = repo_stack.profile(failed).expect
     hint = next_try.suggest(repo_stack, failed, cls)
     name, move = SHIPPED[failed]
@@ -37,12 +37,12 @@ def test_each_known_failure_names_the_nearest_healthy_profile(repo_stack: model.
     assert chosen.expect == "healthy" and rules.predict(repo_stack, name, "sm120").verdict == "healthy"
 
 
-def test_nan_on_the_dense_path_with_fp8_kv_points_at_the_bf16_kv_profile(repo_stack: model.Stack) -> None:
+def test_nan_on_the_dense_path_with_fp8_kv_points_at_the_bf16_kv_profile(repo_stack: schema.Stack) -> None:
     hint = next_try.suggest(repo_stack, "modelcard-fi-auto", "nan")
     assert hint.line().startswith("next to try: dense-fi-bf16: nan on sm120 points at kv_cache_dtype")
 
 
-def test_never_a_profile_seen_failing_here(repo_stack: model.Stack) -> None:
+def test_never_a_profile_seen_failing_here(repo_stack: schema.Stack) -> None:
     seen = {"dense-fi-bf16": "nan"}
     hint = next_try.suggest(repo_stack, "modelcard-fi-auto", "nan", verdicts=seen)
     assert hint.profile not in (None, "dense-fi-bf16", "modelcard-fi-auto")
@@ -56,7 +56,7 @@ def test_never_a_profile_seen_failing_here(repo_stack: model.Stack) -> None:
     )
 
 
-def test_a_class_without_implicated_fields_takes_the_nearest(repo_stack: model.Stack) -> None:
+def test_a_class_without_implicated_fields_takes_the_nearest(repo_stack: schema.Stack) -> None:
     # one field changed, same variant (legacy-dense-fi-bf16 has the same backends on another image: one more)
     hint = next_try.suggest(repo_stack, "dense-fi-bf16", "crash")
     assert hint.line() == (
@@ -67,7 +67,7 @@ def test_a_class_without_implicated_fields_takes_the_nearest(repo_stack: model.S
 
 def test_classes_are_the_catalogs() -> None:
     assert set(next_try.FIELDS_FOR_CLASS) <= set(signatures.CLASSES)
-    assert all(set(fields) <= set(model.BACKEND_FIELDS) for fields in next_try.FIELDS_FOR_CLASS.values())
+    assert all(set(fields) <= set(schema.BACKEND_FIELDS) for fields in next_try.FIELDS_FOR_CLASS.values())
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def test_failure_class_of_a_failed_up(reason: str, log_class: str | None, cls: s
     assert operate.failure_class(reason, log_class) == cls
 
 
-def test_a_failed_sweep_row_prints_and_records_its_next_profile(repo_stack: model.Stack) -> None:
+def test_a_failed_sweep_row_prints_and_records_its_next_profile(repo_stack: schema.Stack) -> None:
     doc: dict[str, object] = {"results": {}}
     row = {"profile": "dsa-trtllm-fp8", "verdict": "unsupported_arch", "expect": "unsupported_arch"}
     sweep.add_next_try(repo_stack, doc, row)  # type: ignore[arg-type]

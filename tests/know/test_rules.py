@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from bwstack.errors import UserError
 from bwstack.know import backends, rules
 from bwstack.know.rules import book
-from bwstack.stack.model import EXPECT_CLASSES
+from bwstack.stack.schema import EXPECT_CLASSES
 from bwstack.stack.yamlload import load_yaml
 from healthchecks import signatures
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from bwstack.know import explain, rules
-from bwstack.stack import model
+from bwstack.stack import loader
 from support.stack import ROOT
 
 pytestmark = [pytest.mark.wheels, pytest.mark.slow]
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.wheels, pytest.mark.slow]
     ["dense-triton-auto", "dsa-trtllm-fp8", "legacy-nsa-default-fp8"],
 )
 def test_static_fallback_agrees_with_sglangs_own_resolution(name: str) -> None:
-    stack = model.load_stack(ROOT / "profiles.yaml")
+    stack = loader.load_stack(ROOT / "profiles.yaml")
     explain.explain(stack, name, arch="sm120", variant=None)  # computes and caches SGLang's own answer
     own = rules.predict(stack, name, "sm120")
     static = rules.predict(stack, name, "sm120", explain_mode="off")

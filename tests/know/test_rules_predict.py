@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from bwstack.cli import main
 from bwstack.know import explain, rules
-from bwstack.stack import model
+from bwstack.stack import loader, schema
 from support.stack import ROOT
 
 pytestmark = pytest.mark.usefixtures("scratch_cache")  # an empty $BWSTACK_CACHE per test
@@ -43,12 +43,12 @@ SM120 = {
 }
 
 
-def test_the_table_covers_every_shipped_profile(repo_stack: model.Stack) -> None:
+def test_the_table_covers_every_shipped_profile(repo_stack: schema.Stack) -> None:
     assert set(SM120) == set(repo_stack.profiles)
 
 
 @pytest.mark.parametrize("name", sorted(SM120))
-def test_shipped_profiles_on_sm120_match_their_expect(repo_stack: model.Stack, name: str) -> None:
+def test_shipped_profiles_on_sm120_match_their_expect(repo_stack: schema.Stack, name: str) -> None:
     pred = rules.predict(repo_stack, name, "sm120")
     verdict, rule = SM120[name]
     assert (pred.verdict, pred.decision.rule) == (verdict, rule)
@@ -60,7 +60,7 @@ def test_shipped_profiles_on_sm120_match_their_expect(repo_stack: model.Stack, n
     assert json.loads(json.dumps(doc)) == doc
 
 
-def test_auto_kv_resolves_to_fp8_on_blackwell_and_bf16_on_hopper(repo_stack: model.Stack) -> None:
+def test_auto_kv_resolves_to_fp8_on_blackwell_and_bf16_on_hopper(repo_stack: schema.Stack) -> None:
     assert rules.predict(repo_stack, "modelcard-fi-auto", "sm120").effective["kv_cache_dtype"] == "fp8_e4m3"
     hopper = rules.predict(repo_stack, "modelcard-fi-auto", "sm90")
     assert hopper.effective["kv_cache_dtype"] == "bfloat16" and hopper.verdict == "healthy"
@@ -85,20 +85,20 @@ def test_auto_kv_resolves_to_fp8_on_blackwell_and_bf16_on_hopper(repo_stack: mod
         ("dense-fi-bf16", "sm100", "healthy", None),
     ],
 )
-def test_other_arches(repo_stack: model.Stack, name: str, arch: str, verdict: str, rule: str | None) -> None:
+def test_other_arches(repo_stack: schema.Stack, name: str, arch: str, verdict: str, rule: str | None) -> None:
     pred = rules.predict(repo_stack, name, arch)
     assert (pred.verdict, pred.decision.rule) == (verdict, rule), pred.decision.reason
     assert pred.agrees is None  # the profiles' expectations are for sm120
 
 
-def test_nvfp4_gemm_on_hopper_is_a_kernel_gap_found_by_the_audit(repo_stack: model.Stack) -> None:
+def test_nvfp4_gemm_on_hopper_is_a_kernel_gap_found_by_the_audit(repo_stack: schema.Stack) -> None:
     pred = rules.predict(repo_stack, "dense-fi-bf16", "sm90")
     assert (pred.verdict, pred.decision.source) == ("unsupported_arch", "audit")
     assert "fp4_gemm_backend=flashinfer_cutlass" in pred.decision.reason
     assert any("kernel-archs.json" in e for e in pred.decision.evidence)
 
 
-def test_flashmla_without_a_kernel_is_reported_by_the_kernel_facts(repo_stack: model.Stack) -> None:
+def test_flashmla_without_a_kernel_is_reported_by_the_kernel_facts(repo_stack: schema.Stack) -> None:
     pred = rules.predict(repo_stack, "legacy-nsa-default-fp8", "sm120")
     uses = {(k.field, k.value): k for k in pred.kernels}
     assert uses[("dsa_decode_backend", "flashmla_kv")].status == "missing"
@@ -106,7 +106,7 @@ def test_flashmla_without_a_kernel_is_reported_by_the_kernel_facts(repo_stack: m
     assert uses[("common", "sgl_kernel")].status == "ok"
 
 
-def test_variant_env_switches_off_the_deepgemm_nan_rule(repo_stack: model.Stack) -> None:
+def test_variant_env_switches_off_the_deepgemm_nan_rule(repo_stack: schema.Stack) -> None:
     pred = rules.predict(repo_stack, "legacy-dense-fi-bf16", "sm120")
     assert pred.verdict == "healthy"
     inputs = rules.profile_inputs(repo_stack, "legacy-dense-fi-bf16")
@@ -116,7 +116,7 @@ def test_variant_env_switches_off_the_deepgemm_nan_rule(repo_stack: model.Stack)
 
 def test_without_kernel_facts_the_prediction_says_so(stack_copy: Path) -> None:
     (stack_copy.parent / "images" / "v0.5.9-cu130" / rules.KERNEL_FACTS_FILE).unlink()
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     pred = rules.predict(stack, "legacy-nsa-default-fp8", "sm120")
     assert pred.verdict == "healthy" and pred.agrees is False
     assert any("no kernel-archs.json for variant v0.5.9-cu130" in n for n in pred.notes)
@@ -142,7 +142,7 @@ def _resolution(resolved: dict[str, Any], startup_error: explain.Problem | None 
 
 
 def test_a_cached_explain_error_decides_and_borrows_the_matching_rules_evidence(
-    repo_stack: model.Stack, monkeypatch: pytest.MonkeyPatch
+    repo_stack: schema.Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     problem = explain.Problem(
         "DeepseekSparseAttnBackend.__init__",
@@ -179,7 +179,7 @@ def test_a_cached_explain_error_decides_and_borrows_the_matching_rules_evidence(
 
 
 def test_a_cached_resolution_replaces_the_static_fallback(
-    repo_stack: model.Stack, monkeypatch: pytest.MonkeyPatch
+    repo_stack: schema.Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # SGLang's own answer wins: here it (hypothetically) kept the KV cache in bf16, so no rule fires
     resolved = {
@@ -197,7 +197,7 @@ def test_a_cached_resolution_replaces_the_static_fallback(
 
 
 def test_explain_mode_off_never_reads_the_cache(
-    repo_stack: model.Stack, monkeypatch: pytest.MonkeyPatch
+    repo_stack: schema.Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def fail(*a: Any, **k: Any) -> None:
         raise AssertionError("resolve_cached called")
@@ -209,7 +209,7 @@ def test_explain_mode_off_never_reads_the_cache(
 # --- validate / list -------------------------------------------------------------------------------------------
 
 
-def test_check_stack_is_quiet_for_the_shipped_profiles(repo_stack: model.Stack) -> None:
+def test_check_stack_is_quiet_for_the_shipped_profiles(repo_stack: schema.Stack) -> None:
     assert rules.check_stack(repo_stack) == []
 
 
@@ -222,7 +222,7 @@ def _set_expect(path: Path, profile: str, old: str, new: str) -> None:
 
 def test_check_stack_warns_with_file_and_line_when_expect_and_prediction_disagree(stack_copy: Path) -> None:
     _set_expect(stack_copy, "dense-triton-auto", "assertion", "healthy")
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     warnings = rules.check_stack(stack)
     assert len(warnings) == 1
     line = stack.line_of("profiles", "dense-triton-auto", "expect")

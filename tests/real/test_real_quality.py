@@ -24,7 +24,7 @@ from ruamel.yaml import YAML
 
 from bwstack.nogpu import tinytrain
 from bwstack.render import compose
-from bwstack.stack import model
+from bwstack.stack import loader
 from healthchecks import common
 from support.realsglang import CPU_ENV, CPU_FLAGS, START_TIMEOUT, free_port, real_server, venv_python
 from support.stack import ROOT
@@ -76,7 +76,7 @@ def good(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> d
             [bwstack, "calibrate", PROFILE, "-f", str(profiles), "--url", server.url],
             capture_output=True, text=True, timeout=150, check=False,
         )  # fmt: skip
-        rendered = YAML(typ="safe").load(compose.render_compose(model.load_stack(profiles)))
+        rendered = YAML(typ="safe").load(compose.render_compose(loader.load_stack(profiles)))
         env = rendered["services"][PROFILE]["environment"]
         rendered = healthcheck(
             server.url, tmp, log, env={k: v for k, v in env.items() if k.startswith("BWSTACK_HC")}

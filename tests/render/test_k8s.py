@@ -25,7 +25,8 @@ from bwstack import cli, launch
 from bwstack.errors import UserError
 from bwstack.render import k8s
 from bwstack.render.compose import RenderError
-from bwstack.stack import model
+from bwstack.stack import loader, schema
+from support.stack import edit_yaml
 
 #: the oldest Kubernetes minor we claim and the newest kubernetes-validate knows (pinned, not "latest")
 K8S_VERSIONS = ("1.30", "1.37")
@@ -34,7 +35,7 @@ PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 
 
 @pytest.fixture(scope="module")
-def manifests(module_stack: model.Stack) -> dict[str, list[dict[str, Any]]]:
+def manifests(module_stack: schema.Stack) -> dict[str, list[dict[str, Any]]]:
     """Every profile rendered for two nodes: profile -> [LeaderWorkerSet, Service]."""
     return {
         output.path.stem: k8s.documents(output.text)
@@ -71,7 +72,7 @@ def walk(value: Any) -> Iterator[tuple[str, Any]]:
 
 
 def test_every_profile_is_one_lws_and_one_service(
-    module_stack: model.Stack, manifests: dict[str, Any]
+    module_stack: schema.Stack, manifests: dict[str, Any]
 ) -> None:
     assert set(manifests) == set(module_stack.profiles)
     for name, docs in manifests.items():
@@ -91,7 +92,7 @@ def test_every_profile_is_one_lws_and_one_service(
         assert labels["io.bwstack.expect"] == module_stack.profiles[name].expect
 
 
-def test_yaml_round_trips(module_stack: model.Stack) -> None:
+def test_yaml_round_trips(module_stack: schema.Stack) -> None:
     text = k8s.render_profile(module_stack, "dsa-fi-sparse-fp8", 2)
     docs = k8s.documents(text)
     buffer = io.StringIO()
@@ -101,7 +102,7 @@ def test_yaml_round_trips(module_stack: model.Stack) -> None:
     assert all(isinstance(e["value"], str) for _, c in containers(docs[0]) for e in c["env"])
 
 
-def test_tensor_parallel_across_nodes(module_stack: model.Stack) -> None:
+def test_tensor_parallel_across_nodes(module_stack: schema.Stack) -> None:
     for nodes, gpus in ((1, "8"), (2, "4"), (4, "2"), (8, "1")):
         lws = k8s.documents(k8s.render_profile(module_stack, "dense-fi-bf16", nodes))[0]
         assert lws["spec"]["leaderWorkerTemplate"]["size"] == nodes
@@ -120,7 +121,7 @@ def test_tensor_parallel_across_nodes(module_stack: model.Stack) -> None:
 
 
 def test_args_and_env_come_from_the_compose_logic(
-    module_stack: model.Stack, manifests: dict[str, Any]
+    module_stack: schema.Stack, manifests: dict[str, Any]
 ) -> None:
     for name, (lws, _) in manifests.items():
         for role, container in containers(lws):
@@ -161,7 +162,7 @@ def test_only_the_leader_serves_and_the_service_selects_it(manifests: dict[str, 
         ]
 
 
-def test_pod_security_shm_cache_and_secrets(module_stack: model.Stack, manifests: dict[str, Any]) -> None:
+def test_pod_security_shm_cache_and_secrets(module_stack: schema.Stack, manifests: dict[str, Any]) -> None:
     lws = manifests["dense-fi-bf16"][0]
     lwt = lws["spec"]["leaderWorkerTemplate"]
     claims = {
@@ -202,9 +203,8 @@ def test_no_secret_is_inlined(manifests: dict[str, Any]) -> None:
 
 
 def test_api_key_secret_when_enabled(stack_copy: Path) -> None:
-    text = stack_copy.read_text().replace("  api_key: false", "  api_key: true")
-    stack_copy.write_text(text)
-    stack = model.load_stack(stack_copy)
+    edit_yaml(stack_copy, lambda d: d["stack"].update(api_key=True))
+    stack = loader.load_stack(stack_copy)
     lws = k8s.documents(k8s.render_profile(stack, "dense-fi-bf16", 2))[0]
     for template in templates(lws).values():
         volumes = {v["name"]: v for v in template["spec"]["volumes"]}
@@ -216,7 +216,7 @@ def test_api_key_secret_when_enabled(stack_copy: Path) -> None:
 
 
 def test_known_bad_profiles_carry_their_expected_failure(
-    module_stack: model.Stack, manifests: dict[str, Any]
+    module_stack: schema.Stack, manifests: dict[str, Any]
 ) -> None:
     for name, (lws, _) in manifests.items():
         notes = lws["metadata"]["annotations"]
@@ -265,7 +265,7 @@ def test_every_probe_runs_the_healthcheck(manifests: dict[str, Any]) -> None:
 
 
 def test_probe_command_is_the_compose_healthcheck(
-    module_stack: model.Stack, manifests: dict[str, Any]
+    module_stack: schema.Stack, manifests: dict[str, Any]
 ) -> None:
     for name, (lws, _) in manifests.items():
         leader = templates(lws)["leader"]["spec"]["containers"][0]
@@ -285,7 +285,7 @@ def test_probe_states_do_not_collide(manifests: dict[str, Any]) -> None:
             assert states["readinessProbe"] != launch.HC_STATE
 
 
-def test_probe_timing_covers_the_load(module_stack: model.Stack, manifests: dict[str, Any]) -> None:
+def test_probe_timing_covers_the_load(module_stack: schema.Stack, manifests: dict[str, Any]) -> None:
     hc = module_stack.settings.healthcheck
     for lws, _ in manifests.values():
         for _, container in containers(lws):
@@ -307,7 +307,7 @@ def test_probe_timing_follows_the_settings(stack_copy: Path) -> None:
         .replace("    check_timeout: 75", "    check_timeout: 120")
     )
     stack_copy.write_text(text)
-    lws = k8s.documents(k8s.render_profile(model.load_stack(stack_copy), "dense-fi-bf16", 2))[0]
+    lws = k8s.documents(k8s.render_profile(loader.load_stack(stack_copy), "dense-fi-bf16", 2))[0]
     for _, container in containers(lws):
         assert (
             container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"] >= 7200
@@ -400,12 +400,8 @@ def test_compose_syntax_becomes_kubernetes_literals() -> None:
 
 
 def test_dollar_in_profile_env_is_not_expanded_by_kubernetes(stack_copy: Path) -> None:
-    text = stack_copy.read_text().replace(
-        '      SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD: "0"',
-        '      SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD: "0"\n      MY_VAR: "$(HOME)"',
-    )
-    stack_copy.write_text(text)
-    lws = k8s.documents(k8s.render_profile(model.load_stack(stack_copy), "dsa-fi-sparse-fp8", 2))[0]
+    edit_yaml(stack_copy, lambda d: d["profiles"]["dsa-fi-sparse-fp8"]["env"].update(MY_VAR="$(HOME)"))
+    lws = k8s.documents(k8s.render_profile(loader.load_stack(stack_copy), "dsa-fi-sparse-fp8", 2))[0]
     env = {e["name"]: e["value"] for e in templates(lws)["leader"]["spec"]["containers"][0]["env"]}
     assert env["MY_VAR"] == "$$(HOME)"
 
@@ -413,7 +409,7 @@ def test_dollar_in_profile_env_is_not_expanded_by_kubernetes(stack_copy: Path) -
 # --- bad input and the command line -------------------------------------------------------------------------
 
 
-def test_bad_node_counts_and_profiles(module_stack: model.Stack) -> None:
+def test_bad_node_counts_and_profiles(module_stack: schema.Stack) -> None:
     with pytest.raises(UserError, match="--nodes must be 1 or more"):
         k8s.render_k8s(module_stack, nodes=0)
     with pytest.raises(UserError) as err:
@@ -429,7 +425,7 @@ def test_sglang_without_multi_node_flags_is_refused(stack_copy: Path) -> None:
     raw = json.loads(snapshot.read_text())
     raw["flags"] = [f for f in raw["flags"] if f["dest"] != "node_rank"]
     snapshot.write_text(json.dumps(raw))
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     with pytest.raises(UserError, match="no --node-rank flag") as err:
         k8s.render_k8s(stack, nodes=2, profiles=["legacy-dense-fi-bf16"])
     assert err.value.file == str(snapshot)
@@ -438,9 +434,8 @@ def test_sglang_without_multi_node_flags_is_refused(stack_copy: Path) -> None:
 
 def test_profile_name_must_make_a_kubernetes_name(stack_copy: Path) -> None:
     long_name = "x" * 60
-    text = stack_copy.read_text().replace("  dense-fi-bf16:\n", f"  {long_name}:\n")
-    stack_copy.write_text(text)
-    stack = model.load_stack(stack_copy)
+    edit_yaml(stack_copy, lambda d: d["profiles"].insert(0, long_name, d["profiles"].pop("dense-fi-bf16")))
+    stack = loader.load_stack(stack_copy)
     with pytest.raises(UserError, match="not a usable Kubernetes name") as err:
         k8s.render_k8s(stack, nodes=2, profiles=[long_name])
     assert err.value.field == f"profiles.{long_name}"

@@ -13,7 +13,8 @@ from ruamel.yaml import YAML
 from bwstack import launch
 from bwstack.render import compose
 from bwstack.render.compose import RenderError
-from bwstack.stack import model
+from bwstack.stack import loader, schema
+from support.stack import edit_yaml
 
 
 def _services(text: str) -> dict[str, dict[str, object]]:
@@ -22,7 +23,7 @@ def _services(text: str) -> dict[str, dict[str, object]]:
     return services
 
 
-def test_every_profile_is_a_service_under_its_own_profile(stack: model.Stack) -> None:
+def test_every_profile_is_a_service_under_its_own_profile(stack: schema.Stack) -> None:
     services = _services(compose.render_compose(stack))
     assert set(services) == set(stack.profiles)
     for name, service in services.items():
@@ -30,7 +31,7 @@ def test_every_profile_is_a_service_under_its_own_profile(stack: model.Stack) ->
         assert "depends_on" not in service
 
 
-def test_service_shape(stack: model.Stack) -> None:
+def test_service_shape(stack: schema.Stack) -> None:
     services = _services(compose.render_compose(stack))
     svc = services["dsa-fi-sparse-fp8"]
     assert svc["ports"] == ["127.0.0.1:30000:30000"]
@@ -52,13 +53,13 @@ def test_service_shape(stack: model.Stack) -> None:
     assert services["dense-triton-auto"]["restart"] == "no"  # known-bad: no restart loop
 
 
-def test_no_secret_inline_and_no_shell(stack: model.Stack) -> None:
+def test_no_secret_inline_and_no_shell(stack: schema.Stack) -> None:
     text = compose.render_compose(stack)
     assert "HF_TOKEN" not in text and "--api-key" not in text
     assert "CMD-SHELL" not in text and "sh -c" not in text
 
 
-def test_flag_spelling_follows_the_variant_parser(stack: model.Stack) -> None:
+def test_flag_spelling_follows_the_variant_parser(stack: schema.Stack) -> None:
     old = launch.launch_spec(stack, "legacy-nsa-default-fp8").argv
     assert old[old.index("--attention-backend") + 1] == "nsa"
     new = launch.launch_spec(stack, "dsa-fi-sparse-fp8").argv
@@ -67,23 +68,21 @@ def test_flag_spelling_follows_the_variant_parser(stack: model.Stack) -> None:
 
 
 def test_nsa_flags_rendered_for_old_parser(stack_copy: Path) -> None:
-    text = stack_copy.read_text().replace(
-        "    variant: v0.5.9-cu130\n    attention_backend: dsa\n",
-        "    variant: v0.5.9-cu130\n    attention_backend: dsa\n    dsa_decode_backend: flashmla_kv\n",
+    edit_yaml(
+        stack_copy,
+        lambda d: d["profiles"]["legacy-nsa-default-fp8"].insert(2, "dsa_decode_backend", "flashmla_kv"),
     )
-    stack_copy.write_text(text)
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     argv = launch.launch_spec(stack, "legacy-nsa-default-fp8").argv
     assert argv[argv.index("--nsa-decode-backend") + 1] == "flashmla_kv"
     assert "--dsa-decode-backend" not in argv
 
 
 def test_bind_address_and_opt_in_features(stack_copy: Path) -> None:
-    text = stack_copy.read_text().replace(
-        "  bind_address: 127.0.0.1", "  bind_address: 0.0.0.0\n  compose_features: [start_interval]"
+    edit_yaml(
+        stack_copy, lambda d: d["stack"].update(bind_address="0.0.0.0", compose_features=["start_interval"])
     )
-    stack_copy.write_text(text)
-    services = _services(compose.render_compose(model.load_stack(stack_copy)))
+    services = _services(compose.render_compose(loader.load_stack(stack_copy)))
     svc = services["dense-fi-bf16"]
     assert svc["ports"] == ["0.0.0.0:30000:30000"]
     assert "start_interval" in svc["healthcheck"]  # type: ignore[operator]
@@ -95,7 +94,7 @@ def test_schema_validation_catches_a_bad_key() -> None:
         compose.validate_compose(bad)
 
 
-def test_strict_undefined(stack: model.Stack) -> None:
+def test_strict_undefined(stack: schema.Stack) -> None:
     template = stack.root / "templates" / compose.COMPOSE_TEMPLATE
     template.write_text(template.read_text().replace("{{ s.shm_size | q }}", "{{ s.shm_sise | q }}"))
     import jinja2
@@ -129,10 +128,10 @@ def test_render_check_reports_drift(stack_copy: Path) -> None:
 
 
 def test_render_writes_atomically_and_is_stable(stack_copy: Path) -> None:
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     outputs = compose.render_outputs(stack)
     compose.write_outputs(outputs)
-    assert compose.check_outputs(compose.render_outputs(model.load_stack(stack_copy))) == ""
+    assert compose.check_outputs(compose.render_outputs(loader.load_stack(stack_copy))) == ""
     leftovers = [p for p in stack_copy.parent.iterdir() if p.name.startswith(".compose.yaml.")]
     assert leftovers == []
 
@@ -143,7 +142,7 @@ def test_docker_compose_config_accepts_every_profile(repo_root: Path, docker_eng
     base = ["docker", "compose", "-f", str(compose)]
     result = subprocess.run([*base, "config", "-q"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    stack = model.load_stack(repo_root / "profiles.yaml")
+    stack = loader.load_stack(repo_root / "profiles.yaml")
     for name in stack.profiles:
         out = subprocess.run(
             [*base, "--profile", name, "config", "--services"], capture_output=True, text=True, timeout=120

@@ -23,10 +23,10 @@ from ruamel.yaml import YAML
 
 from bwstack import sweep
 from bwstack.render import compose, k8s, multihost
-from bwstack.stack import model
+from bwstack.stack import loader, schema
 
 
-def _compose(stack: model.Stack) -> dict[str, Any]:
+def _compose(stack: schema.Stack) -> dict[str, Any]:
     data: dict[str, Any] = YAML(typ="safe").load(compose.render_compose(stack))
     return data
 
@@ -36,7 +36,7 @@ def _devices(service: dict[str, Any]) -> Any:
 
 
 def test_gpu_services_reserve_tp_size_gpus(stack_copy: Path) -> None:
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     services = _compose(stack)["services"]
     assert set(services) == set(stack.profiles)
     for service in services.values():
@@ -48,13 +48,13 @@ def test_cpu_stack_and_cpu_profile_render_without_reservation(stack_copy: Path) 
     stack_copy.write_text(
         text.replace("  project: bwstack\n", "  project: bwstack\n  device: cpu\n"), "utf-8"
     )
-    services = _compose(model.load_stack(stack_copy))["services"]
+    services = _compose(loader.load_stack(stack_copy))["services"]
     assert all("deploy" not in service for service in services.values())
     # one profile on the CPU, the rest on GPUs
     stack_copy.write_text(
         text.replace("    kv_cache_dtype: bf16\n", "    kv_cache_dtype: bf16\n    device: cpu\n", 1), "utf-8"
     )
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     cpu = [name for name in stack.profiles if stack.device_for(name) == "cpu"]
     assert len(cpu) == 1
     services = _compose(stack)["services"]
@@ -69,7 +69,7 @@ def test_device_is_checked(stack_copy: Path) -> None:
         text.replace("  project: bwstack\n", "  project: bwstack\n  device: tpu\n"), "utf-8"
     )
     with pytest.raises(UserError, match=r"stack\.device"):
-        model.load_stack(stack_copy)
+        loader.load_stack(stack_copy)
 
 
 class _Reset:
@@ -96,7 +96,7 @@ def _merge(base: Any, override: Any) -> Any:
 
 
 def test_standin_override_removes_every_gpu_reservation(stack_copy: Path) -> None:
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     base = _compose(stack)
     text = sweep.gpu_reservation_reset(list(stack.profiles))
     override = _load_override(text)
@@ -124,7 +124,7 @@ def test_docker_compose_config_merges_it_the_same_way(stack_copy: Path) -> None:
         if os.environ.get("CI"):
             pytest.fail("the Docker CLI with the Compose v2 plugin is required in CI")
         pytest.skip("docker CLI with the compose plugin not installed")
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     root = stack_copy.parent
     (root / "compose.standin.yaml").write_text(sweep.gpu_reservation_reset(list(stack.profiles)), "utf-8")
     argv = ["docker", "compose", "--project-directory", str(root), "-f", str(root / "compose.yaml")]
@@ -156,7 +156,7 @@ def test_multihost_and_k8s_follow_the_device_too(
     def text() -> str:
         render_target = k8s.render_k8s if target == "k8s" else multihost.render_multihost
         outputs = render_target(
-            model.load_stack(stack_copy),
+            loader.load_stack(stack_copy),
             nodes=nodes,
             profiles=["dense-fi-bf16"],
             out=stack_copy.parent / "out",

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from bwstack import launch
-from bwstack.stack import model, snapshot_argparse
+from bwstack.stack import loader, snapshot_argparse
 from bwstack.sweep import report
+from support.stack import edit_yaml
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -39,7 +40,7 @@ def _bwstack(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_revision_is_passed_as_revision_and_parsed_by_every_variant(stack_copy: Path) -> None:
-    stack = model.load_stack(_pin(stack_copy))
+    stack = loader.load_stack(_pin(stack_copy))
     for name in stack.profiles:
         argv = launch.launch_spec(stack, name).argv
         assert argv[argv.index("--revision") + 1] == COMMIT
@@ -51,10 +52,10 @@ def test_revision_is_passed_as_revision_and_parsed_by_every_variant(stack_copy: 
 
 
 def test_unpinned_warns_and_renders_no_revision(stack_copy: Path) -> None:
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     assert any("model.revision is not set" in w for w in stack.warnings)
     assert all("--revision" not in launch.launch_spec(stack, n).argv for n in stack.profiles)
-    pinned = model.load_stack(_pin(stack_copy))
+    pinned = loader.load_stack(_pin(stack_copy))
     assert not any("model.revision" in w for w in pinned.warnings)
 
 
@@ -70,10 +71,7 @@ def test_validate_warns_once_then_is_quiet_when_pinned(stack_copy: Path) -> None
 
 
 def test_revision_extra_arg_is_refused(stack_copy: Path) -> None:
-    text = stack_copy.read_text().replace(
-        "    - --disable-custom-all-reduce\n", "    - --disable-custom-all-reduce\n    - --revision=main\n", 1
-    )
-    stack_copy.write_text(text)
+    edit_yaml(stack_copy, lambda d: d["model"]["extra_args"].append("--revision=main"))
     result = _bwstack("validate", "-f", str(stack_copy), cwd=stack_copy.parent)
     assert result.returncode == 2
     assert "--revision is set by bwstack: set model.revision" in result.stderr
@@ -90,7 +88,7 @@ def test_list_shows_the_revision(stack_copy: Path) -> None:
 def test_report_records_the_revision(stack_copy: Path) -> None:
     from bwstack import sweep
 
-    stack = model.load_stack(_pin(stack_copy))
+    stack = loader.load_stack(_pin(stack_copy))
     plan = sweep.make_plan(stack, [], variant=None, standin=True)
     options = sweep.Options(fast=False, standin=True, timeout_s=60.0, keep=False, load_seconds=None)
     doc = sweep.document_for(plan, options, None)

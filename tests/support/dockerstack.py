@@ -40,7 +40,7 @@ from bwstack import classify, launch, sweep
 from bwstack.files import atomic_write
 from bwstack.host.dockercompose import Project
 from bwstack.render import compose
-from bwstack.stack import model
+from bwstack.stack import loader, schema
 from support.stack import ROOT, copy_stack
 
 #: label on the containers this test suite starts outside compose (throw-away image checks)
@@ -143,8 +143,8 @@ def _remove_if_dangling(image_id: str) -> None:
         docker("image", "rm", image_id, check=False)
 
 
-def repo_stack() -> model.Stack:
-    return model.load_stack(ROOT / "profiles.yaml")
+def repo_stack() -> schema.Stack:
+    return loader.load_stack(ROOT / "profiles.yaml")
 
 
 def free_port() -> int:
@@ -153,7 +153,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def edited_stack(root: Path, edit: Callable[[Any], None]) -> model.Stack:
+def edited_stack(root: Path, edit: Callable[[Any], None]) -> schema.Stack:
     """A scratch copy of the stack in ``root`` with ``edit`` applied to its profiles.yaml (round-trip YAML,
     comments kept), rendered like ``bwstack render`` (compose.yaml + versions.json), then loaded."""
     from ruamel.yaml import YAML
@@ -165,7 +165,7 @@ def edited_stack(root: Path, edit: Callable[[Any], None]) -> model.Stack:
     buffer = io.StringIO()
     yaml.dump(data, buffer)
     path.write_text(buffer.getvalue(), encoding="utf-8")
-    stack = model.load_stack(path)
+    stack = loader.load_stack(path)
     compose.write_outputs(compose.render_outputs(stack))
     return stack
 
@@ -246,7 +246,7 @@ EXITING_FAULTS = {
 RUNNING_FAULTS = {"hang": "timeout", "slow_start": "healthy"}
 
 
-def fault_plan(stack: model.Stack) -> tuple[dict[str, str], dict[str, str]]:
+def fault_plan(stack: schema.Stack) -> tuple[dict[str, str], dict[str, str]]:
     """One fault per profile (profile -> fault, profile -> expected class) for a single compose cycle.
 
     Exiting faults go to known-bad profiles first: those render ``restart: "no"``, so their container stays
@@ -264,7 +264,7 @@ def fault_plan(stack: model.Stack) -> tuple[dict[str, str], dict[str, str]]:
 SLOW_LOAD_S = 3.0
 
 
-def fault_cycle_env(stack: model.Stack, faults: Mapping[str, str]) -> dict[str, dict[str, str]]:
+def fault_cycle_env(stack: schema.Stack, faults: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """The environment of the fault cycle: the fault, plus the load time it needs."""
     extra: dict[str, dict[str, str]] = {}
     for name, fault in faults.items():
@@ -274,7 +274,7 @@ def fault_cycle_env(stack: model.Stack, faults: Mapping[str, str]) -> dict[str, 
 
 
 def standin_env(
-    stack: model.Stack, faults: Mapping[str, str], extra: Mapping[str, Mapping[str, str]] | None = None
+    stack: schema.Stack, faults: Mapping[str, str], extra: Mapping[str, Mapping[str, str]] | None = None
 ) -> dict[str, dict[str, str]]:
     """Per profile: the stand-in fault, the arch the profile targets and a short simulated load."""
     env = {}
@@ -303,7 +303,7 @@ class Up:
 class StandinCompose:
     """A compose project of stand-in services: rendered file + host overrides in ``root``, a unique name."""
 
-    stack: model.Stack
+    stack: schema.Stack
     root: Path
     name: str
     files: tuple[Path, ...]
@@ -311,7 +311,7 @@ class StandinCompose:
     @classmethod
     def create(
         cls,
-        stack: model.Stack,
+        stack: schema.Stack,
         root: Path,
         *,
         name: str,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bwstack.stack import model
+from bwstack.stack import schema
 from support.dockerstack import StandinCompose, TrackedContainer
 
 
@@ -23,7 +23,7 @@ class Target:
 class Service(Target):
     """The running compose service, with what it was started from."""
 
-    stack: model.Stack
+    stack: schema.Stack
     profile: str
     compose: StandinCompose
     hf_token: str

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository root: the one definition every test imports
 TESTS = ROOT / "tests"
@@ -24,3 +27,18 @@ def copy_stack(dest: Path) -> Path:
     for name in ("images", "templates", "healthchecks"):
         shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "wheelhouse"))
     return dest / "profiles.yaml"
+
+
+def edit_yaml(path: Path, edit: Callable[[Any], None]) -> Path:
+    """Apply ``edit`` to the YAML document at ``path`` (round trip: comments, order and quoting kept), so a test
+    changes a setting by its keys instead of by the shipped file's exact text."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    data = yaml.load(path.read_text(encoding="utf-8"))
+    edit(data)
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    path.write_text(buffer.getvalue(), encoding="utf-8")
+    return path

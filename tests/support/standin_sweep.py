@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack import launch, sweep
-from bwstack.stack import model
+from bwstack.stack import loader, schema
 from bwstack.sweep import report
 from support.stack import ROOT
 
@@ -35,14 +35,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _argv(stack: model.Stack, name: str, port: int) -> list[str]:
+def _argv(stack: schema.Stack, name: str, port: int) -> list[str]:
     argv = launch.launch_spec(stack, name).argv
     argv[argv.index("--host") + 1] = "127.0.0.1"
     argv[argv.index("--port") + 1] = str(port)
     return argv
 
 
-def _probe(stack: model.Stack, name: str, port: int, log: Path, state: Path) -> sweep.Probe:
+def _probe(stack: schema.Stack, name: str, port: int, log: Path, state: Path) -> sweep.Probe:
     argv = [sys.executable, str(ROOT / "healthchecks" / "warmup.py"), "--url", f"http://127.0.0.1:{port}"]
     argv += ["--timeout", str(PROBE_TIMEOUT_S), "--mode", "full", "--log", str(log), "--state", str(state)]
     for pair in launch.launch_spec(stack, name).expectations:
@@ -53,7 +53,7 @@ def _probe(stack: model.Stack, name: str, port: int, log: Path, state: Path) -> 
 
 
 def run_profile(
-    stack: model.Stack, name: str, options: sweep.Options, fault: str, work: Path
+    stack: schema.Stack, name: str, options: sweep.Options, fault: str, work: Path
 ) -> dict[str, Any]:
     """One profile on the stand-in, decided by the sweep's Judge; returns the sweep's report row."""
     port = _free_port()
@@ -144,7 +144,7 @@ def sweep_without_docker(
     timeout_s: float = 60.0,
 ) -> report.Document:
     """A stand-in sweep of ``names`` (all when empty) written to ``out`` exactly as ``bwstack sweep`` writes it."""
-    stack = model.load_stack(profiles)
+    stack = loader.load_stack(profiles)
     options = sweep.Options(fast=False, standin=True, timeout_s=timeout_s, keep=False, load_seconds=0.0)
     plan, doc = sweep.open_document(stack, list(names), options, out, resume=False, variant=None)
     work = out.parent / f"{out.name}-work"

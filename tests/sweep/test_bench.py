@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bwstack import launch
-from bwstack.stack import model
+from bwstack.stack import loader, schema
 from bwstack.sweep import bench
 from support.stack import ROOT
 
@@ -73,8 +73,8 @@ class FakeDocker:
 
 
 @pytest.fixture(scope="module")
-def cpu_profiles() -> model.Stack:
-    return model.load_stack(CPU_STACK)
+def cpu_profiles() -> schema.Stack:
+    return loader.load_stack(CPU_STACK)
 
 
 OWN_RESULT = {
@@ -95,7 +95,7 @@ OWN_RESULT = {
 
 
 def test_the_image_without_sglangs_client_runs_ours_with_the_stack_settings(
-    cpu_profiles: model.Stack,
+    cpu_profiles: schema.Stack,
 ) -> None:
     docker = FakeDocker(imports=False, own=OWN_RESULT)
     step = bench.Bench(cpu_profiles, standin=False, run=docker, host="CPU: test, 2 cores")
@@ -131,7 +131,7 @@ def test_the_image_without_sglangs_client_runs_ours_with_the_stack_settings(
     assert len(docker.ran(lambda a: a == bench.probe_argv())) == 1
 
 
-def test_an_image_with_sglangs_client_runs_bench_serving_with_random_ids(cpu_profiles: model.Stack) -> None:
+def test_an_image_with_sglangs_client_runs_bench_serving_with_random_ids(cpu_profiles: schema.Stack) -> None:
     docker = FakeDocker(imports=True, sglang=SGLANG_LINE)
     speed = bench.Bench(cpu_profiles, standin=False, run=docker, host="h").measure(
         "cpu-torch-native", "c", "i"
@@ -159,7 +159,7 @@ def test_an_image_with_sglangs_client_runs_bench_serving_with_random_ids(cpu_pro
     assert (speed["completed"], speed["failed"]) == (16, settings.num_prompts - 16)
 
 
-def test_an_api_key_keeps_sglangs_client_out(stack: model.Stack) -> None:
+def test_an_api_key_keeps_sglangs_client_out(stack: schema.Stack) -> None:
     stack.settings = stack.settings.model_copy(update={"api_key": True})
     docker = FakeDocker(imports=True, own=OWN_RESULT)
     speed = bench.Bench(stack, standin=False, run=docker, host="h").measure("dense-fi-bf16", "c", "i")
@@ -169,7 +169,7 @@ def test_an_api_key_keeps_sglangs_client_out(stack: model.Stack) -> None:
     assert "stack.api_key" in speed["client_note"]
 
 
-def test_nothing_completed_is_an_error_without_figures(cpu_profiles: model.Stack) -> None:
+def test_nothing_completed_is_an_error_without_figures(cpu_profiles: schema.Stack) -> None:
     failed = {**OWN_RESULT, "completed": 0, "failed": 16, "output_tokens_per_s": None, "requests_per_s": None,
               "errors": ["RuntimeError: HTTP 503: overloaded"]}  # fmt: skip
     speed = bench.Bench(cpu_profiles, standin=False, run=FakeDocker(own=failed), host="h").measure(
@@ -185,7 +185,7 @@ def test_nothing_completed_is_an_error_without_figures(cpu_profiles: model.Stack
     assert bench.speed_words(speed).startswith("bench failed: no request completed")
 
 
-def test_a_client_that_prints_nothing_is_an_error(cpu_profiles: model.Stack) -> None:
+def test_a_client_that_prints_nothing_is_an_error(cpu_profiles: schema.Stack) -> None:
     def silent(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(list(argv), 137, "", "killed")
 
@@ -206,7 +206,7 @@ def test_cpu_label_reads_the_model_name(tmp_path: Path) -> None:
 
 
 def test_host_labels_never_pass_a_cpu_figure_for_a_gpu_one(
-    cpu_profiles: model.Stack, repo_stack: model.Stack, monkeypatch: pytest.MonkeyPatch
+    cpu_profiles: schema.Stack, repo_stack: schema.Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert bench.host_label(cpu_profiles, standin=False).endswith("(real SGLang, no GPU)")
     assert bench.host_label(cpu_profiles, standin=False).startswith("CPU: ")
@@ -220,7 +220,7 @@ def test_host_labels_never_pass_a_cpu_figure_for_a_gpu_one(
     assert bench.host_label(repo_stack, standin=False).startswith("GPU: no NVIDIA GPU (")
 
 
-def test_speed_words_carry_figures_load_client_and_host(cpu_profiles: model.Stack) -> None:
+def test_speed_words_carry_figures_load_client_and_host(cpu_profiles: schema.Stack) -> None:
     speed = bench.record(
         {**OWN_RESULT, "timed_out": True},
         settings=cpu_profiles.settings.bench,
@@ -247,7 +247,7 @@ def test_speed_words_carry_figures_load_client_and_host(cpu_profiles: model.Stac
         ("not json at all\n", "sglang.bench_serving wrote no result"),
     ],
 )
-def test_odd_sglang_results_are_errors_not_figures(cpu_profiles: model.Stack, text: str, error: str) -> None:
+def test_odd_sglang_results_are_errors_not_figures(cpu_profiles: schema.Stack, text: str, error: str) -> None:
     settings = cpu_profiles.settings.bench
     figures = bench.parse_sglang(text, settings)
     speed = bench.record(

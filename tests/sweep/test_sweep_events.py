@@ -15,7 +15,7 @@ from rich.console import Console
 
 from bwstack import sweep
 from bwstack.host.dockercompose import Project
-from bwstack.stack import model
+from bwstack.stack import schema
 
 CID = "c0ffee" * 10 + "abcd"
 
@@ -81,7 +81,7 @@ class RecordedStreams(sweep.Streams):
 
 
 class RecordedRunner(sweep.Runner):
-    def __init__(self, stack: model.Stack, client: FakeClient, info: dict[str, Any] | None) -> None:
+    def __init__(self, stack: schema.Stack, client: FakeClient, info: dict[str, Any] | None) -> None:
         display = sweep.Display(Console(file=io.StringIO(), force_terminal=False), total=1)
         options = sweep.Options(fast=False, standin=True, timeout_s=60.0, keep=False, load_seconds=None)
         project = Project(files=(), name="p", workdir=Path("."))
@@ -116,7 +116,7 @@ INFO = {
 }
 
 
-def test_healthy_session(stack: model.Stack) -> None:
+def test_healthy_session(stack: schema.Stack) -> None:
     logs = [[_health_entry(1, 1, STARTING)], [_health_entry(1, 1, STARTING), _health_entry(2, 0, HEALTHY)]]
     api = FakeApi(logs, {"Status": "running", "Running": True, "HealthStatus": "healthy"})
     runner = RecordedRunner(stack, FakeClient(api), INFO)
@@ -155,7 +155,7 @@ def test_healthy_session(stack: model.Stack) -> None:
     assert evidence["health"]["probes"] == 2  # the final inspect adds no duplicate
 
 
-def test_crash_session_takes_the_exit_code_and_the_root_cause(stack: model.Stack) -> None:
+def test_crash_session_takes_the_exit_code_and_the_root_cause(stack: schema.Stack) -> None:
     logs = [[_health_entry(1, 1, STARTING)]]
     api = FakeApi(logs, {"Status": "exited", "Running": False, "ExitCode": 137, "OOMKilled": False})
     runner = RecordedRunner(stack, FakeClient(api), None)
@@ -186,7 +186,7 @@ def test_crash_session_takes_the_exit_code_and_the_root_cause(stack: model.Stack
     assert row["match"] is True and row["fault"] == "assertion" and row["expect"] == "assertion"
 
 
-def test_oom_event_marks_the_exit(stack: model.Stack) -> None:
+def test_oom_event_marks_the_exit(stack: schema.Stack) -> None:
     api = FakeApi([[]], {"Status": "exited", "Running": False, "ExitCode": 137, "OOMKilled": True})
     runner = RecordedRunner(stack, FakeClient(api), None)
     items: list[tuple[str, Any]] = [

@@ -16,7 +16,7 @@ from rich.console import Console
 from bwstack import sweep
 from bwstack.cli import main
 from bwstack.errors import UserError
-from bwstack.stack import model
+from bwstack.stack import loader, schema
 from bwstack.sweep import report
 
 MANIFEST = {
@@ -260,7 +260,7 @@ def test_html_marks_only_real_backend_differences() -> None:
 def _speed(rate: float | None) -> dict[str, Any]:
     from bwstack.sweep import bench
 
-    settings = model.BenchSettings(num_prompts=8, input_len=16, output_len=8, concurrency=2, time_limit_s=30)
+    settings = schema.BenchSettings(num_prompts=8, input_len=16, output_len=8, concurrency=2, time_limit_s=30)
     figures: dict[str, Any] = {"completed": 0, "failed": 8, "errors": ["RuntimeError: HTTP 503: busy"]}
     if rate is not None:
         figures = {"output_tokens_per_s": rate, "requests_per_s": 2.5, "ttft_ms_p50": 40.0,
@@ -314,7 +314,7 @@ def test_no_speed_no_speed_table() -> None:
 # --- plan, stand-in faults, fast mode, resume (no Docker) --------------------------------------------------
 
 
-def test_plan_checks_names_and_keeps_order(stack: model.Stack) -> None:
+def test_plan_checks_names_and_keeps_order(stack: schema.Stack) -> None:
     with pytest.raises(UserError, match="unknown profile 'nope'"):
         sweep.make_plan(stack, ["dense-fi-bf16", "nope"], variant=None, standin=False)
     plan = sweep.make_plan(
@@ -324,7 +324,7 @@ def test_plan_checks_names_and_keeps_order(stack: model.Stack) -> None:
     assert sweep.make_plan(stack, [], variant=None, standin=False).names == list(stack.profiles)
 
 
-def test_every_shipped_profile_has_a_standin_fault(stack: model.Stack) -> None:
+def test_every_shipped_profile_has_a_standin_fault(stack: schema.Stack) -> None:
     faults = {name: sweep.standin_fault(stack, name) for name in stack.profiles}
     assert faults["dense-fi-bf16"] == "none" and faults["modelcard-fi-auto"] == "nan"
     assert faults["dense-triton-auto"] == "assertion" and faults["dsa-trtllm-fp8"] == "unsupported_arch"
@@ -341,7 +341,7 @@ def test_every_shipped_profile_has_a_standin_fault(stack: model.Stack) -> None:
 def test_a_class_the_standin_cannot_imitate_is_bad_input(stack_copy: Path) -> None:
     text = stack_copy.read_text(encoding="utf-8")
     stack_copy.write_text(text.replace("expect: assertion", "expect: nccl"), encoding="utf-8")
-    stack = model.load_stack(stack_copy)
+    stack = loader.load_stack(stack_copy)
     with pytest.raises(UserError) as info:
         sweep.make_plan(stack, [], variant=None, standin=True)
     assert (
@@ -352,7 +352,7 @@ def test_a_class_the_standin_cannot_imitate_is_bad_input(stack_copy: Path) -> No
     sweep.make_plan(stack, [], variant=None, standin=False)  # fine on real hardware
 
 
-def test_variant_retargets_and_skips_what_it_cannot_parse(stack: model.Stack) -> None:
+def test_variant_retargets_and_skips_what_it_cannot_parse(stack: schema.Stack) -> None:
     plan = sweep.make_plan(stack, [], variant="v0.5.9-cu130", standin=False)
     assert "dsa-fi-sparse-fp8" not in plan.names and any("dsa-fi-sparse-fp8" in s for s in plan.skipped)
     assert "dense-fi-bf16" in plan.names
@@ -364,7 +364,7 @@ def test_variant_retargets_and_skips_what_it_cannot_parse(stack: model.Stack) ->
         sweep.make_plan(stack, [], variant="no-such-variant", standin=False)
 
 
-def test_fast_keeps_one_moe_layer(stack: model.Stack) -> None:
+def test_fast_keeps_one_moe_layer(stack: schema.Stack) -> None:
     config = sweep.model_config(stack)
     assert config is not None and config["first_k_dense_replace"] == 3
     assert sweep.fast_layer_count(config) == 4
@@ -399,7 +399,7 @@ def _options(standin: bool = True) -> sweep.Options:
     return sweep.Options(fast=False, standin=standin, timeout_s=60.0, keep=False, load_seconds=None)
 
 
-def test_resume_needs_a_matching_report(stack: model.Stack, tmp_path: Path) -> None:
+def test_resume_needs_a_matching_report(stack: schema.Stack, tmp_path: Path) -> None:
     out = tmp_path / "rep"
     with pytest.raises(UserError, match="no sweep report here"):
         sweep.open_document(stack, [], _options(), out, resume=True, variant=None)
@@ -431,7 +431,7 @@ def test_resume_needs_a_matching_report(stack: model.Stack, tmp_path: Path) -> N
 
 @pytest.mark.parametrize(("verdict", "code"), [("assertion", 0), ("crash", 1)])
 def test_resuming_a_finished_report_only_reports(
-    stack: model.Stack, tmp_path: Path, verdict: str, code: int
+    stack: schema.Stack, tmp_path: Path, verdict: str, code: int
 ) -> None:
     """Nothing left to run: no Docker is touched, the exit status follows the recorded verdicts."""
     _, doc = sweep.open_document(
@@ -477,11 +477,11 @@ def test_cli_resume_without_a_report_is_exit_2(stack_copy: Path, tmp_path: Path)
 
 
 def test_demo_prints_the_report_place_and_the_meaning_of_each_verdict(
-    stack: model.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stack: schema.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def fake_sweep(stack_: model.Stack, profiles: list[str], **kwargs: Any) -> int:
+    def fake_sweep(stack_: schema.Stack, profiles: list[str], **kwargs: Any) -> int:
         seen.update(kwargs, profiles=profiles)
         doc = make_doc(["dense-triton-auto"])
         report.record(doc, make_row("dense-triton-auto", "assertion", "assertion"))
@@ -499,11 +499,11 @@ def test_demo_prints_the_report_place_and_the_meaning_of_each_verdict(
 
 
 def test_the_demos_real_cpu_part_measures_speed_and_the_standin_part_does_not(
-    stack: model.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stack: schema.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[tuple[str, dict[str, Any]]] = []
 
-    def fake_sweep(stack_: model.Stack, profiles: list[str], **kwargs: Any) -> int:
+    def fake_sweep(stack_: schema.Stack, profiles: list[str], **kwargs: Any) -> int:
         calls.append((stack_.path.name, kwargs))
         doc = make_doc([])
         report.write_report(kwargs["out"], doc)
@@ -518,7 +518,7 @@ def test_the_demos_real_cpu_part_measures_speed_and_the_standin_part_does_not(
 
 
 def test_summary_keeps_profile_names_whole_at_80_columns(
-    stack: model.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stack: schema.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     doc = make_doc(["legacy-nsa-default-fp8", "dense-fi-bf16"])
     report.record(doc, make_row("legacy-nsa-default-fp8", "unsupported_arch", "unsupported_arch"))

@@ -8,14 +8,14 @@ from typing import Any
 from test_sweep_events import FakeApi, FakeClient, RecordedRunner, _event, _watch
 from test_sweep_report import make_doc, make_row
 
-from bwstack.stack import model
+from bwstack.stack import schema
 from bwstack.sweep import report
 from support.stack import TESTS
 
 SEED = TESTS / "healthchecks" / "startup_corpus" / "rocm-v0.5.9_glm5-fp8_triton.log"
 
 
-def _seed_session(stack: model.Stack) -> dict[str, Any]:
+def _seed_session(stack: schema.Stack) -> dict[str, Any]:
     api = FakeApi([[]], {"Status": "exited", "Running": False, "ExitCode": 1, "OOMKilled": False})
     runner = RecordedRunner(stack, FakeClient(api), None)
     lines = SEED.read_text().splitlines()
@@ -26,7 +26,7 @@ def _seed_session(stack: model.Stack) -> dict[str, Any]:
     return runner.evidence(watch)
 
 
-def test_evidence_holds_the_startup_record_and_its_overrides(stack: model.Stack) -> None:
+def test_evidence_holds_the_startup_record_and_its_overrides(stack: schema.Stack) -> None:
     evidence = _seed_session(stack)
     found = evidence["startup"]
     assert found["version"] == "0.5.9"
@@ -41,7 +41,7 @@ def test_evidence_holds_the_startup_record_and_its_overrides(stack: model.Stack)
     assert evidence["effective"] is None  # /server_info never answered; the log still says what ran
 
 
-def test_report_shows_requested_to_effective_with_the_log_line(stack: model.Stack) -> None:
+def test_report_shows_requested_to_effective_with_the_log_line(stack: schema.Stack) -> None:
     evidence = _seed_session(stack)
     doc = make_doc(["dense-triton-auto"])
     row = make_row("dense-triton-auto", "assertion", "model_load")

@@ -41,7 +41,7 @@ from bwstack.host import operate
 from bwstack.lock import args as lock_args
 from bwstack.lock import wheelhouse
 from bwstack.stack import pins, snapshots
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 from bwstack.sweep import report, run_sweep
 
 #: seconds a pull of a tag's image may take (a CUDA image is tens of GB)

@@ -89,10 +89,10 @@ def main(stack_file: Path | None) -> None:
 def validate(file: Path, arch: str | None) -> None:
     """Check profiles.yaml and the image variants it uses; exit 2 with file:line on any error."""
     from bwstack.know import rules
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(file)
-    model.emit_warnings(stack)
+    stack = loader.load_stack(file)
+    loader.emit_warnings(stack)
     for warning in rules.check_stack(stack):
         _err(f"warning: {warning}")
     click.echo(
@@ -133,10 +133,10 @@ def render(
     """
     from bwstack.render import compose as render_mod
     from bwstack.render import k8s, multihost
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(file)
-    model.emit_warnings(stack)
+    stack = loader.load_stack(file)
+    loader.emit_warnings(stack)
     for name in profiles:
         stack.profile(name)  # UserError for an unknown name, before any target's own checks
     if target == "k8s":
@@ -153,7 +153,7 @@ def render(
         and nodes == 1
         and not out
     ):
-        cpu_stack = model.load_stack(cpu_file)
+        cpu_stack = loader.load_stack(cpu_file)
         outputs += [o for o in render_mod.render_outputs(cpu_stack) if o.path.name.startswith("compose")]
     if check:
         drift = render_mod.check_outputs(outputs)
@@ -183,15 +183,15 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, as_json
     One line per profile with its whole name, verdict and a short reason, at any terminal width.
     """
     from bwstack.know import listing
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
     if show_rules:
         from bwstack.know import rules
 
         click.echo(json.dumps(rules.rules_data(), indent=2) if as_json else rules.render_rules_text())
         return
-    stack = model.load_stack(file)
-    model.emit_warnings(stack)
+    stack = loader.load_stack(file)
+    loader.emit_warnings(stack)
     if as_json:
         click.echo(json.dumps(listing.list_data(stack, arch=arch), indent=2))
     else:
@@ -211,11 +211,11 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, as_json
 def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -> None:
     """Record the quality probe's baseline (passage score) of a running known-good server for the model."""
     from bwstack.host import calibrate as calib
-    from bwstack.stack import model
+    from bwstack.stack import loader
     from healthchecks import judging
 
-    stack = model.load_stack(file)
-    model.emit_warnings(stack)
+    stack = loader.load_stack(file)
+    loader.emit_warnings(stack)
     baseline, path = calib.calibrate(
         stack, profile, url=url, margin=judging.DEFAULT_MARGIN if margin is None else margin
     )
@@ -257,10 +257,10 @@ def up(
     Refuses (exit 1) while the model is not fetched: run 'bwstack fetch' first.
     """
     from bwstack.host import choose, operate
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(file)
-    model.emit_warnings(stack)
+    stack = loader.load_stack(file)
+    loader.emit_warnings(stack)
     if profile is None:
         from bwstack.host.doctor.probe import default_probe
 
@@ -311,10 +311,10 @@ def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: 
     the download or the verification failed (what is left is printed), 2 on bad input.
     """
     from bwstack.host import fetch as fetch_mod
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(file)
-    model.emit_warnings(stack)
+    stack = loader.load_stack(file)
+    loader.emit_warnings(stack)
     if profile is not None:
         stack.profile(profile)  # every profile serves model.path; the name is checked, not needed
     if stack.tiny_models:  # a CPU stack: its checkpoints are made here, not downloaded
@@ -332,9 +332,9 @@ def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: 
 def down(file: Path, volumes: bool) -> None:
     """Stop and remove every bwstack service of this project."""
     from bwstack.host import operate
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(file)
+    stack = loader.load_stack(file)
     sys.exit(operate.down(stack, volumes=volumes))
 
 
@@ -349,9 +349,9 @@ def down(file: Path, volumes: bool) -> None:
 def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry_run: bool) -> None:
     """Build the serving image of one variant, passing every pin as a build arg."""
     from bwstack.host import operate
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(file)
+    stack = loader.load_stack(file)
     sys.exit(operate.build(stack, variant, tag=tag, base_image=base_image, dry_run=dry_run))
 
 
@@ -411,9 +411,9 @@ def lock(
 def explain(file: Path, profile: str, arch: str, variant: str | None, as_json: bool) -> None:
     """Show the backends the pinned SGLang will really pick for a profile on a GPU arch."""
     from bwstack.know import explain as explain_mod
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(file)
+    stack = loader.load_stack(file)
     result = explain_mod.explain(stack, profile, arch=arch, variant=variant)
     click.echo(json.dumps(result.to_json(), indent=2) if as_json else result.render_text())
 
@@ -587,10 +587,10 @@ def sweep(
     Exit status 0 when every verdict matches the profile's expect, 1 otherwise, 2 on bad input.
     """
     from bwstack import sweep as sweep_mod
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(file)
-    model.emit_warnings(stack)
+    stack = loader.load_stack(file)
+    loader.emit_warnings(stack)
     sys.exit(
         sweep_mod.run_sweep(stack, [*profiles, *stack.tagged(tags)], variant=variant, fast=fast,
                             standin=standin, out=out, resume=resume, timeout=timeout, keep=keep,
@@ -611,10 +611,10 @@ def sweep(
 def demo(file: Path, out: Path | None, keep: bool, standin_load_seconds: float | None) -> None:
     """The stand-in sweep over every profile: the whole pipeline on a machine without a GPU."""
     from bwstack import sweep as sweep_mod
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(file)
-    model.emit_warnings(stack)
+    stack = loader.load_stack(file)
+    loader.emit_warnings(stack)
     sys.exit(sweep_mod.run_demo(stack, out=out, keep=keep, standin_load_seconds=standin_load_seconds))
 
 
@@ -667,9 +667,9 @@ def standin() -> None:
 def standin_build(file: Path, variant: str | None) -> None:
     """Build the stand-in base image and the project's Dockerfile on top of it."""
     from bwstack.nogpu import standin_image
-    from bwstack.stack import model
+    from bwstack.stack import loader
 
-    stack = model.load_stack(file)
+    stack = loader.load_stack(file)
     click.echo(standin_image.ensure_standin_image(stack, variant=variant, echo=click.echo))
 
 

@@ -68,15 +68,15 @@ def bisect(
 
     from bwstack.bisect import search, step
     from bwstack.errors import UserError
-    from bwstack.stack import model
+    from bwstack.stack import loader, schema
     from bwstack.sweep import default_timeout, signal_handlers
 
-    stack = model.load_stack(file)
-    model.emit_warnings(stack)
+    stack = loader.load_stack(file)
+    loader.emit_warnings(stack)
     stack.profile(profile)
-    if good_verdict not in model.EXPECT_CLASSES:
+    if good_verdict not in schema.EXPECT_CLASSES:
         raise UserError(
-            f"unknown class {good_verdict!r} (valid: {', '.join(model.EXPECT_CLASSES)})",
+            f"unknown class {good_verdict!r} (valid: {', '.join(schema.EXPECT_CLASSES)})",
             field="--good-verdict",
         )
     good_tag = search.parse_tag(good, field="--good")

@@ -18,7 +18,7 @@ from typing import Any
 
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 from healthchecks import common, judging, settings, warmup
 
 BASELINES_FILE = "baselines.json"

@@ -31,7 +31,7 @@ from bwstack.errors import UserError
 from bwstack.host.doctor.detect import Host, detect_host
 from bwstack.host.doctor.probe import HostProbe
 from bwstack.know import rules
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 
 PIN_ENV = "BWSTACK_PROFILE"
 #: where a sweep records a measured speed in a results.json row: row[SPEED_KEY[0]][SPEED_KEY[1]]

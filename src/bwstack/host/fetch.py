@@ -31,7 +31,7 @@ from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
 from bwstack.host import modelcache
 from bwstack.host.modelcache import Location, human_bytes
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 from bwstack.sweep.report import utc_now
 
 #: file names SGLang (transformers' config/tokenizer loaders) reads besides the weights

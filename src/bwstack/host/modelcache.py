@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bwstack.errors import ExternalError, UserError
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 
 MANIFEST_SCHEMA = "bwstack.model-cache/1"
 MANIFEST_DIR = "bwstack"

@@ -30,8 +30,8 @@ from bwstack.lock import command as locking
 from bwstack.lock import wheelhouse
 from bwstack.nogpu import rootfs, tinymodel
 from bwstack.render import compose
-from bwstack.stack.model import Stack
 from bwstack.stack.pins import Variant
+from bwstack.stack.schema import Stack
 from healthchecks import common
 
 POLL_SECONDS = 2.0

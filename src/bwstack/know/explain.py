@@ -32,7 +32,7 @@ from bwstack.stack import modelconfig
 from healthchecks import vocabulary
 
 if TYPE_CHECKING:
-    from bwstack.stack.model import Stack
+    from bwstack.stack.schema import Stack
 
 ARCH_CAPABILITY = vocabulary.ARCH_CAPABILITY
 DEVICE_NAMES = vocabulary.DEVICE_NAMES

@@ -17,7 +17,7 @@ from bwstack import textlayout
 from bwstack.host.calibrate import describe, load_baseline
 from bwstack.host.choose import measured
 from bwstack.know import rules
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 from bwstack.sweep.bench import short_words, speed_words
 
 

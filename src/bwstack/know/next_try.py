@@ -25,7 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bwstack.know import rules
-from bwstack.stack.model import BACKEND_FIELDS, Stack
+from bwstack.stack.schema import BACKEND_FIELDS, Stack
 from healthchecks import vocabulary
 
 _DSA_BACKENDS = ("attention_backend", *vocabulary.DSA_SIDES)

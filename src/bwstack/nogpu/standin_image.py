@@ -33,7 +33,7 @@ from bwstack.nogpu.rootfs import LABEL, ROOTFS_IMAGE, Echo, ensure_rootfs, image
 from healthchecks import vocabulary
 
 if TYPE_CHECKING:
-    from bwstack.stack.model import Stack
+    from bwstack.stack.schema import Stack
 
 BASE_REPO = "bwstack/standin-base"
 STANDIN_REPO = "bwstack/standin"

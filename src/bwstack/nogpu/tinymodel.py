@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from bwstack.errors import UserError
 
 if TYPE_CHECKING:
-    from bwstack.stack.model import Stack
+    from bwstack.stack.schema import Stack
 
 ARCHS: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 FAULTS: tuple[str, ...] = ("none", "nan-lm-head", "nan-norm", "noise")

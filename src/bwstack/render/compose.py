@@ -21,7 +21,7 @@ from bwstack import launch
 from bwstack.errors import UserError
 from bwstack.files import atomic_write
 from bwstack.stack import pins
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 
 COMPOSE_TEMPLATE = "compose.yaml.j2"
 COMPOSE_FILE = "compose.yaml"

@@ -26,7 +26,7 @@ from typing import Any
 from bwstack import launch
 from bwstack.errors import UserError
 from bwstack.render import compose, multihost
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 from healthchecks import common
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"

@@ -25,7 +25,7 @@ from healthchecks.verdict import Verdict
 from bwstack import launch
 from bwstack.errors import UserError
 from bwstack.render import compose
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 
 MULTIHOST_TEMPLATE = "compose-multihost.yaml.j2"
 MULTIHOST_FILE = "compose.multihost.yaml"

@@ -9,7 +9,7 @@ load inside the serving container with ``docker exec`` against ``127.0.0.1``:
 - else bwstack's own stdlib client, ``healthchecks/bench_client.py`` (streaming ``/generate``).
 
 Both get the stack's ``bench`` settings (``num_prompts``, ``input_len``, ``output_len``, ``concurrency``,
-``time_limit_s``; :class:`bwstack.stack.model.BenchSettings`) and a hard time limit (SGLang's client under
+``time_limit_s``; :class:`bwstack.stack.schema.BenchSettings`) and a hard time limit (SGLang's client under
 ``timeout -s KILL``, ours by its own deadline; the ``docker exec`` itself a little later). With
 ``stack.api_key`` set only our client runs: it reads the key from the mounted secret file, where SGLang's
 would need it in its environment.
@@ -38,7 +38,7 @@ from typing import Any
 from bwstack import launch
 from bwstack.host.doctor.detect import detect_host
 from bwstack.host.doctor.probe import default_probe
-from bwstack.stack.model import BenchSettings, Stack
+from bwstack.stack.schema import BenchSettings, Stack
 
 #: SGLang's benchmark client, run as a module inside the serving image
 SGLANG_CLIENT = "sglang.bench_serving"

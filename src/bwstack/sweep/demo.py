@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bwstack.stack import model
-from bwstack.stack.model import Stack
+from bwstack.stack import loader
+from bwstack.stack.schema import Stack
 from bwstack.sweep import report
 from bwstack.sweep.run import default_out, run_sweep
 from healthchecks import signatures
@@ -45,7 +45,7 @@ def run_demo(
     console = console or Console(highlight=False, soft_wrap=True)
     out_dir = out if out is not None else default_out(stack)
     cpu_path = stack.path.parent / CPU_STACK_FILE
-    cpu_stack = model.load_stack(cpu_path) if cpu_path.is_file() and not stack.is_cpu else None
+    cpu_stack = loader.load_stack(cpu_path) if cpu_path.is_file() and not stack.is_cpu else None
     words = {"file": stack.path.name, "cpu_file": CPU_STACK_FILE}
     console.print((DEMO_INTRO if cpu_stack else DEMO_INTRO_STANDIN_ONLY).format(**words), markup=False)
     parts: list[tuple[str, Path]] = []

@@ -9,7 +9,7 @@ from typing import Any
 
 from bwstack import launch
 from bwstack.stack import modelconfig
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 
 #: GLM-5's first_k_dense_replace (sm120-backends.md §5) when no model-config fixture is available
 GLM5_FIRST_K_DENSE = 3

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from bwstack.errors import UserError
 from bwstack.stack import snapshots
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 
 #: expected class -> the stand-in fault that produces it
 STANDIN_FAULTS = {

@@ -22,7 +22,7 @@ from bwstack.know import next_try
 from bwstack.nogpu import rootfs, tinymodel
 from bwstack.nogpu.standin_image import ensure_standin_image
 from bwstack.render import compose
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 from bwstack.sweep import report
 from bwstack.sweep.display import Display, print_summary
 from bwstack.sweep.fast import fast_override

@@ -13,7 +13,7 @@ from bwstack.errors import ExternalError
 from bwstack.host import operate
 from bwstack.host.dockercompose import Project
 from bwstack.launch import launch_spec
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 from bwstack.sweep import bench, report
 from bwstack.sweep.display import Display, status_text
 from bwstack.sweep.judge import Exited, HealthChange, Judge, LogEnd, LogLine, Probe, Verdict

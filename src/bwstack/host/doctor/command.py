@@ -25,7 +25,7 @@ from bwstack.host.doctor.facts import Check, Expectations, RawHost, docker_root_
 from bwstack.host.doctor.host import check_model_cache
 from bwstack.host.doctor.probe import CommandResult, HostProbe, default_probe
 from bwstack.host.modelcache import CacheStatus
-from bwstack.stack import model, pins
+from bwstack.stack import loader, pins, schema
 
 Echo = Callable[..., Any]
 
@@ -47,14 +47,14 @@ STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "
 # --- what the variant and profiles need ------------------------------------------------------------------
 
 
-def _uses_flag(stack: model.StackFile, flag: str) -> bool:
+def _uses_flag(stack: schema.StackFile, flag: str) -> bool:
     """True when every profile gets ``flag`` (from model.extra_args or its own extra_args)."""
     if flag in stack.model.extra_args:
         return True
     return all(flag in profile.extra_args for profile in stack.profiles.values())
 
 
-def _env_everywhere(stack: model.StackFile, name: str) -> str | None:
+def _env_everywhere(stack: schema.StackFile, name: str) -> str | None:
     """The value of env ``name`` when every profile gets it (model.env or its own env)."""
     if name in stack.model.env:
         return str(stack.model.env[name])
@@ -64,7 +64,7 @@ def _env_everywhere(stack: model.StackFile, name: str) -> str | None:
 
 def _from_stack(profiles_file: Path, variant: str | None) -> tuple[str, dict[str, Any]]:
     # shape and types only: a host preflight must not depend on the variants' parser snapshots
-    stack, _lines = model.parse_stack_file(profiles_file)
+    stack, _lines = loader.parse_stack_file(profiles_file)
     used = {p.variant or stack.stack.variant for p in stack.profiles.values()}
     chosen = variant or stack.stack.variant
     needs: dict[str, Any] = {
@@ -133,7 +133,7 @@ def model_cache_status(profiles_file: Path, probe: HostProbe) -> CacheStatus | N
     """What the services' model cache holds for the stack's model (None: nothing to fetch)."""
     if not profiles_file.is_file():
         return None
-    stack, _lines = model.parse_stack_file(profiles_file)
+    stack, _lines = loader.parse_stack_file(profiles_file)
     repo, revision, settings = stack.model.path, stack.model.revision, stack.stack
     if repo.startswith("/"):
         return None

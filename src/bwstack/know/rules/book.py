@@ -19,7 +19,8 @@ from bwstack import textlayout
 from bwstack.errors import UserError
 from bwstack.know import backends
 from bwstack.stack import pins
-from bwstack.stack.model import EXPECT_CLASSES, field_path
+from bwstack.stack.schema import EXPECT_CLASSES
+from bwstack.stack.validation import field_path
 from bwstack.stack.yamlload import Lines, load_yaml
 from healthchecks import vocabulary
 

@@ -13,7 +13,7 @@ from packaging.version import Version
 from bwstack.know import explain
 from bwstack.know.rules.book import DSA_SIDES, SEMANTIC_FIELDS, version_or_none
 from bwstack.stack import pins, snapshots
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 from healthchecks import vocabulary
 
 

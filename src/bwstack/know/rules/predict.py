@@ -60,7 +60,7 @@ from bwstack.know.rules.kernels import (
     judge_use,
     load_kernel_facts,
 )
-from bwstack.stack.model import Stack
+from bwstack.stack.schema import Stack
 from healthchecks import signatures
 
 ExplainMode = Literal["cached", "compute", "off"]
