@@ -13,8 +13,6 @@ import re
 import tempfile
 from typing import Any
 
-from healthchecks import signatures
-
 ENV_HC_URL = "BWSTACK_HC_URL"
 ENV_HC_TIMEOUT = "BWSTACK_HC_TIMEOUT"
 ENV_HC_EXPECT = "BWSTACK_HC_EXPECT"
@@ -69,7 +67,6 @@ REDACTED = "***"
 #: Defined with each class in the failure catalog (signatures.CLASS_INFO): not starting, timeout and
 #: health_timeout (a busy or loading server), crash (already gone) and warmup_failed (covers transient HTTP
 #: errors; SGLang kills itself after a real warmup failure).
-FAIL_FAST_CLASSES = signatures.FAIL_FAST_CLASSES
 EXIT_FAIL_FAST = 3
 
 

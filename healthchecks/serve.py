@@ -10,7 +10,7 @@
   server's status (128+N when the server was killed by signal N);
 - removes the healthcheck state file at start, so a restarted container starts as ``starting``;
 - fail-fast (``BWSTACK_FAIL_FAST``, on unless ``0``): when the healthcheck records a verdict that does not
-  heal (NaN, asserts, unsupported arch, backend override, ...: ``common.FAIL_FAST_CLASSES``) it stops the
+  heal (NaN, asserts, unsupported arch, backend override, ...: ``signatures.FAIL_FAST_CLASSES``) it stops the
   server and exits with status 3, so the container stops instead of serving garbage (Docker: unhealthy);
 - readiness probe (``BWSTACK_READY_PROBE``, on unless ``0``): the moment SGLang answers ``GET /health`` 200
   (its own warmup done), runs ``warmup.py --mode full`` once itself (sampled decode + the quality probe, with
@@ -40,6 +40,8 @@ import urllib.request
 from dataclasses import dataclass
 from types import FrameType
 from typing import BinaryIO
+
+from healthchecks import signatures
 
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -250,7 +252,7 @@ class FailFast:
     def run(self) -> None:
         while not self.done.wait(WATCH_INTERVAL_S):
             found = verdict.state_verdict(self.state_file)
-            if found is None or found[0].cls not in common.FAIL_FAST_CLASSES:
+            if found is None or found[0].cls not in signatures.FAIL_FAST_CLASSES:
                 continue
             self.stop(f"the healthcheck reported '{found[0].line()}'", found[0])
             return
@@ -338,7 +340,7 @@ class Readiness:
             self.watcher.done.wait(1.0)
         self.verdict = found.line()
         self.tee.say(f"readiness probe: {self.verdict}")
-        if self.fail_fast and found.cls in common.FAIL_FAST_CLASSES and not self.watcher.done.is_set():
+        if self.fail_fast and found.cls in signatures.FAIL_FAST_CLASSES and not self.watcher.done.is_set():
             self.watcher.stop(f"the readiness probe reported '{self.verdict}'", found)
 
 

@@ -26,12 +26,6 @@ if TYPE_CHECKING:
 
 # Paths inside the serving image: the in-image contract (healthchecks/common.py) is their one home; the
 # Dockerfile creates them (tests check both agree).
-HC_DIR = common.HC_DIR
-SERVER_LOG = common.DEFAULT_LOG
-HF_HOME = common.HF_HOME
-JIT_CACHE = common.JIT_CACHE
-HC_STATE = common.DEFAULT_HC_STATE
-SECRETS_DIR = common.SECRETS_DIR
 #: the secret files a stack may mount (under SECRETS_DIR), each switched on by the stack setting of its name
 SECRETS = ("hf_token", "api_key")
 #: where SGLang listens inside the container (the host side binds stack.bind_address)
@@ -54,7 +48,7 @@ def image_ref(stack: Stack, variant_name: str) -> str:
 def model_path_in_container(stack: Stack, profile_name: str) -> str:
     """``--model-path``: a tiny model's folder in the mounted cache, else the path or repo as written."""
     name = stack.model_path_for(profile_name)
-    return f"{HF_HOME}/{name}" if name in stack.tiny_models else name
+    return f"{common.HF_HOME}/{name}" if name in stack.tiny_models else name
 
 
 def jit_volume(variant_name: str) -> str:
@@ -240,7 +234,7 @@ class LaunchSpec:
         """The deep check as an argv: ``url`` "" is this container's server, None leaves ``--url`` out (the
         check then reads ``BWSTACK_HC_URL``, as a Kubernetes worker does)."""
         hc = self.stack.settings.healthcheck
-        test = ["python3", f"{HC_DIR}/warmup.py"]
+        test = ["python3", f"{common.HC_DIR}/warmup.py"]
         if url is not None:
             test += ["--url", url or f"http://127.0.0.1:{self.port}"]
         test += [
@@ -251,12 +245,12 @@ class LaunchSpec:
             "--decode-every",
             str(hc.decode_every),
             "--log",
-            SERVER_LOG,
+            common.DEFAULT_LOG,
             "--state",
             state,
         ]
         if self.stack.settings.api_key:
-            test += ["--api-key-file", f"{SECRETS_DIR}/api_key"]
+            test += ["--api-key-file", f"{common.SECRETS_DIR}/api_key"]
         if hc.expect_text:
             test += ["--expect-text", hc.expect_text]
         for pair in self.expectations:

@@ -99,7 +99,7 @@ def test_parse_baseline() -> None:
 
 def test_garbage_is_in_the_catalog_and_fatal() -> None:
     assert "garbage" in signatures.CLASSES and "garbage" in signatures.DESCRIPTIONS
-    assert "garbage" in common.FAIL_FAST_CLASSES
+    assert "garbage" in signatures.FAIL_FAST_CLASSES
 
 
 # --- the whole healthcheck against the fake server ------------------------------------------------------------

@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 from ruamel.yaml import YAML
 
-from bwstack import cli, launch
+from bwstack import cli
 from bwstack.errors import ExternalError
 from bwstack.host import fetch, modelcache
 from bwstack.host.doctor import command as doctor
@@ -32,6 +32,7 @@ from bwstack.host.doctor.host import check_model_cache
 from bwstack.host.doctor.probe import CommandResult
 from bwstack.render import compose
 from bwstack.stack import loader
+from healthchecks import common
 from support.hub import Hub, Repo, serve, tiny_model
 
 REPO = "bwtest/tiny-glm"
@@ -167,7 +168,7 @@ def test_after_fetch_up_runs_offline_and_doctor_says_present(hub: Hub, repo: Rep
     services = rendered["services"]
     for service in services.values():
         assert service["environment"]["HF_HUB_OFFLINE"] == "${BWSTACK_HF_HUB_OFFLINE:-0}"
-        assert f"./hf-cache:{launch.HF_HOME}" in service["volumes"]
+        assert f"./hf-cache:{common.HF_HOME}" in service["volumes"]
 
 
 def test_up_refuses_before_any_container_when_the_model_is_missing(profiles: Path) -> None:

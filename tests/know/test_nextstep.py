@@ -11,7 +11,7 @@ from bwstack import sweep
 from bwstack.host import operate
 from bwstack.know import next_try, rules
 from bwstack.stack import schema
-from healthchecks import signatures
+from healthchecks import signatures, vocabulary
 
 # every known-bad shipped profile failing with its own class on sm120 -> the profile worth trying next
 SHIPPED = {
@@ -67,7 +67,7 @@ def test_a_class_without_implicated_fields_takes_the_nearest(repo_stack: schema.
 
 def test_classes_are_the_catalogs() -> None:
     assert set(next_try.FIELDS_FOR_CLASS) <= set(signatures.CLASSES)
-    assert all(set(fields) <= set(schema.BACKEND_FIELDS) for fields in next_try.FIELDS_FOR_CLASS.values())
+    assert all(set(fields) <= set(vocabulary.BACKEND_FIELDS) for fields in next_try.FIELDS_FOR_CLASS.values())
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bwstack import launch
 from bwstack.lock import command as locking
 from bwstack.stack import pins
+from healthchecks import common
 from support.stack import ROOT
 
 VARIANTS = pins.list_variants(ROOT / "images")
@@ -135,7 +135,7 @@ def test_dockerfile_takes_every_build_arg_and_pins_nothing() -> None:
             assert declared[arg] in ("", '""'), (
                 f"ARG {arg} has a default ({declared[arg]}): pins live in images/"
             )
-    for path in (launch.HC_DIR, launch.SERVER_LOG, launch.HF_HOME, launch.JIT_CACHE):
+    for path in (common.HC_DIR, common.DEFAULT_LOG, common.HF_HOME, common.JIT_CACHE):
         assert path in dockerfile
     assert re.search(
         r"^HEALTHCHECK .*\n\s+CMD \[\"python3\", \"/opt/bwstack/healthchecks/warmup.py\"", dockerfile, re.M

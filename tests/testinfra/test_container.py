@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bwstack import launch
+from healthchecks import common
 from support import dockerstack
 from support.infra_targets import Service
 
@@ -41,7 +42,7 @@ def test_server_runs_exactly_the_rendered_argv(service: Service) -> None:
     argv = launch.launch_spec(service.stack, service.profile).argv
     assert cmdline[3:] == [*argv, "--api-key", service.api_key]
     wrapper = proc_file(service.host, 1, "cmdline")
-    assert wrapper[:2] == ["python3", f"{launch.HC_DIR}/serve.py"]
+    assert wrapper[:2] == ["python3", f"{common.HC_DIR}/serve.py"]
     assert wrapper[2:] == argv  # compose `command:` = the argv
 
 
@@ -64,7 +65,7 @@ def test_no_secret_in_inspect_labels_history_or_logs(service: Service) -> None:
     image = dockerstack.docker("image", "inspect", service.image).stdout
     history = dockerstack.docker("history", "--no-trunc", service.image).stdout
     logs = service.container.logs()
-    server_log = service.host.file(launch.SERVER_LOG).content_string
+    server_log = service.host.file(common.DEFAULT_LOG).content_string
     assert "--api-key ***" in logs or "api-key from" in logs  # the start line shows the flag, redacted
     for secret in (service.hf_token, service.api_key):
         for where, text in {
@@ -84,7 +85,7 @@ def test_listens_on_the_configured_port(service: Service) -> None:
 
 
 def test_server_log_is_written(service: Service) -> None:
-    log = service.host.file(launch.SERVER_LOG)
+    log = service.host.file(common.DEFAULT_LOG)
     assert log.is_file and log.user == "bwstack"
     text = log.content_string
     assert f"bwstack-serve: starting python3 -m {SERVER_MODULE} " in text
@@ -92,7 +93,7 @@ def test_server_log_is_written(service: Service) -> None:
     assert "The server is fired up and ready to roll!" in text
     size = log.size
     # the healthcheck's requests keep adding access-log lines
-    assert dockerstack.wait_until(lambda: service.host.file(launch.SERVER_LOG).size > size, timeout=60)
+    assert dockerstack.wait_until(lambda: service.host.file(common.DEFAULT_LOG).size > size, timeout=60)
 
 
 def test_runs_as_the_documented_user(service: Service) -> None:
@@ -101,5 +102,5 @@ def test_runs_as_the_documented_user(service: Service) -> None:
         uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
         assert set(uids) == {"10001"}, (pid, uids)
     assert server_process(service.host).user == "bwstack"
-    for path in (launch.SERVER_LOG.rsplit("/", 1)[0], launch.JIT_CACHE, launch.HF_HOME):
+    for path in (common.DEFAULT_LOG.rsplit("/", 1)[0], common.JIT_CACHE, common.HF_HOME):
         assert service.host.file(path).user == "bwstack", path

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from bwstack import __version__, launch
+from bwstack import __version__
 from bwstack.nogpu.standin_image import BASE_REPO
 from bwstack.stack import pins
+from healthchecks import common
 from support import dockerstack
 from support.infra_targets import Target
 from support.stack import ROOT
@@ -72,16 +73,16 @@ def test_entrypoint_healthcheck_user_and_port(image_target: Target) -> None:
 def test_healthcheck_and_wrapper_are_present_and_executable(image_target: Target) -> None:
     host = image_target.host
     for name in HEALTHCHECK_FILES:
-        script = host.file(f"{launch.HC_DIR}/{name}")
+        script = host.file(f"{common.HC_DIR}/{name}")
         assert script.is_file, name
         assert script.mode & 0o111 == 0o111, f"{name}: mode {script.mode:o}"
         assert script.user == "root" and script.mode & 0o022 == 0, f"{name} is writable by the server user"
     for name in HEALTHCHECK_MODULES:
-        module = host.file(f"{launch.HC_DIR}/{name}")
+        module = host.file(f"{common.HC_DIR}/{name}")
         assert module.is_file and module.user == "root" and module.mode & 0o022 == 0, name
-    assert host.run(f"test -w {launch.HC_DIR}/warmup.py").rc != 0
-    assert host.run(f"python3 {launch.HC_DIR}/warmup.py --help").rc == 0
-    assert host.run(f"python3 {launch.HC_DIR}/bench_client.py --help").rc == 0  # the sweep's --bench load
+    assert host.run(f"test -w {common.HC_DIR}/warmup.py").rc != 0
+    assert host.run(f"python3 {common.HC_DIR}/warmup.py --help").rc == 0
+    assert host.run(f"python3 {common.HC_DIR}/bench_client.py --help").rc == 0  # the sweep's --bench load
     variant_dir = ROOT / "images" / image_target.variant
     assert (
         host.file("/opt/bwstack/versions.json").content_string == (variant_dir / "versions.json").read_text()
@@ -132,7 +133,7 @@ def test_runs_as_bwstack_and_owns_the_writable_paths(image_target: Target) -> No
     user = host.user()
     assert (user.name, user.uid) == ("bwstack", 10001)
     assert host.check_output("id -u") == "10001"
-    for path in (launch.SERVER_LOG.rsplit("/", 1)[0], launch.JIT_CACHE, launch.HF_HOME):
+    for path in (common.DEFAULT_LOG.rsplit("/", 1)[0], common.JIT_CACHE, common.HF_HOME):
         folder = host.file(path)
         assert folder.is_directory and folder.user == "bwstack" and folder.group == "bwstack", path
         probe = f"{path}/.bwstack-write-test"

@@ -34,9 +34,6 @@ from healthchecks import vocabulary
 if TYPE_CHECKING:
     from bwstack.stack.schema import Stack
 
-ARCH_CAPABILITY = vocabulary.ARCH_CAPABILITY
-DEVICE_NAMES = vocabulary.DEVICE_NAMES
-SEMANTIC_FIELDS = vocabulary.BACKEND_FIELDS
 #: the attention backend's DSA value in each spelling (``dsa``, ``nsa`` up to 0.5.12)
 DSA_ATTENTION = vocabulary.spellings("attention_backend", "dsa")
 #: the model settings (sglang_cli.MODEL_FLAGS keys) whose flags explain passes on: the ones SGLang's backend
@@ -108,7 +105,7 @@ class Resolution:
         return self.resolved.get(name)
 
     def outcomes(self) -> list[FieldOutcome]:
-        return [self._outcome(name) for name in SEMANTIC_FIELDS]
+        return [self._outcome(name) for name in vocabulary.BACKEND_FIELDS]
 
     def overridden(self) -> list[FieldOutcome]:
         """Requested values SGLang would not use as given."""
@@ -176,7 +173,7 @@ class Explanation:
         lines = [
             f"{self.profile} on {self.arch}: variant {self.variant}, sglang {res.sglang_version} "
             f"(its own resolution code, run on the CPU for compute capability "
-            f"{'.'.join(map(str, ARCH_CAPABILITY[self.arch]))}, model {res.model_arch})",
+            f"{'.'.join(map(str, vocabulary.ARCH_CAPABILITY[self.arch]))}, model {res.model_arch})",
             *[f"  note: {note}" for note in self.notes],
         ]
         lines += [_outcome_line(o) for o in res.outcomes()]
@@ -199,11 +196,8 @@ class Explanation:
         return "\n".join(lines)
 
 
-LABELS = vocabulary.FIELD_LABELS
-
-
 def _outcome_line(outcome: FieldOutcome) -> str:
-    text = f"  {LABELS[outcome.name]:<22}{_show(outcome.effective)}"
+    text = f"  {vocabulary.FIELD_LABELS[outcome.name]:<22}{_show(outcome.effective)}"
     if outcome.status == "default":
         return f"{text}  (SGLang's choice)"
     if outcome.status == "unused":
@@ -381,14 +375,16 @@ def _cached(sglang_version: str, query: Query) -> Resolution | None:
 
 
 def _request(arch: str, requested: Mapping[str, str | None]) -> dict[str, str | None]:
-    if arch not in ARCH_CAPABILITY:
-        raise UserError(f"unknown arch {arch!r} (known: {', '.join(ARCH_CAPABILITY)})", field="--arch")
-    unknown = sorted(set(requested) - set(SEMANTIC_FIELDS))
+    if arch not in vocabulary.ARCH_CAPABILITY:
+        raise UserError(
+            f"unknown arch {arch!r} (known: {', '.join(vocabulary.ARCH_CAPABILITY)})", field="--arch"
+        )
+    unknown = sorted(set(requested) - set(vocabulary.BACKEND_FIELDS))
     if unknown:
         raise UserError(
-            f"unknown backend field(s) {', '.join(unknown)} (known: {', '.join(SEMANTIC_FIELDS)})"
+            f"unknown backend field(s) {', '.join(unknown)} (known: {', '.join(vocabulary.BACKEND_FIELDS)})"
         )
-    return {name: requested.get(name) for name in SEMANTIC_FIELDS}
+    return {name: requested.get(name) for name in vocabulary.BACKEND_FIELDS}
 
 
 #: what the resolver reports, by ServerArgs field (= /server_info key; aliases: the healthcheck table)
@@ -427,7 +423,8 @@ def _run_resolver(venv: venvs.SglangEnv, queries: Sequence[Query]) -> list[dict[
                 _generation_config(query.model_config), encoding="utf-8"
             )
             payload.append({
-                "capability": list(ARCH_CAPABILITY[query.arch]), "device_name": DEVICE_NAMES[query.arch],
+                "capability": list(vocabulary.ARCH_CAPABILITY[query.arch]),
+                "device_name": vocabulary.DEVICE_NAMES[query.arch],
                 "model_dir": str(model_dir), "requested": query.request(),
                 "extra_argv": list(query.extra_argv),
                 "env": dict(query.env),

@@ -25,11 +25,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from bwstack.know import rules
-from bwstack.stack.schema import BACKEND_FIELDS, Stack
+from bwstack.stack.schema import Stack
 from healthchecks import vocabulary
 
 _DSA_BACKENDS = ("attention_backend", *vocabulary.DSA_SIDES)
-_KERNELS = vocabulary.KERNEL_FIELDS
 
 #: failure class -> the profile fields whose change addresses it, most implicated first
 FIELDS_FOR_CLASS: dict[str, tuple[str, ...]] = {
@@ -37,9 +36,9 @@ FIELDS_FOR_CLASS: dict[str, tuple[str, ...]] = {
     "assertion": ("kv_cache_dtype", "attention_backend"),
     "device_assert": ("kv_cache_dtype", "attention_backend"),
     "unsupported_arch": _DSA_BACKENDS,
-    "no_kernel_image": _KERNELS,
+    "no_kernel_image": vocabulary.KERNEL_FIELDS,
     "shared_memory": _DSA_BACKENDS,
-    "illegal_memory": _KERNELS,
+    "illegal_memory": vocabulary.KERNEL_FIELDS,
     "backend_override": ("kv_cache_dtype", *_DSA_BACKENDS),
 }
 
@@ -80,7 +79,11 @@ _NO_PREDICTION = SimpleNamespace(verdict="healthy", decision=SimpleNamespace(rul
 def _changed(a: Mapping[str, str | None], b: Mapping[str, str | None]) -> list[str]:
     """Backend fields that differ; the DSA sub-backends only count where one side runs DSA attention."""
     dsa = "dsa" in (a.get("attention_backend"), b.get("attention_backend"))
-    return [k for k in BACKEND_FIELDS if a.get(k) != b.get(k) and (dsa or k not in vocabulary.DSA_SIDES)]
+    return [
+        k
+        for k in vocabulary.BACKEND_FIELDS
+        if a.get(k) != b.get(k) and (dsa or k not in vocabulary.DSA_SIDES)
+    ]
 
 
 def suggest(

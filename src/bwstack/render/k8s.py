@@ -159,7 +159,7 @@ def probes(spec: launch.LaunchSpec, leader: bool) -> dict[str, dict[str, Any]]:
     ready_mode = "full" if leader else "light"
     return {
         "startupProbe": {
-            "command": probe_command(spec, "light", launch.HC_STATE, leader),
+            "command": probe_command(spec, "light", common.DEFAULT_HC_STATE, leader),
             "timing": {
                 "periodSeconds": STARTUP_PERIOD_S,
                 "timeoutSeconds": timeout,
@@ -177,7 +177,7 @@ def probes(spec: launch.LaunchSpec, leader: bool) -> dict[str, dict[str, Any]]:
             },
         },
         "livenessProbe": {
-            "command": probe_command(spec, "light", launch.HC_STATE, leader),
+            "command": probe_command(spec, "light", common.DEFAULT_HC_STATE, leader),
             "timing": {
                 "periodSeconds": period,
                 "timeoutSeconds": timeout,
@@ -207,11 +207,11 @@ def container_env(spec: launch.LaunchSpec, leader: bool) -> dict[str, str]:
 def mounts(stack: Stack, profile_name: str) -> list[dict[str, Any]]:
     found = [
         {"name": "dshm", "mountPath": "/dev/shm", "readOnly": False},  # noqa: S108 - the pod's shm mount
-        {"name": dns_label(stack.settings.model_cache), "mountPath": launch.HF_HOME, "readOnly": False},
-        {"name": jit_claim(stack, profile_name), "mountPath": launch.JIT_CACHE, "readOnly": False},
+        {"name": dns_label(stack.settings.model_cache), "mountPath": common.HF_HOME, "readOnly": False},
+        {"name": jit_claim(stack, profile_name), "mountPath": common.JIT_CACHE, "readOnly": False},
     ]
     if secret_sources(stack):
-        found.append({"name": "secrets", "mountPath": launch.SECRETS_DIR, "readOnly": True})
+        found.append({"name": "secrets", "mountPath": common.SECRETS_DIR, "readOnly": True})
     return found
 
 

@@ -33,8 +33,6 @@ COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 #: failure classes a profile may expect (the healthcheck's classes; ``healthy`` for a working profile)
 EXPECT_CLASSES = ("healthy", *(c for c in signatures.CLASSES if c not in {"healthy", "starting"}))
-GPU_ARCHES = vocabulary.PROFILE_ARCHES
-BACKEND_FIELDS = vocabulary.BACKEND_FIELDS
 COMPOSE_FEATURES = ("start_interval",)
 
 
@@ -51,7 +49,7 @@ RestartPolicy = Annotated[str, StringConstraints(pattern=r"^(no|always|unless-st
 if TYPE_CHECKING:
     GpuArch = str
 else:  # one of the vocabulary's archs (pydantic lists them, in that order, when a value is not one)
-    GpuArch = Literal[GPU_ARCHES]
+    GpuArch = Literal[vocabulary.PROFILE_ARCHES]
 
 
 class _Strict(BaseModel):
@@ -179,7 +177,7 @@ if not TYPE_CHECKING:  # one optional field per semantic backend field of the vo
     _ProfileBackends = create_model(
         "_ProfileBackends",
         __base__=_ProfileHead,
-        **{name: (SafeToken | None, None) for name in BACKEND_FIELDS},
+        **{name: (SafeToken | None, None) for name in vocabulary.BACKEND_FIELDS},
     )
 else:  # mypy's view: the backend fields are read by name (Profile.backends), so it need not list them
 
@@ -215,7 +213,7 @@ class Profile(_ProfileBackends):
 
     def backends(self) -> dict[str, str | None]:
         """The semantic backend fields, None where the profile leaves SGLang to choose."""
-        return {name: getattr(self, name) for name in BACKEND_FIELDS}
+        return {name: getattr(self, name) for name in vocabulary.BACKEND_FIELDS}
 
     @property
     def known_bad(self) -> bool:

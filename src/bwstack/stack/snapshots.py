@@ -22,7 +22,6 @@ SNAPSHOT_SCHEMA = "bwstack.sglang-args/1"
 
 #: semantic profile field -> candidate flags, preferred first (the table lives in healthchecks/vocabulary.py,
 #: stdlib only, because the in-container healthcheck reads it too)
-SEMANTIC_FLAGS = vocabulary.SEMANTIC_FLAGS
 
 #: model settings -> flag (same in every supported version; checked against the snapshot all the same)
 MODEL_FLAGS: dict[str, str] = {
@@ -48,7 +47,11 @@ OWNED_FLAGS: dict[str, str] = {
     "--revision": "set model.revision (a commit of the model repo)",
     "--served-model-name": "set model.served_name",
     **{flag: "set model.tp_size" for flag in vocabulary.TP_FLAGS},
-    **{flag: f"set the profile field {sem}" for sem, flags in SEMANTIC_FLAGS.items() for flag in flags},
+    **{
+        flag: f"set the profile field {sem}"
+        for sem, flags in vocabulary.SEMANTIC_FLAGS.items()
+        for flag in flags
+    },
 }
 
 
@@ -114,7 +117,7 @@ class Snapshot:
 
     def flag_for(self, semantic: str) -> Flag | None:
         """The flag this version uses for a semantic field (non-deprecated spelling first)."""
-        candidates = [self.by_option[o] for o in SEMANTIC_FLAGS[semantic] if o in self.by_option]
+        candidates = [self.by_option[o] for o in vocabulary.SEMANTIC_FLAGS[semantic] if o in self.by_option]
         for flag in candidates:
             if not flag.deprecated:
                 return flag
@@ -125,7 +128,7 @@ class Snapshot:
         flag = self.flag_for(semantic)
         if flag is None:
             return None
-        for opt in SEMANTIC_FLAGS[semantic]:
+        for opt in vocabulary.SEMANTIC_FLAGS[semantic]:
             if opt in flag.option_strings:
                 return opt
         return flag.name

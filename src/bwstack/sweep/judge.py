@@ -25,7 +25,6 @@ CONTEXT_AFTER = 10
 TAIL_LINES = 30
 HEALTH_KEEP = 5
 #: classes a log line may carry that are not a verdict while the server lives (SGLang's own /health timeout)
-NOT_FATAL_IN_LOG = signatures.NOT_FATAL_WHILE_ALIVE
 
 
 @dataclass(frozen=True)
@@ -175,7 +174,7 @@ class Judge:
         """The log's root-cause match, unless it is one that is no verdict while the server lives (generic
         traceback evidence, SGLang's /health timeout)."""
         match = self.scanner.result(strong_only=True)
-        if match is None or match.cls in NOT_FATAL_IN_LOG:
+        if match is None or match.cls in signatures.NOT_FATAL_WHILE_ALIVE:
             return None
         return match
 

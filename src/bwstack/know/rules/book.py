@@ -29,12 +29,17 @@ RULES_FILE = DATA / "rules.yaml"
 RULES_SCHEMA = DATA / "schemas" / "rules.schema.json"
 ARCHES: tuple[str, ...] = tuple(vocabulary.ARCHS)
 FAILURE_CLASSES: tuple[str, ...] = tuple(c for c in EXPECT_CLASSES if c != "healthy")
-SEMANTIC_FIELDS: tuple[str, ...] = vocabulary.BACKEND_FIELDS
-DSA_SIDES = vocabulary.DSA_SIDES
 KV_LAYOUTS = ("packed_fp8", "raw_fp8", "bf16")
 #: fields a condition may test with a value matcher: the backend fields, ``dsa_backend`` (either DSA side),
 #: the arch, the model's architecture, the DSA KV layout and the quantization
-MATCH_FIELDS = ("gpu_arch", "model_arch", *SEMANTIC_FIELDS, "dsa_backend", "dsa_kv_layout", "quantization")
+MATCH_FIELDS = (
+    "gpu_arch",
+    "model_arch",
+    *vocabulary.BACKEND_FIELDS,
+    "dsa_backend",
+    "dsa_kv_layout",
+    "quantization",
+)
 _EVIDENCE = re.compile(
     r"(?:^|\s|/)(?:[\w.-]+/[\w.-]+)?#\d+"  # owner/repo#N, #N, PR #N
     r"|read in [\w.-]+ \d[\w.]* wheel \S+"  # read in sglang 0.5.23 wheel path:lines
@@ -334,7 +339,7 @@ class Context:
 
 def _field_matches(ctx: Context, name: str, matcher: Matcher) -> bool:
     if name == "dsa_backend":
-        return any(matcher.test(ctx.value(side)) for side in DSA_SIDES)
+        return any(matcher.test(ctx.value(side)) for side in vocabulary.DSA_SIDES)
     return matcher.test(ctx.value(name))
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from packaging.version import Version
 
 from bwstack.know import explain
-from bwstack.know.rules.book import DSA_SIDES, SEMANTIC_FIELDS, version_or_none
+from bwstack.know.rules.book import version_or_none
 from bwstack.stack import pins, snapshots
 from bwstack.stack.schema import Stack
 from healthchecks import vocabulary
@@ -95,7 +95,7 @@ def dsa_default(
 
 def static_effective(inputs: ProfileInputs, arch: str) -> tuple[dict[str, str | None], list[str]]:
     """The static fallback (module docstring, step 1): requested values plus version-independent facts."""
-    eff = {name: canonical(name, inputs.requested.get(name)) for name in SEMANTIC_FIELDS}
+    eff = {name: canonical(name, inputs.requested.get(name)) for name in vocabulary.BACKEND_FIELDS}
     config = inputs.model_config
     if not is_dsa_model(config):
         return eff, ["not a DSA model: values left to SGLang stay unknown without a cached explain"]
@@ -108,10 +108,12 @@ def static_effective(inputs: ProfileInputs, arch: str) -> tuple[dict[str, str | 
         eff["kv_cache_dtype"] = "fp8_e4m3" if major >= 10 and not sinks else "bfloat16"
     model_arch = config_arch(config)
     row = dsa_default(inputs.sglang_version, arch, model_arch, eff["kv_cache_dtype"])
-    for side, default in zip(DSA_SIDES, (row.prefill, row.decode) if row else (None, None), strict=True):
+    for side, default in zip(
+        vocabulary.DSA_SIDES, (row.prefill, row.decode) if row else (None, None), strict=True
+    ):
         if eff[side] is None:
             eff[side] = default
-    if row is None and None in (eff[side] for side in DSA_SIDES):
+    if row is None and None in (eff[side] for side in vocabulary.DSA_SIDES):
         notes.append(
             f"DSA backends SGLang {inputs.sglang_version or '?'} picks on {arch} are not in the vocabulary's "
             "DSA defaults; run 'bwstack explain' to resolve them"
@@ -133,7 +135,7 @@ def dsa_kv_layout(eff: Mapping[str, str | None], *, dsa_model: bool, version: st
         return "bf16"
     if kv != "fp8_e4m3":
         return None
-    sides = tuple(eff.get(side) for side in DSA_SIDES)
+    sides = tuple(eff.get(side) for side in vocabulary.DSA_SIDES)
     if "trtllm" in sides:
         return "raw_fp8"
     parsed = version_or_none(version)

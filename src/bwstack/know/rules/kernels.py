@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from bwstack.errors import UserError
 from bwstack.know import backends
-from bwstack.know.rules.book import DSA_SIDES
+from healthchecks import vocabulary
 
 KERNEL_FACTS_FILE = "kernel-archs.json"
 KERNEL_FACTS_SCHEMA = "bwstack.kernel-archs/1"
@@ -83,7 +83,7 @@ def backends_in_use(eff: Mapping[str, str | None]) -> list[tuple[str, str]]:
     attention = eff.get("attention_backend")
     if attention:
         used.append(("attention_backend", attention))
-    names = [*DSA_SIDES] if attention == "dsa" else []
+    names = [*vocabulary.DSA_SIDES] if attention == "dsa" else []
     names += ["moe_runner_backend", "fp4_gemm_backend"]
     used += [(name, value) for name in names if (value := eff.get(name))]
     return used

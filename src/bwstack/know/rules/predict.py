@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 from bwstack.errors import UserError
 from bwstack.know import backends, explain
-from bwstack.know.rules.book import ARCHES, FAILURE_CLASSES, SEMANTIC_FIELDS, Context, RuleBook, load_rules
+from bwstack.know.rules.book import ARCHES, FAILURE_CLASSES, Context, RuleBook, load_rules
 from bwstack.know.rules.inputs import (
     ProfileInputs,
     canonical,
@@ -61,7 +61,7 @@ from bwstack.know.rules.kernels import (
     load_kernel_facts,
 )
 from bwstack.stack.schema import Stack
-from healthchecks import signatures
+from healthchecks import signatures, vocabulary
 
 ExplainMode = Literal["cached", "compute", "off"]
 
@@ -160,7 +160,7 @@ def predict(
     inputs = profile_inputs(stack, profile_name)
     resolution, notes = _resolution(inputs, arch, explain_mode)
     if resolution is not None:
-        eff = {name: canonical(name, resolution.value(name)) for name in SEMANTIC_FIELDS}
+        eff = {name: canonical(name, resolution.value(name)) for name in vocabulary.BACKEND_FIELDS}
     else:
         eff, fallback_notes = static_effective(inputs, arch)
         notes += fallback_notes
