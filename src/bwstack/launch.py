@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from bwstack.host.calibrate import load_baseline
 from bwstack.stack import snapshots
+from bwstack.stack.baselines import load_baseline
 from healthchecks import common
 
 if TYPE_CHECKING:

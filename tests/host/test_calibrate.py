@@ -19,7 +19,7 @@ from bwstack.errors import ExternalError, UserError
 from bwstack.host import calibrate
 from bwstack.know import listing
 from bwstack.render import compose, k8s
-from bwstack.stack import loader
+from bwstack.stack import baselines, loader
 from healthchecks import common, judging, settings
 from support.hc_fakes import FakeSGLang, generate_body
 from support.stack import edit_yaml
@@ -28,8 +28,8 @@ MODEL = "nvidia/GLM-5-NVFP4"
 
 
 def _write(stack_copy: Path, entry: object) -> Path:
-    path = stack_copy.parent / calibrate.BASELINES_FILE
-    data = {"schema": calibrate.SCHEMA, "models": {MODEL: {judging.PASSAGE_ID: entry}}}
+    path = stack_copy.parent / baselines.BASELINES_FILE
+    data = {"schema": baselines.SCHEMA, "models": {MODEL: {judging.PASSAGE_ID: entry}}}
     path.write_text(json.dumps(data))
     return path
 
@@ -39,8 +39,8 @@ GOOD = {"score": -0.4321, "margin": 1.5, "tokens": 60, "profile": "dense-fi-bf16
 
 def test_no_baseline_renders_nothing_and_list_says_so(stack_copy: Path) -> None:
     stack = loader.load_stack(stack_copy)
-    assert calibrate.load_baseline(stack) is None
-    assert "only the baseline-free checks run" in calibrate.describe(stack)
+    assert baselines.load_baseline(stack) is None
+    assert "only the baseline-free checks run" in baselines.describe(stack)
     env = launch.launch_spec(stack, "dense-fi-bf16").env()
     assert common.ENV_HC_BASELINE not in env
     assert listing.list_data(stack, arch=None)["quality_baseline"] is None
@@ -56,7 +56,7 @@ def test_a_baseline_reaches_every_rendered_healthcheck(stack_copy: Path) -> None
         assert env[common.ENV_HC_MARGIN] == "1.5"
     manifests = "".join(o.text for o in k8s.render_k8s(stack, nodes=1, profiles=["dense-fi-bf16"]))
     assert f"{judging.PASSAGE_ID}=-0.4321" in manifests
-    assert "below -1.932 is garbage" in calibrate.describe(stack)
+    assert "below -1.932 is garbage" in baselines.describe(stack)
     assert listing.list_data(stack, arch=None)["quality_baseline"]["score"] == -0.4321
     # what warmup.py makes of the rendered value
     assert settings.parse_baseline(f"{judging.PASSAGE_ID}=-0.4321") == (judging.PASSAGE_ID, -0.4321)
@@ -69,7 +69,7 @@ def test_a_baseline_reaches_every_rendered_healthcheck(stack_copy: Path) -> None
 def test_a_malformed_file_is_one_line_exit_2(stack_copy: Path, entry: object, message: str) -> None:
     path = _write(stack_copy, entry)
     with pytest.raises(UserError) as err:
-        calibrate.load_baseline(loader.load_stack(stack_copy))
+        baselines.load_baseline(loader.load_stack(stack_copy))
     assert message in err.value.render() and str(path) in err.value.render()
     done = subprocess.run(
         [str(Path(sys.executable).parent / "bwstack"), "render", "-f", str(stack_copy), "--check"],
@@ -92,12 +92,12 @@ def test_calibrate_refuses_another_model_and_a_flat_server(stack_copy: Path) -> 
         fake.set_json("POST", "/generate", body)
         with pytest.raises(ExternalError, match="not fit to calibrate on: garbage"):
             calibrate.calibrate(stack, "dense-fi-bf16", url=fake.url)
-    assert not (stack_copy.parent / calibrate.BASELINES_FILE).exists()
+    assert not (stack_copy.parent / baselines.BASELINES_FILE).exists()
 
 
 def test_calibrate_writes_the_file_atomically_and_keeps_other_models(stack_copy: Path) -> None:
-    path = stack_copy.parent / calibrate.BASELINES_FILE
-    other = {"schema": calibrate.SCHEMA, "models": {"other/model": {"p": {"score": -1.0}}}}
+    path = stack_copy.parent / baselines.BASELINES_FILE
+    other = {"schema": baselines.SCHEMA, "models": {"other/model": {"p": {"score": -1.0}}}}
     path.write_text(json.dumps(other))
     edit_yaml(stack_copy, lambda d: d["model"].update(path="nvidia/GLM-5.2-NVFP4"))
     stack = loader.load_stack(stack_copy)
@@ -110,4 +110,4 @@ def test_calibrate_writes_the_file_atomically_and_keeps_other_models(stack_copy:
     data = json.loads(path.read_text())
     assert data["models"]["other/model"] == {"p": {"score": -1.0}}
     assert data["models"]["nvidia/GLM-5.2-NVFP4"][judging.PASSAGE_ID]["margin"] == 0.5
-    assert calibrate.load_baseline(loader.load_stack(stack_copy)) == baseline
+    assert baselines.load_baseline(loader.load_stack(stack_copy)) == baseline

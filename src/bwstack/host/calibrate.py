@@ -1,108 +1,20 @@
-"""``bwstack calibrate PROFILE``: record the quality probe's baseline for the stack's model.
-
-The probe (``healthchecks/warmup.py``) scores a fixed reference passage by teacher forcing: the mean logprob
-of its tokens. What a working server scores depends on the model, so the score of a known-good server is
-recorded per model and passage in ``baselines.json`` beside profiles.yaml (committed and reviewed like any
-pin; written atomically). ``bwstack render`` passes it to the healthcheck of every profile serving that model
-(``BWSTACK_HC_BASELINE`` / ``BWSTACK_HC_MARGIN``); a later score below ``baseline - margin`` is ``garbage``.
-Without a baseline only the baseline-free checks run (flat or looping logprobs), and ``list``/``up`` say so.
-"""
+"""``bwstack calibrate PROFILE``: measure the quality probe's passage score on a known-good server and record
+it for the stack's model (:mod:`bwstack.stack.baselines` holds the file and its reading)."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
+from bwstack.stack import baselines
 from bwstack.stack.schema import Stack
-from healthchecks import common, judging, settings, warmup
+from healthchecks import judging, settings, warmup
 
-BASELINES_FILE = "baselines.json"
-SCHEMA = "bwstack.baselines/1"
 DEFAULT_TIMEOUT = 120.0
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """A calibrated passage score for one model."""
-
-    passage: str
-    score: float
-    margin: float
-    tokens: int
-    profile: str
-    sglang: str
-    calibrated: str
-
-    def env(self) -> dict[str, str]:
-        """What the rendered container passes to warmup.py (and serve.py's readiness probe)."""
-        return {
-            common.ENV_HC_BASELINE: f"{self.passage}={self.score:.4f}",
-            common.ENV_HC_MARGIN: f"{self.margin:g}",
-        }
-
-
-def baselines_path(stack: Stack) -> Path:
-    return stack.root / BASELINES_FILE
-
-
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {"schema": SCHEMA, "models": {}}
-    except (OSError, ValueError) as exc:
-        raise UserError(f"not readable JSON: {exc}", file=path) from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("models"), dict):
-        raise UserError(f"expected an object with schema {SCHEMA!r} and a 'models' mapping", file=path)
-    return data
-
-
-def load_baseline(stack: Stack) -> Baseline | None:
-    """The baseline of the stack's model for the healthcheck's current passage; None when not calibrated."""
-    path = baselines_path(stack)
-    entry = _load(path)["models"].get(stack.model.path, {}).get(judging.PASSAGE_ID)
-    if entry is None:
-        return None
-    where = f"models.{stack.model.path}.{judging.PASSAGE_ID}"
-    try:
-        baseline = Baseline(
-            passage=judging.PASSAGE_ID,
-            score=float(entry["score"]),
-            margin=float(entry["margin"]),
-            tokens=int(entry["tokens"]),
-            profile=str(entry["profile"]),
-            sglang=str(entry.get("sglang", "")),
-            calibrated=str(entry.get("calibrated", "")),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(
-            f"malformed baseline ({exc}); valid: score, margin, tokens, profile", file=path, field=where
-        ) from None
-    if not baseline.score <= 0 or not baseline.margin > 0:
-        raise UserError("score must be a logprob <= 0 and margin > 0", file=path, field=where)
-    return baseline
-
-
-def describe(stack: Stack) -> str:
-    """One line for ``list`` / ``up``: which quality checks the healthcheck runs."""
-    baseline = load_baseline(stack)
-    if baseline is None:
-        return (
-            f"quality baseline: none for {stack.model.path} (passage {judging.PASSAGE_ID}): only the "
-            "baseline-free checks run (flat or looping logprobs); record one with 'bwstack calibrate "
-            "PROFILE'"
-            " on a known-good server"
-        )
-    return (
-        f"quality baseline: passage {baseline.passage} scores {baseline.score:.3f} nats/token on "
-        f"{stack.model.path} (calibrated on {baseline.profile}); "
-        f"below {baseline.score - baseline.margin:.3f} is garbage"
-    )
 
 
 def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None) -> dict[str, Any]:
@@ -151,7 +63,7 @@ def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None =
 
 def calibrate(
     stack: Stack, profile: str, *, url: str | None = None, margin: float = judging.DEFAULT_MARGIN
-) -> tuple[Baseline, Path]:
+) -> tuple[baselines.Baseline, Path]:
     """Measure the passage score of the running server and record it for the stack's model."""
     stack.profile(profile)
     if not margin > 0:
@@ -165,7 +77,7 @@ def calibrate(
             line=stack.line_of("model", "path"),
             field="model.path",
         )
-    baseline = Baseline(
+    baseline = baselines.Baseline(
         passage=judging.PASSAGE_ID,
         score=round(found["score"], 4),
         margin=margin,
@@ -174,8 +86,8 @@ def calibrate(
         sglang=found["sglang"],
         calibrated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
-    path = baselines_path(stack)
-    data = _load(path)
+    path = baselines.baselines_path(stack)
+    data = baselines.load_file(path)
     entry = {k: v for k, v in baseline.__dict__.items() if k != "passage"}
     data["models"].setdefault(stack.model.path, {})[judging.PASSAGE_ID] = entry
 

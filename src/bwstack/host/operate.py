@@ -23,13 +23,13 @@ from typing import Any
 from bwstack import __version__, classify, launch
 from bwstack.errors import ExternalError, UserError
 from bwstack.host import modelcache
-from bwstack.host.calibrate import describe
 from bwstack.host.dockercompose import Project
 from bwstack.know import next_try
 from bwstack.lock import command as locking
 from bwstack.lock import wheelhouse
 from bwstack.nogpu import rootfs, tinymodel
 from bwstack.render import compose
+from bwstack.stack.baselines import describe
 from bwstack.stack.pins import Variant
 from bwstack.stack.schema import Stack
 from healthchecks import common

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from bwstack import textlayout
-from bwstack.host.calibrate import describe, load_baseline
 from bwstack.host.choose import measured
 from bwstack.know import rules
+from bwstack.stack.baselines import describe, load_baseline
 from bwstack.stack.schema import Stack
 from bwstack.sweep.bench import short_words, speed_words
 

@@ -1,0 +1,97 @@
+"""The quality probe's calibrated baselines: ``baselines.json`` beside profiles.yaml, one passage score per
+model (committed and reviewed like a pin). ``launch`` renders a baseline into every profile's healthcheck
+environment; ``bwstack calibrate`` (:mod:`bwstack.host.calibrate`) measures and writes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bwstack.errors import UserError
+from bwstack.stack.schema import Stack
+from healthchecks import common, judging
+
+BASELINES_FILE = "baselines.json"
+SCHEMA = "bwstack.baselines/1"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A calibrated passage score for one model."""
+
+    passage: str
+    score: float
+    margin: float
+    tokens: int
+    profile: str
+    sglang: str
+    calibrated: str
+
+    def env(self) -> dict[str, str]:
+        """What the rendered container passes to warmup.py (and serve.py's readiness probe)."""
+        return {
+            common.ENV_HC_BASELINE: f"{self.passage}={self.score:.4f}",
+            common.ENV_HC_MARGIN: f"{self.margin:g}",
+        }
+
+
+def baselines_path(stack: Stack) -> Path:
+    return stack.root / BASELINES_FILE
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {"schema": SCHEMA, "models": {}}
+    except (OSError, ValueError) as exc:
+        raise UserError(f"not readable JSON: {exc}", file=path) from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("models"), dict):
+        raise UserError(f"expected an object with schema {SCHEMA!r} and a 'models' mapping", file=path)
+    return data
+
+
+def load_baseline(stack: Stack) -> Baseline | None:
+    """The baseline of the stack's model for the healthcheck's current passage; None when not calibrated."""
+    path = baselines_path(stack)
+    entry = load_file(path)["models"].get(stack.model.path, {}).get(judging.PASSAGE_ID)
+    if entry is None:
+        return None
+    where = f"models.{stack.model.path}.{judging.PASSAGE_ID}"
+    try:
+        baseline = Baseline(
+            passage=judging.PASSAGE_ID,
+            score=float(entry["score"]),
+            margin=float(entry["margin"]),
+            tokens=int(entry["tokens"]),
+            profile=str(entry["profile"]),
+            sglang=str(entry.get("sglang", "")),
+            calibrated=str(entry.get("calibrated", "")),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(
+            f"malformed baseline ({exc}); valid: score, margin, tokens, profile", file=path, field=where
+        ) from None
+    if not baseline.score <= 0 or not baseline.margin > 0:
+        raise UserError("score must be a logprob <= 0 and margin > 0", file=path, field=where)
+    return baseline
+
+
+def describe(stack: Stack) -> str:
+    """One line for ``list`` / ``up``: which quality checks the healthcheck runs."""
+    baseline = load_baseline(stack)
+    if baseline is None:
+        return (
+            f"quality baseline: none for {stack.model.path} (passage {judging.PASSAGE_ID}): only the "
+            "baseline-free checks run (flat or looping logprobs); record one with 'bwstack calibrate "
+            "PROFILE'"
+            " on a known-good server"
+        )
+    return (
+        f"quality baseline: passage {baseline.passage} scores {baseline.score:.3f} nats/token on "
+        f"{stack.model.path} (calibrated on {baseline.profile}); "
+        f"below {baseline.score - baseline.margin:.3f} is garbage"
+    )
