@@ -270,6 +270,8 @@ def _around_match(match: signatures.Match) -> str:
 
 def _log_verdict(match: signatures.Match) -> Unhealthy:
     reason = f"server log: {_around_match(match)}"
+    if match.host_arch:
+        reason += f" (host arch: {match.host_arch})"
     if match.also:
         reason += f" (also: {', '.join(match.also)})"
     if match.signature.fix:
@@ -311,11 +313,15 @@ def _root_cause_or(run: Run, fallback: Unhealthy, wait: bool = False) -> Unhealt
 
 def _dead_or_starting(run: Run, scanner: signatures.Scanner, fallback: Unhealthy) -> Unhealthy:
     """Nothing answers and the log names no cause: dead when the log says so, else still starting."""
-    if scanner.ready:
+    if scanner.serves:
+        where = (
+            f"reached SGLang's ready line (line {scanner.ready_line})"
+            if scanner.ready
+            else "shows it serving"
+        )
         return Unhealthy(
             "crash",
-            f"{fallback.reason.split(':')[0]}, but the server log reached SGLang's ready line "
-            f"(line {scanner.ready_line}): the server process is gone",
+            f"{fallback.reason.split(':')[0]}, but the server log {where}: the server process is gone",
         )
     idle = log_idle_seconds(run)
     if idle is not None and idle > run.cfg.stall_after:

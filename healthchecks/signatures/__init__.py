@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from healthchecks import verdict
-from healthchecks.signatures import gpu, runtime
+from healthchecks.signatures import gpu, runtime, shapes
 from healthchecks.signatures.classes import (
     CLASS_INFO,
     CLASS_PRIORITY,
@@ -101,17 +101,43 @@ class Match:
     text: str
     also: tuple[str, ...]
     signature: Signature
+    host_arch: str | None = None  # the GPU arch the log states (sm_120), for arch-related classes
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape used by ``bwstack classify-log --json`` and the sweep report."""
-        return {"class": self.cls, "line": self.line, "text": self.text, "also": list(self.also)}
+        found: dict[str, Any] = {
+            "class": self.cls,
+            "line": self.line,
+            "text": self.text,
+            "also": list(self.also),
+        }
+        if self.host_arch:
+            found["host_arch"] = self.host_arch
+        return found
 
 
-#: the catalog, root causes first (see the module docstring); the order is part of it
-SIGNATURES: tuple[Signature, ...] = (*gpu.SIGNATURES, *runtime.SIGNATURES)
+#: the catalog, root causes first (see the module docstring); the order is part of it (a saved scan
+#: numbers the entries, so new tables go last)
+SIGNATURES: tuple[Signature, ...] = (
+    *gpu.SIGNATURES,
+    *runtime.SIGNATURES,
+    *shapes.SIGNATURES,
+)
+#: fatal evidence and serving evidence, each one rule (defined in signatures_shapes.py, documented in
+#: docs/healthcheck.md): a log with fatal evidence is never ``starting``; a run with serving evidence serves
+FATAL: tuple[Signature, ...] = shapes.FATAL
+SERVING: tuple[bytes, ...] = shapes.SERVING
+SERVING_MIN = shapes.SERVING_MIN
 
 _KEYS: tuple[str, ...] = tuple(
-    dict.fromkeys((*START_TEXTS, READY_TEXT, *(key for sig in SIGNATURES for key in sig.keys)))
+    dict.fromkeys(
+        (
+            *START_TEXTS,
+            READY_TEXT,
+            *(key for sig in SIGNATURES for key in sig.keys),
+            *shapes.HOST_ARCH_KEYS,
+        )
+    )
 )
 #: lower-case scan words: the text is scanned once per word (not once per key), a line holding one is
 #: checked for the exact keys that contain it. Chosen to cover many keys, to be long (a longer needle scans
@@ -119,8 +145,8 @@ _KEYS: tuple[str, ...] = tuple(
 _SCAN_WORDS: tuple[str, ...] = (
     "error", "support", "ustom", "requires", "watchdog", "exit", "assert", "fail", verdict.MARKER[:-1],
     "recognize", "illegal", "sigquit", "signal", "kernel", "ptx", "tensor",
-    "not compatible with the current pytorch", "out of resource: shared memory",
-    "should have a `model_type` key", "resources requested for launch", "unable to determine the device",
+    "not compatible with the current pytorch", "resource", "apability", "invalid",
+    "should have a `model_type` key", "unable to determine the device",
     "dynamic shared memory size", "out of range float values", "is not defined for option", "repo",
     "server_args=serverargs(", "server_args={", "terminate called after", "trtllm fmhav2 prefill",
     "init state: traceback",
@@ -143,6 +169,9 @@ _WORD_KEYS: tuple[tuple[int, ...], ...] = tuple(
 )
 _START_KEYS = frozenset(range(len(START_TEXTS)))
 _READY_KEY = len(START_TEXTS)
+_HOST_KEYS = frozenset(_KEYS.index(key) for key in shapes.HOST_ARCH_KEYS)
+#: the classes a stated host arch explains (Match.host_arch is set for them)
+_ARCH_CLASSES = frozenset({"unsupported_arch", "no_kernel_image", "kernel_compile", "shared_memory"})
 #: key index -> indexes of the signatures that list it
 _KEY_INDEX: dict[str, int] = {key: i for i, key in enumerate(_KEYS)}
 _SIGS_OF: list[set[int]] = [set() for _ in _KEYS]
@@ -172,21 +201,32 @@ class Scanner:
         self.ready_line = 0  # 1-based line of the last ready line after it (0: none)
         self._best: _Best | None = None
         self._strong: _Best | None = None
+        self._previous: _Best | None = None  # the root cause of the run before the last banner (not saved)
         self._seen: dict[str, tuple[int, int]] = {}
         self._seen_strong: dict[str, tuple[int, int]] = {}
+        self.serving = 0  # serving evidence after the start banner (SERVING lines), counted up to SERVING_MIN
+        self.host_arch: str | None = None  # the last host arch the log stated (sm_120)
 
     @property
     def ready(self) -> bool:
         """True when the current run logged SGLang's ready line."""
         return self.ready_line > 0
 
+    @property
+    def serves(self) -> bool:
+        """True when the current run reached the ready line or shows serving evidence (SERVING_MIN lines)."""
+        return self.ready or self.serving >= SERVING_MIN
+
     def _consider(self, line: str, line_no: int, keys: list[int]) -> None:
         """Match one candidate line; ``keys`` are the indexes (in ``_KEYS``) of the literal keys it holds."""
         if not _START_KEYS.isdisjoint(keys):
-            self.start_line, self.ready_line = line_no, 0
+            self.start_line, self.ready_line, self.serving = line_no, 0, 0
+            self._previous = self._best or self._previous
             self._best = self._strong = None
             self._seen, self._seen_strong = {}, {}
             return
+        if not _HOST_KEYS.isdisjoint(keys):
+            self.host_arch = shapes.host_arch(line) or self.host_arch
         if _READY_KEY in keys:
             # the run went on to be ready: generic traceback evidence before this line was handled (real
             # 0.5.9 logs a ModuleNotFoundError for openai_harmony, then serves); specific signatures stay
@@ -224,6 +264,7 @@ class Scanner:
                 pos = -1 if end < 0 else low.find(word, end)
         line_idx = self.lines_seen
         counted = 0
+        last_start = -1
         for start in sorted(found):
             end = raw.find(b"\n", start)
             line = raw[start : len(raw) if end < 0 else end].decode("utf-8", "surrogatepass")
@@ -232,25 +273,39 @@ class Scanner:
                 line_idx += raw.count(b"\n", counted, start)
                 counted = start
                 self._consider(line, line_idx + 1, keys)
+                if not _START_KEYS.isdisjoint(keys):
+                    last_start = start
+        if last_start >= 0 or self.serving < SERVING_MIN:
+            # serving evidence: C-speed counts of SERVING lines after the last start banner, until enough
+            self.serving += sum(low.count(word, last_start + 1) for word in SERVING)
         self.lines_seen += text.count("\n")
         if text and not text.endswith("\n"):
             self.lines_seen += 1
 
     def result(self, strong_only: bool = False) -> Match | None:
         """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence."""
-        best = self._strong if strong_only else self._best
+        return self._match(self._strong if strong_only else self._best)
+
+    def previous_run(self) -> Match | None:
+        """The root cause of the run before the last start banner (a finished log whose last run logged
+        nothing after its banner: a paste with the error above the command). Not kept by to_state."""
+        return self._match(self._previous)
+
+    def _match(self, best: _Best | None) -> Match | None:
         if best is None:
             return None
         _prio, line_no, text, sig = best
         others = sorted((v, k) for k, v in self._seen.items() if k != sig.cls)
-        return Match(cls=sig.cls, line=line_no, text=text, also=tuple(k for _, k in others), signature=sig)
+        arch = self.host_arch if sig.cls in _ARCH_CLASSES else None
+        return Match(sig.cls, line_no, text, tuple(k for _, k in others), sig, arch)
 
     def verdict(self) -> str:
-        """The log's class: the root cause, else ``healthy`` after the ready line, else ``starting``."""
+        """The log's class: the root cause (fatal evidence), else ``healthy`` after the ready line or with
+        serving evidence, else ``starting``."""
         match = self.result()
         if match is not None:
             return match.cls
-        return "healthy" if self.ready else "starting"
+        return "healthy" if self.serves else "starting"
 
     def to_state(self) -> dict[str, Any]:
         """A JSON-able snapshot, so a later process can continue the scan."""
@@ -268,6 +323,8 @@ class Scanner:
             "strong": best(self._strong),
             "seen": {k: list(v) for k, v in self._seen.items()},
             "seen_strong": {k: list(v) for k, v in self._seen_strong.items()},
+            "serving": self.serving,
+            "host_arch": self.host_arch,
         }
 
     @classmethod
@@ -285,6 +342,9 @@ class Scanner:
             scanner.lines_seen = int(state["lines_seen"])
             scanner.start_line = int(state.get("start", 0))
             scanner.ready_line = int(state.get("ready", 0))
+            scanner.serving = int(state.get("serving", 0))
+            arch = state.get("host_arch")
+            scanner.host_arch = str(arch) if arch else None
             scanner._best = best(state["best"])
             scanner._strong = best(state.get("strong"))
             scanner._seen = {

@@ -138,11 +138,13 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "unsupported_arch",
-        r"Assertion error \([^)]*layout\.hpp:\d+\): Unknown recipe",
+        r"Assertion error \(?[^)\n]*layout\.hpp:\d+\)?:? '?Unknown recipe",
         ("Unknown recipe",),
         "DeepGEMM scale-factor recipe missing for the arch (SM120 FP8 block GEMM); "
         "ai-dynamo/aiconfigurator#975, "
-        "#1176; deepseek-ai/DeepGEMM#324",
+        '#1176; deepseek-ai/DeepGEMM#324; also as "Assertion error csrc/utils/layout.hpp:57 '
+        "'Unknown recipe'\" "
+        "(vllm-project/vllm#21533)",
         "DeepGEMM with SM120 kernels, or SGLANG_ENABLE_JIT_DEEPGEMM=0",
     ),
     sig(

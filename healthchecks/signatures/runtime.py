@@ -36,10 +36,18 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "model_load",
         r"Unrecognized model in |Should have a `model_type` key|Model architectures \[[^\]\n]*\] are not "
-        r"supported",
-        ("Unrecognized model in ", "Should have a `model_type` key", "are not supported"),
+        r"supported|No processor registered for architecture",
+        (
+            "Unrecognized model in ",
+            "Should have a `model_type` key",
+            "are not supported",
+            "No processor registered",
+        ),
         "transformers AutoConfig without a model_type (Ascend/sglang#602, QwenLM/Qwen3#1368); SGLang's model "
-        "registry (sgl-project/sglang#4253 title: 'Model architectures [...] are not supported for now')",
+        "registry (sgl-project/sglang#4253 title: 'Model architectures [...] are not supported for now'); "
+        "the multimodal processor registry (read in sglang 0.5.9/0.5.23 wheels "
+        "srt/managers/multimodal_processor.py: 'No processor registered for architecture: [...]', "
+        "sgl-project/sglang#12134 on GB10)",
         "a transformers/SGLang release that knows the model type; a complete config.json",
     ),
     sig(

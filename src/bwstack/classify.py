@@ -43,6 +43,10 @@ def classify_text(text: str) -> dict[str, Any]:
 
 def _as_dict(scanner: signatures.Scanner) -> dict[str, Any]:
     match = scanner.result()
+    if match is None and scanner.lines_seen <= scanner.start_line:
+        # a finished log whose last run logged nothing after its start banner: the evidence above it is all
+        # there is (a paste with the error line above the command), never "starting"
+        match = scanner.previous_run()
     if match is None:
         return {"class": scanner.verdict(), "line": None, "text": "", "also": []}
     return match.to_dict()

@@ -304,6 +304,53 @@ EXAMPLES: list[tuple[str, str]] = [
     ("0: KeyError: 'model_type'", "crash"),
     ("Capturing batches: 29%|##  | 8/28\r[2025-05-16 10:48:21 TP1] RuntimeError: boom", "crash"),
     ("Exception:", "crash"),
+    # issue 27: the catalog's shapes (healthchecks/signatures/shapes.py), lines from public issues and wheels
+    ("ValueError: No processor registered for architecture: ['Phi4MMForCausalLM'].", "model_load"),
+    ("Message: 'Received sigquit from a child proces. It usually means the child failed.'", "crash"),
+    ("Exception: Server process exited with code -9. Check server logs for errors.", "crash"),
+    ("[2025-08-04 10:10:09] Rank 0 scheduler is dead. Please check if there are relevant logs.", "crash"),
+    (
+        "RuntimeError: Expected a.is_contiguous() to be true, but got false.  (Could this error message be "
+        "improved?  If so, please report an enhancement request to PyTorch.)",
+        "crash",
+    ),
+    (
+        'Assertion 0 && "ERROR : Arch conditional MMA instruction used without targeting appropriate compute '
+        'capability. Aborting.\\n" failed.',
+        "unsupported_arch",
+    ),
+    (
+        "RuntimeError: Cake FMHA requires compute capability 10.0 (B200/GB200) or 10.3 (B300/GB300), got 10.7",
+        "unsupported_arch",
+    ),
+    (
+        "flashinfer.utils.BackendSupportedError: alphamoe_fp8_block_scale_aligned_moe does not support compute "
+        "capability 107; supported compute capabilities: [100, 103]",
+        "unsupported_arch",
+    ),
+    ("    assert torch.cuda.get_device_capability(hidden_states.device)[0] >= 9, (", "unsupported_arch"),
+    ("RuntimeError: Failed: Assertion error csrc/utils/layout.hpp:57 'Unknown recipe'", "unsupported_arch"),
+    ("RuntimeError: CUDA error: invalid device function", "no_kernel_image"),
+    (
+        "triton.runtime.errors.OutOfResources: shared memory, Required: 147456, Hardware limit: 101376",
+        "shared_memory",
+    ),
+    ("triton.runtime.errors.OutOfResources: out of resource: shared me", "shared_memory"),
+    (
+        '            raise_(OutOfResources(self.metadata.shared, max_shared, "shared memory"))',
+        "shared_memory",
+    ),
+    (
+        "`triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 163842, Hardware "
+        "limitation: 101376. reducing the block size or `num_stages` may help`.",
+        "shared_memory",
+    ),
+    (
+        "CUDA Error: invalid argument (invalid argument) /root/.cudaforge/git/checkouts/flashinfer-a49b45336e56e461/"
+        "include/flashinfer/attention/hopper/prefill_sm90.cuh: line 414 at function cudaFuncSetAttribute(kernel, "
+        "cudaFuncAttributeMaxDynamicSharedMemorySize, smem_size)",
+        "shared_memory",
+    ),
 ]
 
 # Lines that must never raise an alarm (warnings, deprecations, help texts, server_args dumps).
@@ -334,6 +381,16 @@ BENIGN = [
     "[2025-06-19 15:12:18] server_args=ServerArgs(disable_custom_all_reduce=False, enable_p2p_check=False)",
     "[2025-03-10 14:17:52 TP6] Ignore import error when loading sglang.srt.models.foo: No module named 'bar'",
     "Capture cuda graph bs [1, 2, 4, 8] Exceptions=0",
+    # issue 27: what the shapes must not read as a failure (torch's and SGLang's own words on healthy runs)
+    "    Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.",
+    "    Minimum and Maximum cuda capability supported by this version of PyTorch is",
+    "Warning: please use at least NVCC 12.9 for the best DeepGEMM performance",
+    "[2026-10-31 08:00:02 TP0] NVFP4 w4a4 requires compute capability >= 10.0; serving this checkpoint "
+    "weight-only via FP4 Marlin instead. Activation quantization is ignored.",
+    "[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, "
+    "gen throughput (token/s): 144.95, #queue-req: 0",
+    "[2026-03-06 08:43:46] Use marlin as FP4 GEMM runner backend on SM120 for Muse Glimmer",
+    '[2025-10-07 23:22:55] INFO:     127.0.0.1:40052 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
 ]
 
 

@@ -1,0 +1,214 @@
+"""Failure signatures by shape: fatal evidence, arch gates, resource limits, and the host's arch and serving.
+
+Stdlib only; part of the one failure catalog (:mod:`healthchecks.signatures` joins ``signatures_gpu``,
+``signatures_runtime`` and this table, in that order). The other tables hold sentences read in one library;
+this one holds the *shapes* a library's failure takes, so a wording no table lists still reads right:
+
+- **fatal evidence** (class ``crash`` unless a specific signature explains the line): lines that prove a
+  process died or a request failed fatally -- SGLang's death notices without a traceback, a failed C++ check
+  or a host-side assert, an exception line of any name. See :data:`FATAL` and docs/healthcheck.md.
+- **arch gates** (``unsupported_arch``): an arch or compute capability named as required or unsupported, a
+  device-property check that compares capabilities, a kernel built for another arch refusing this host.
+- **resource limits** (``shared_memory``): Triton's ``OutOfResources`` in every wording of the pinned releases
+  (3.5.1, 3.8.0), a failed dynamic-shared-memory request, CUDA's launch-out-of-resources.
+
+It also defines the two facts the scanner keeps beside the verdict: the host's arch as the log states it
+(:data:`HOST_ARCH`) and the serving evidence (:data:`SERVING`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from healthchecks.signatures.entry import LINE_START, Signature, sig
+
+_WEAK = 95  # as signatures_runtime: generic traceback evidence ranks after every crash banner
+#: a line that only warns, or says what the server does instead, is no gate
+_NOT_A_WARNING = r"^(?!.*(?i:warn|fall(?:s|ing)?[ -]?back|skipp|instead|serving this))"
+#: an arch as a log names it: sm_120, sm120a, SM100f, SM 90, compute_90a, CC 12.0, or a family name
+_ARCH = (
+    r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}[a-z]?\b|\bcompute_\d{2,3}[a-z]?\b|\bCC \d|compute capabilit"
+    r"|\b(?:Hopper|Blackwell|Ampere|Ada|Volta|Turing)\b)"
+)
+_PICK_ARCH = "pick a backend or kernel built for this GPU's arch (bwstack explain lists them per arch)"
+
+#: fatal evidence that proves a process died: SGLang's own death notices and crash advice (read in the sglang
+#: 0.5.9/0.5.23 wheels: srt/entrypoints/engine.py, srt/utils/watchdog.py, test_utils.py) and the launchers'
+_DEATH = sig(
+    "crash",
+    r"Received sigquit from a child proces|usually means the child failed|\bscheduler is dead\b"
+    r"|\bdied during initialization\b|Initialization failed\. Please see the error messages above"
+    r"|Dumping requests before crash|Server process (?:exited with code -?[1-9]|terminated unexpectedly)"
+    r"|\bExit code: -?[1-9]\d*",
+    (
+        "sigquit from a child",
+        "usually means the child failed",
+        "is dead",
+        "died during",
+        "Initialization failed",
+        "before crash",
+        "Server process",
+        "Exit code: ",
+    ),
+    "read in sglang 0.5.9/0.5.23 wheels: srt/entrypoints/engine.py ('Received sigquit from a child process. "
+    "It usually means the child failed.', 'Rank N scheduler is dead', 'Rank N scheduler died during "
+    "initialization (exit code: ..)', 'Exit code: ..', 'Initialization failed. Please see the error messages "
+    "above.'), srt/managers/scheduler.py ('Dumping requests before crash'), test/test_utils.py "
+    "('Server process "
+    "exited with code -9'); sgl-project/sglang#3685 (the 'proces' typo)",
+    "a server process died: read the lines above it (exit code -9: the OOM killer, dmesg)",
+    generic=True,
+)
+#: fatal evidence of a failed native check: a C++ CHECK / TORCH_CHECK / host-side assert (the backtick
+#: form of a CUDA device assert is device_assert's)
+_CHECK = sig(
+    "crash",
+    r"\b(?:[A-Z_]*CHECK\w*|Check)\s*failed\b|\bAssertion error \(?[\w/.-]+:\d+|\bto be true, but got false\b"
+    r"|\bAssertion\b[^`\n]*\bfailed\b",
+    ("failed", "Failed", "Assertion error", "but got false"),
+    "C++ checks that abort an op: DeepGEMM 'Assertion error csrc/utils/layout.hpp:57' "
+    "(vllm-project/vllm#21533), "
+    "TORCH_CHECK 'Expected .. to be true, but got false', glog/absl 'Check failed:', CUTLASS 'Assertion 0 && "
+    '".." failed.\' (NVIDIA/cutlass#2819)',
+    "a native check failed: read its condition; rerun with CUDA_LAUNCH_BLOCKING=1",
+    generic=True,
+)
+
+#: fatal evidence, the one rule: a log line that proves a process died or a request failed fatally. A log
+#: with fatal evidence is never ``starting``; with no specific signature it is ``crash``. The strong part
+#: (this tuple and SGLang's crash banners in signatures_runtime) counts at once, also while the server still
+#: answers; an uncaught exception (a traceback, its exception line of any name, a bare source line) is
+#: weak: it counts once nothing answers on the port and in a finished log, because a live server logs
+#: handled exceptions (real SGLang 0.5.9 logs one at every start).
+FATAL: tuple[Signature, ...] = (_DEATH, _CHECK)
+
+SIGNATURES: tuple[Signature, ...] = (
+    *FATAL,
+    # --- an exception line of any name (weak: part of the uncaught-exception evidence) ----------------------
+    sig(
+        "crash",
+        LINE_START + r"(?:[a-z_]\w*\.)*(?:errors?|exceptions?)\.[A-Z]\w+: \S",
+        ("errors.", "error.", "exceptions."),
+        "an exception line whose class name does not end in Error/Exception (triton.runtime.errors."
+        "OutOfResources: .., flashinfer.utils.BackendSupportedError: ..)",
+        "read the traceback above it",
+        priority=_WEAK,
+        weak=True,
+    ),
+    # --- arch gates by shape ------------------------------------------------------------------------------
+    sig(
+        "unsupported_arch",
+        _NOT_A_WARNING
+        + r".*?(?:\b(?:requires?|required|only supports?)\b[^\n]{0,60}?"
+        + _ARCH
+        + r"|\b(?:does not|doesn't|do not|cannot|can't) support\b[^\n]{0,40}?"
+        + _ARCH
+        + r"|\b(?:not |un)supported (?:on|for|by) (?:this |the current |your )?(?:GPU|device|arch|"
+        r"architecture|platform|compute capabilit|sm_?\d|SM ?\d)"
+        r"|\bsupported (?:compute capabilities|archs?|architectures)\b\s*(?:are|is)?\s*[:=\[]"
+        r"|(?:\bsm_?\d{2,3}[a-z]?\b|\bcompute capability \d+(?:\.\d)?)[^\n]{0,30}?\b(?:is |are )?"
+        r"(?:not supported|unsupported)"
+        r"|without targeting appropriate compute capability"
+        r"|\bcompiled for (?:sm_?\d|SM ?\d|compute_\d|another arch|a different arch)[^\n]{0,80}?"
+        r"(?:but|while|current|this (?:GPU|device))"
+        r")",
+        (
+            "require",
+            "support",
+            "appropriate compute capability",
+            "compiled for",
+        ),
+        "the shape of an arch gate, seen in FlashInfer ('Cake FMHA requires compute capability 10.0 "
+        ".. or 10.3 "
+        ".., got 10.7', flashinfer-ai/flashinfer#5398; 'does not support compute capability 107; supported "
+        "compute capabilities: [100, 103]', #5399), DeepGEMM ('requires Blackwell (SM100)'), CUTLASS ('Arch "
+        "conditional MMA instruction used without targeting appropriate compute capability', "
+        "NVIDIA/cutlass#2819), SGLang ('is only supported on Blackwell GPUs (SM100)')",
+        _PICK_ARCH,
+    ),
+    sig(
+        "unsupported_arch",
+        LINE_START + r"(?:assert|raise)\b[^\n]*(?:device_capability|compute_capability|cuda_capability"
+        r"|sm_version|\bis_sm\d+\w*|\bis_blackwell\w*|\bis_hopper\w*|\bget_arch\w*)",
+        ("assert", "raise"),
+        "a device-property check cut off with its traceback: the failing `assert`/`raise` compares the GPU's "
+        "compute capability (SGLang's is_sm100_supported() gates, sgl-project/sglang#18755)",
+        _PICK_ARCH,
+        weak=True,
+    ),
+    # --- no_kernel_image by shape: no code for this GPU in the binary ------------------------------------
+    sig(
+        "no_kernel_image",
+        r"invalid device function|cudaErrorInvalidDeviceFunction|CUDA_ERROR_NO_BINARY_FOR_GPU",
+        ("invalid device function", "InvalidDeviceFunction", "NO_BINARY_FOR_GPU"),
+        "CUDA error 98 (cudaErrorInvalidDeviceFunction) and CUDA_ERROR_NO_BINARY_FOR_GPU (209's "
+        "driver twin): the "
+        "binary carries no code for this GPU's arch",
+        "use an image whose CUDA libraries carry kernels for the arch (bwstack audit)",
+    ),
+    # --- shared_memory by shape: every wording of Triton 3.5.1 / 3.8.0 and CUDA's launch limits -----------
+    sig(
+        "shared_memory",
+        r"\bOutOfResources\b|\bout of resources?: (?:shared memory|tensor memory|threads)\b"
+        r"|\bHardware limit(?:ation)?: \d+|LAUNCH_OUT_OF_RESOURCES|\blaunch out of resources\b"
+        r"|MaxDynamicSharedMemorySize[^\n]*(?i:error|fail|invalid)|(?i:error|fail|invalid)[^\n]*"
+        r"MaxDynamicSharedMemorySize",
+        (
+            "OutOfResources",
+            "out of resource",
+            "Hardware limit",
+            "LAUNCH_OUT_OF_RESOURCES",
+            "launch out of resources",
+            "MaxDynamicSharedMemorySize",
+        ),
+        "read in triton 3.5.1 and 3.8.0 wheels (the torch 2.9.1 and 2.13/2.14 pins): runtime/errors.py "
+        "OutOfResources 'out of resource: {shared memory|tensor memory|threads}, Required: .., "
+        "Hardware limit: "
+        '..\'; compiler.py raise_(OutOfResources(self.metadata.shared, max_shared, "shared memory")); older '
+        "'Hardware limitation:' (alipay/PainlessInferenceAcceleration#35); short 'OutOfResources: "
+        "shared memory' "
+        "(sgl-project/sglang#28038, GB10); cudaFuncSetAttribute(.., MaxDynamicSharedMemorySize, ..) failing",
+        "SM120/SM121 have ~99 KiB shared memory per block: another backend, smaller tiles or Triton "
+        "num_stages",
+    ),
+)
+
+#: the host's arch as the log states it, most telling first: a capability check's 'got ..' / 'current device
+#: is ..' / 'does not support compute capability ..', torch's and SGLang's env reports ('Compute Capability:
+#: 12.0', 'which is of cuda capability 12.1', 'with CUDA capability sm_120'), ptxas's target. The groups give
+#: major and minor (or the sm number); checked on lines holding one of the keys
+HOST_ARCH_KEYS: tuple[str, ...] = ("apability", "ptxas", "is not defined for option")
+HOST_ARCH: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"\bgot (?:sm_?|SM ?)?(\d{1,2})\.?(\d)\b",
+        r"\bcurrent device is (?:sm_?|SM ?)(\d{2,3})",
+        r"Current capability: (\d{2,3})",
+        r"(?:does not support|[Uu]nsupported) compute capability:? (\d{1,2})\.?(\d)\b",
+        r"(?i:compute capability)(?: is)?: \(?(\d{1,2})[.,]\s*(\d)\b",
+        r"(?i:cuda capability) (?:sm_)?(\d{1,2})\.?(\d)\b",
+        r"gpu-name=sm_(\d{2,3}a?)",
+        r"Value 'sm_(\d{2,3}a?)'",
+    )
+)
+
+
+def host_arch(line: str) -> str | None:
+    """The host arch a log line states, as ``sm_<major><minor>`` (``sm_120``), else None."""
+    for pattern in HOST_ARCH:
+        found = pattern.search(line)
+        if found is not None:
+            return "sm_" + "".join(g for g in found.groups() if g is not None)
+    return None
+
+
+#: serving evidence, the one rule: SGLang's batch lines and successful generation answers. A run that shows
+#: SERVING_MIN of them after its start banner serves, also when the ready line is not in view (an excerpt, a
+#: rotated log); SGLang's own warmup logs at most two (one prefill batch, one POST /generate 200).
+SERVING: tuple[bytes, ...] = (
+    b"decode batch",
+    b"prefill batch",
+    b'/generate http/1.1" 200',
+    b'/completions http/1.1" 200',
+)
+SERVING_MIN = 4

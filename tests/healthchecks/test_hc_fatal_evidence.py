@@ -1,0 +1,115 @@
+"""Fatal evidence, arch gates, resource limits and serving evidence as rules of the one catalog (issue 27).
+
+The logs are the real excerpts of the corpus (corpus/README.md): the part added for issue 27 was labelled
+before the rules were written. The healthcheck runs as in the container (warmup.py in a subprocess) against
+a fake SGLang whose /health answers 503 -- a server still starting as far as HTTP can tell.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_hc_warmup import assert_unhealthy, run_hc
+
+from bwstack.classify import classify_log_file
+from healthchecks import signatures
+from support.hc_fakes import FakeSGLang
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+EXPECTED: dict[str, dict[str, str]] = json.loads((CORPUS / "EXPECTED.json").read_text(encoding="utf-8"))
+ADDED = sorted(name for name, entry in EXPECTED.items() if entry.get("added") == "issue 27")
+DEAD = sorted(name for name, entry in EXPECTED.items() if entry["class"] not in ("healthy", "starting"))
+
+
+def test_the_issue_27_part_is_forty_new_sources_or_more() -> None:
+    assert len(ADDED) >= 40
+    old_sources = {e["source"].split()[0] for e in EXPECTED.values() if not e.get("added")}
+    assert not {EXPECTED[name]["source"].split()[0] for name in ADDED} & old_sources
+
+
+@pytest.mark.parametrize("name", DEAD)
+def test_no_dead_server_reads_starting(name: str) -> None:
+    """A log with fatal evidence is never ``starting`` (nor ``healthy``), old corpus and new."""
+    assert classify_log_file(CORPUS / name)["class"] not in ("starting", "healthy")
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        ("sglang3685_multinode_sigquit_logging_message.log", "crash"),  # SGLang's death notice, no traceback
+        ("cutlass2819_sm120_arch_conditional_mma_assert.log", "unsupported_arch"),  # a failed native assert
+        ("sglang28038_gb10_gemma4_fused_moe_oor_short_wording.log", "shared_memory"),  # unlisted wording
+        (
+            "flashinfer5398_vr200_cake_fmha_requires_cc.log",
+            "unsupported_arch",
+        ),  # exception line, strong shape
+    ],
+)
+def test_fatal_evidence_turns_a_starting_server_unhealthy_at_once(
+    name: str, cls: str, tmp_path: Path
+) -> None:
+    """/health says 503 (starting); the log's fatal evidence names the class at the first probe, so the
+    serve wrapper's fail-fast and the sweep act now instead of after the start period."""
+    shutil.copy(CORPUS / name, tmp_path / "server.log")
+    with FakeSGLang(era="0.5.23") as fake:
+        fake.set_health(503)
+        reason = assert_unhealthy(run_hc(tmp_path, fake.url), cls)
+    assert "server log:" in reason
+    assert classify_log_file(CORPUS / name)["class"] == cls  # the sweep's reader says the same
+
+
+def test_a_quiet_starting_log_stays_starting_on_503(tmp_path: Path) -> None:
+    (tmp_path / "server.log").write_text(
+        (CORPUS / "sglang8081_gemma3n_loading_shards.log").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    with FakeSGLang(era="0.5.23") as fake:
+        fake.set_health(503)
+        assert_unhealthy(run_hc(tmp_path, fake.url), "starting")
+
+
+def test_an_arch_gate_names_the_host_arch_the_log_states() -> None:
+    """'got 10.7' in FlashInfer's check, ptxas's --gpu-name: the verdict says which GPU refused."""
+    assert (
+        classify_log_file(CORPUS / "flashinfer5398_vr200_cake_fmha_requires_cc.log")["host_arch"] == "sm_107"
+    )
+    ptxas = classify_log_file(CORPUS / "lmdeploy3410_ptxas_sm120_not_defined.log")
+    assert ptxas["class"] == "kernel_compile" and ptxas["host_arch"] == "sm_120"
+    assert "host_arch" not in classify_log_file(CORPUS / "sglang3685_multinode_sigquit_logging_message.log")
+
+
+def test_serving_evidence_without_a_ready_line_reads_healthy_and_needs_enough_lines() -> None:
+    serving = (CORPUS / "sglang22331_hisparse_decode_batches.log").read_text(encoding="utf-8")
+    assert signatures.scan_text(serving).verdict() == "healthy"
+    lines = serving.splitlines(keepends=True)
+    # SGLang's own warmup logs a prefill batch and one POST /generate 200 before the ready line: not serving
+    few = "".join(lines[: signatures.SERVING_MIN - 1])
+    assert signatures.scan_text(few).verdict() == "starting"
+    # a new start banner forgets the serving of the run before it
+    restarted = serving + "[2026-04-08 14:06:00] server_args=ServerArgs(model_path='m')\n"
+    assert signatures.scan_text(restarted).verdict() == "starting"
+    # fatal evidence after serving wins
+    dead = (
+        serving
+        + "[2026-04-08 14:06:01] Received sigquit from a child process. It usually means the child failed.\n"
+    )
+    assert signatures.scan_text(dead).verdict() == "crash"
+
+
+def test_serving_and_host_arch_survive_the_saved_scan() -> None:
+    scanner = signatures.scan_text(
+        (CORPUS / "sglang22331_hisparse_decode_batches.log").read_text(encoding="utf-8")
+    )
+    scanner.host_arch = "sm_120"
+    again = signatures.Scanner.from_state(json.loads(json.dumps(scanner.to_state())))
+    assert again.serves and again.host_arch == "sm_120"
+
+
+def test_a_dead_server_that_served_is_crash_when_the_port_refuses(tmp_path: Path) -> None:
+    from test_hc_starting_vs_dead import refused_url
+
+    shutil.copy(CORPUS / "sglang4407_decode_batches_draining.log", tmp_path / "server.log")
+    reason = assert_unhealthy(run_hc(tmp_path, refused_url()), "crash")
+    assert "shows it serving" in reason
