@@ -39,6 +39,9 @@ def test_packages_are_exact_pins_with_cpu_torch() -> None:
     assert "transformers==5.19.0" in venvs.packages_for("0.5.23")
     assert "transformers==5.19.0" in venvs.packages_for("0.5.24")  # newest known line
     assert "transformers==5.2.0" in venvs.packages_for("0.5.10")  # nearest older line
+    # 0.5.16 imports xgrammar on the way to its parser (srt/function_call/inkling_detector.py L9); 0.5.15 does not
+    assert "xgrammar==0.2.1" in venvs.packages_for("0.5.17")
+    assert not any(p.startswith("xgrammar==") for p in venvs.packages_for("0.5.15"))
 
 
 def _fake_venv(version: str, **marker_changes: object) -> Path:

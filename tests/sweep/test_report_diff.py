@@ -174,7 +174,7 @@ def test_same_report_has_no_change(reports: Reports) -> None:
     ],
 )
 def test_change_kinds(old: str, new: str, kind: str | None) -> None:
-    assert reportdiff._kind(old, new) == kind
+    assert reportdiff.change_kind(old, new) == kind
 
 
 def test_unreadable_input_is_exit_2(tmp_path: Path, reports: Reports) -> None:

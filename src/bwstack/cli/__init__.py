@@ -16,6 +16,8 @@ import click
 
 from bwstack.cli.bisect import bisect as bisect_command
 from bwstack.cli.options import DEFAULT_PROFILES, file_option
+from bwstack.cli.upgrade import upgrade as upgrade_command
+from bwstack.cli.upgrade import variant as variant_command
 from bwstack.errors import EXIT_USAGE, ExternalError, UserError
 
 CPU_PROFILES = "profiles.cpu.yaml"
@@ -674,3 +676,5 @@ def standin_build(file: Path, variant: str | None) -> None:
 
 
 main.add_command(bisect_command)
+main.add_command(upgrade_command)
+main.add_command(variant_command)

@@ -72,6 +72,13 @@ EXTRA_PACKAGES: dict[str, tuple[str, ...]] = {
         "openai==2.8.0", "jiter==0.19.0", "distro==1.9.0", "partial-json-parser==0.2.1.1.post7",
         "compressed-tensors==0.18.0", "einops==0.8.2",
     ),
+    # 0.5.16 imports xgrammar on the way to its parser (srt/function_call/inkling_detector.py L9)
+    "0.5.16": (
+        "transformers==5.12.1", "tokenizers==0.22.2", "huggingface-hub==1.33.0", "httpx==0.28.1",
+        "httpcore==1.0.9", "httpx2==2.16.2", "httpcore2==2.16.2", "sniffio==1.3.1", "typer-slim==0.24.0",
+        "openai==2.8.0", "jiter==0.19.0", "distro==1.9.0", "partial-json-parser==0.2.1.1.post7",
+        "compressed-tensors==0.18.0", "einops==0.8.2", "xgrammar==0.2.1",
+    ),
     "0.5.23": (
         "transformers==5.19.0", "tokenizers==0.23.2", "huggingface-hub==2.4.0", "httpx2==2.16.2",
         "httpcore2==2.16.2", "compressed-tensors==0.18.0",
@@ -204,9 +211,7 @@ def _build(version: str, root: Path, say: Progress) -> SglangEnv:
     python = str(root / "bin" / "python")
     wheel_dir = root / "wheel"
     say(f"  downloading sglang=={version} from PyPI")
-    _pip(python, ["download", "--no-deps", "--only-binary=:all:", f"sglang=={version}", "-d", str(wheel_dir)],
-         f"downloading sglang=={version}")  # fmt: skip
-    wheel = _single_wheel(wheel_dir, version)
+    wheel = download_wheel(version, wheel_dir, python=python)
     say(f"  installing {CPU_TORCH} and {len(packages_for(version)) - 1} pinned packages")
     install = ["install", "--no-deps", "--no-compile", *packages_for(version)]
     try:
@@ -229,6 +234,35 @@ def _build(version: str, root: Path, say: Progress) -> SglangEnv:
     (root / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     say(f"  sglang {version} venv ready in {time.monotonic() - start:.0f} s")
     return SglangEnv(version, root, wheel.name, digest)
+
+
+def release_wheel(version: str) -> Path:
+    """The sglang ``version`` wheel from the package index, downloaded once into ``$BWSTACK_CACHE/wheels``.
+
+    UserError (exit 2) when the index has no such release, naming the newest it has."""
+    check_version(version)
+    wheel_dir = cache_root() / "wheels" / f"sglang-{version}"
+    found = sorted(wheel_dir.glob(f"sglang-{version}-*.whl"))
+    if len(found) == 1:
+        return found[0]
+    wheel_dir.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock(wheel_dir):
+        return download_wheel(version, wheel_dir, python=sys.executable)
+
+
+def download_wheel(version: str, wheel_dir: Path, *, python: str) -> Path:
+    """``pip download --no-deps`` the sglang ``version`` wheel into ``wheel_dir``; its path."""
+    try:
+        _pip(python, ["download", "--no-deps", "--only-binary=:all:", f"sglang=={version}", "-d",
+                      str(wheel_dir)], f"downloading sglang=={version}")  # fmt: skip
+    except ExternalError as exc:
+        listed = re.search(r"\(from versions: ([^)]*)\)", str(exc))
+        if listed is None or listed.group(1).strip() == "none":
+            raise  # no answer from the index (offline?) is not "no such release"
+        versions = [v.strip() for v in (listed.group(1) if listed else "").split(",") if v.strip()]
+        newest = f" (newest there: {versions[-1]})" if versions else ""
+        raise UserError(f"sglang {version} is not on the package index{newest}", field="--sglang") from None
+    return _single_wheel(wheel_dir, version)
 
 
 def base_python() -> str:

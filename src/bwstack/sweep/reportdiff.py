@@ -42,7 +42,8 @@ def load(path: Path) -> report.Document:
     return report.load_document(file)
 
 
-def _kind(old: str | None, new: str | None) -> str | None:
+def change_kind(old: str | None, new: str | None) -> str | None:
+    """How a verdict change ranks (module docstring): regression, improvement, changed, added, or None."""
     if old is None:
         return "added"
     if new is None:
@@ -65,7 +66,7 @@ def diff(old: report.Document, new: report.Document) -> dict[str, Any]:
         after = new["results"].get(name)
         if before is None and after is None:
             continue
-        kind = _kind(_verdict(before), _verdict(after))
+        kind = change_kind(_verdict(before), _verdict(after))
         if kind is None:
             continue
         changes.append(

@@ -93,6 +93,8 @@ class Prediction:
     notes: tuple[str, ...]
     expect: str
     expect_arch: str
+    #: every rule whose condition holds, in file order (the deciding one may be another step's)
+    matched_rules: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -200,6 +202,7 @@ def predict(
         notes=tuple(notes),
         expect=profile.expect,
         expect_arch=stack.arch_for(profile_name),
+        matched_rules=tuple(rule.id for rule in book.rules if rule.matches(ctx)),
     )
 
 
