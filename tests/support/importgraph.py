@@ -46,7 +46,8 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
 
 
 def edges_of(path: Path, root: Path, modules: set[str]) -> set[str]:
-    """The modules of ``modules`` that ``path`` imports (a package import counts as its ``__init__``)."""
+    """The modules of ``modules`` that ``path`` imports (a package import counts as its ``__init__``; so does
+    importing a module of a package the importer is not in)."""
     roots = {name.split(".")[0] for name in modules}
     this = module_name(path, root)
     package = this if path.name == "__init__.py" else this.rpartition(".")[0]
@@ -66,6 +67,13 @@ def edges_of(path: Path, root: Path, modules: set[str]) -> set[str]:
                 name = name.rpartition(".")[0]
             if name and name != this and name.split(".")[0] in roots:
                 targets.add(name)
+                # importing bwstack.a.b runs bwstack.a's __init__ first: an edge too, unless the importer lives
+                # in that package (its own package is already importing)
+                parent = name.rpartition(".")[0]
+                while "." in parent and parent in modules:  # the roots import nothing
+                    if not this.startswith(parent + ".") and parent != this:
+                        targets.add(parent)
+                    parent = parent.rpartition(".")[0]
     return targets
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,3 +45,17 @@ def edit_yaml(path: Path, edit: Callable[[Any], None]) -> Path:
     yaml.dump(data, buffer)
     path.write_text(buffer.getvalue(), encoding="utf-8")
     return path
+
+
+def run_cli(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python -m bwstack.cli ARGS`` in ``cwd`` with this interpreter (so this checkout's code runs)."""
+    return subprocess.run(
+        [sys.executable, "-m", "bwstack.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )

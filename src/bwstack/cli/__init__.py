@@ -16,6 +16,7 @@ import click
 
 from bwstack.cli.bisect import bisect as bisect_command
 from bwstack.cli.options import DEFAULT_PROFILES, file_option
+from bwstack.cli.report import bundle_cmd, merge_cmd, verify_cmd
 from bwstack.cli.upgrade import upgrade as upgrade_command
 from bwstack.cli.upgrade import variant as variant_command
 from bwstack.errors import EXIT_USAGE, ExternalError, UserError
@@ -97,6 +98,12 @@ def validate(file: Path, arch: str | None) -> None:
     loader.emit_warnings(stack)
     for warning in rules.check_stack(stack):
         _err(f"warning: {warning}")
+    from bwstack.know import evidence
+
+    for found in evidence.contradictions(stack):
+        _err(f"warning: {found.warning()}")
+        for line in found.change():
+            click.echo(f"  {line}", err=True)
     click.echo(
         f"{file}: ok: {len(stack.profiles)} profiles, variants: {', '.join(sorted(stack.variants_used()))}"
     )
@@ -272,6 +279,11 @@ def up(
 
             for line in choice.lines(textlayout.terminal_width()):
                 click.echo(line)
+            if choice.profile is not None:
+                from bwstack.know.evidence import dry_run_line
+
+                for line in textlayout.wrap(dry_run_line(stack, choice.profile), textlayout.terminal_width()):
+                    click.echo(line)
         if choice.profile is None:
             sys.exit(1)
         if dry_run:
@@ -281,6 +293,11 @@ def up(
     elif dry_run:
         stack.profile(profile)
         click.echo(f"choice: {profile}: named on the command line")
+        from bwstack import textlayout
+        from bwstack.know.evidence import dry_run_line
+
+        for line in textlayout.wrap(dry_run_line(stack, profile), textlayout.terminal_width()):
+            click.echo(line)
         return
     sys.exit(
         operate.up(
@@ -656,6 +673,10 @@ def report_diff(old: Path, new: Path, as_json: bool) -> None:
         for line in reportdiff.render_text(result, textlayout.terminal_width()):
             click.echo(line)
     sys.exit(1 if result["regressions"] else 0)
+
+
+for _command in (bundle_cmd, verify_cmd, merge_cmd):
+    report_group.add_command(_command)
 
 
 @main.group()

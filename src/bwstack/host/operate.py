@@ -24,6 +24,7 @@ from bwstack import __version__, classify, launch
 from bwstack.errors import ExternalError, UserError
 from bwstack.host import modelcache
 from bwstack.host.dockercompose import Project
+from bwstack.host.gitinfo import git
 from bwstack.know import next_try
 from bwstack.lock import command as locking
 from bwstack.lock import wheelhouse
@@ -390,33 +391,14 @@ def _build_date(root: Path) -> str:
     if os.environ.get("SOURCE_DATE_EPOCH", "").isdigit():
         stamp = datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), UTC)
         return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-    try:
-        result = subprocess.run(
-            ["git", "-C", str(root), "log", "-1", "--format=%ct"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        result = None
-    if result is not None and result.returncode == 0 and result.stdout.strip().isdigit():
-        return datetime.fromtimestamp(int(result.stdout.strip()), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    committed = git(root, "log", "-1", "--format=%ct")
+    if committed is not None and committed.isdigit():
+        return datetime.fromtimestamp(int(committed), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _git_revision(root: Path) -> str:
-    try:
-        result = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return result.stdout.strip() if result.returncode == 0 else ""
+    return git(root, "rev-parse", "HEAD") or ""
 
 
 def _shell_quote(arg: str) -> str:

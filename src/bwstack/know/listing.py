@@ -15,7 +15,7 @@ from typing import Any
 
 from bwstack import textlayout
 from bwstack.host.choose import measured
-from bwstack.know import rules
+from bwstack.know import evidence, rules
 from bwstack.stack.baselines import describe, load_baseline
 from bwstack.stack.schema import Stack
 from bwstack.sweep.bench import short_words, speed_words
@@ -25,6 +25,7 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
     """Machine-readable listing (``bwstack list --json``)."""
 
     speeds = measured(stack, arch or ("cpu" if stack.is_cpu else stack.settings.gpu_arch))
+    shipped = evidence.load(stack.root)
     rows = []
     for name, profile in stack.profiles.items():
         row: dict[str, Any] = {
@@ -36,6 +37,7 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
             "evidence": list(profile.evidence),
             "backends": {k: v for k, v in profile.backends().items() if v is not None},
             "measured": ({**speeds[name].speed, "report": speeds[name].report} if name in speeds else None),
+            "seen": evidence.seen_words(evidence.cells_for(stack, name, shipped)),
         }
         if arch is not None:
             row["prediction"] = _predict(stack, name, arch)
@@ -110,6 +112,12 @@ def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = 
     pinned = model["revision"] or "not pinned (set model.revision)"
     lines.extend(textlayout.wrap(f"model: {model['path']} @ {pinned}", width))
     lines.extend(textlayout.wrap(str(data["quality"]), width))
+    seen = [r for r in data["profiles"] if r.get("seen")]
+    if seen and not wide:
+        lines.append("recorded evidence (evidence/, bwstack report merge):")
+        for row in seen:
+            text = f"{row['profile']}: expect {row['expect']} — {row['seen']}"
+            lines.extend(textlayout.wrap(text, width, "  "))
     hosts = sorted({str(r["measured"]["host"]) for r in data["profiles"] if r.get("measured")})
     if hosts:
         lines.extend(textlayout.wrap(f"measured (bwstack sweep --bench) on: {'; '.join(hosts)}", width))
@@ -157,6 +165,8 @@ def _wide_block(row: dict[str, Any], arch: str | None, width: int) -> list[str]:
             parts.append(f"differs: {pred['why_differs']}")
     if row.get("measured"):
         parts.append(f"measured: {speed_words(row['measured'])} (reports/{row['measured']['report']})")
+    if row.get("seen"):
+        parts.append(f"recorded: {row['seen']}")
     parts.extend(f"evidence: {item}" for item in row["evidence"])
     for part in parts:
         lines = textlayout.wrap(part, width - 2, indent)

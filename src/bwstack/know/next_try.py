@@ -25,6 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bwstack.know import rules
+from bwstack.know.evidence import profile_words
 from bwstack.stack.schema import Stack
 from healthchecks import vocabulary
 
@@ -143,4 +144,8 @@ def suggest(
     parts.append(
         "expected healthy on the CPU" if arch == CPU else f"expected and predicted healthy on {arch}"
     )
+
+    seen = profile_words(stack, name)
+    if seen:
+        parts.append(seen)
     return Suggestion(failed, cls, arch, name, "; ".join(parts))

@@ -21,7 +21,8 @@ finished_at, elapsed_s, evidence`` where evidence holds ``log_match`` (line, tex
 ``log_tail``, ``exit_code``, ``oom_killed``, ``health`` (status, probes, last), ``requested``, ``effective``
 (``/server_info``), ``startup`` (the server log's own startup record, ``healthchecks/startup.py``: each
 effective backend with its log line and whether a flag or SGLang set it, and the ``backend_override``
-evidence against the profile), ``server_version``, ``timeout_s``. Both views show "requested -> effective"
+evidence against the profile), ``server_version``, ``timeout_s``, ``image_id`` (the image the container
+ran, as Docker names it: ``sha256:…``). Both views show "requested -> effective"
 per field; a failed row also has ``next_try`` ({profile, why}: the profile worth
 trying next, :mod:`bwstack.know.next_try`; ``profile`` null when none is). A healthy row of a ``--bench``
 sweep

@@ -199,9 +199,10 @@ class Runner:
         """Everything worth keeping about the decided profile, read before the container is removed."""
         judge = watch.judge
         try:
-            state = self.client.api.inspect_container(watch.container.id).get("State") or {}
+            inspected = self.client.api.inspect_container(watch.container.id) or {}
         except Exception:
-            state = {}
+            inspected = {}
+        state = inspected.get("State") or {}
         judge.oom_killed = judge.oom_killed or bool(state.get("OOMKilled"))
         judge.health = (state.get("Health") or {}).get("Status") or judge.health
         judge.add_probes(self.new_probes(watch))
@@ -224,6 +225,7 @@ class Runner:
             "startup": judge.startup_evidence(requested),
             "server_version": str(info["version"]) if info and info.get("version") is not None else None,
             "timeout_s": self.options.timeout_s,
+            "image_id": inspected.get("Image"),
         }
 
     def server_info(self) -> dict[str, Any] | None:

@@ -1,0 +1,365 @@
+"""``bwstack report merge FILE... --out DIR``: many hosts' bundles as one matrix with provenance.
+
+Each cell is one (section, arch, image variant, profile) and holds every verdict seen for it: how many runs,
+on which hosts, drivers, image digests and dates, each linked to its evidence (the bundle's own matrix page,
+``bundles/<id>/matrix.html#profile-<name>``). A cell whose runs disagree is marked and lists the facts that
+differ between the verdicts (driver, image digest, GPU count, topology, …). Sections keep kinds of truth
+apart: ``gpu`` (real GPU hosts), ``cpu`` (real SGLang on a CPU: no GPU kernel ran); stand-in rows are
+counted and never merged. Everything is built in memory from verified bundles
+(:mod:`bwstack.sweep.bundleread`)
+and only then written, each file atomically, under ``--out`` alone: ``merged.json``, ``matrix.md``,
+``matrix.html`` and, per bundle, ``bundles/<id>.tar.gz`` with its views in ``bundles/<id>/``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from bwstack.errors import UserError
+from bwstack.files import atomic_write_bytes
+from bwstack.host.doctor.record import summary
+from bwstack.sweep import report
+from bwstack.sweep.bundleread import Bundle
+
+FORMAT = "bwstack-merged"
+FORMAT_VERSION = 1
+MERGED_FILE = "merged.json"
+BUNDLES_DIR = "bundles"
+SECTIONS = {
+    "gpu": "GPU hosts: hardware truth",
+    "cpu": "real SGLang on the CPU: no GPU kernel ran, not GPU hardware truth",
+}
+STANDIN = "stand-in"
+#: the facts compared between the runs of a cell whose verdicts disagree, in report order
+DIFF_FIELDS = (
+    "driver",
+    "cuda",
+    "image_digest",
+    "gpu_count",
+    "topology",
+    "gpu_model",
+    "sglang",
+    "kernel",
+    "cpus",
+    "fast",
+)
+
+
+def section_of(doc: dict[str, Any], row: dict[str, Any]) -> str:
+    """``stand-in`` for a stand-in row, ``cpu`` for a CPU stack's, else ``gpu``."""
+    if row.get("standin") or doc["mode"].get("standin"):
+        return STANDIN
+    return "cpu" if doc["stack"].get("gpu_arch") == "cpu" else "gpu"
+
+
+def _short_digest(image: dict[str, Any]) -> str | None:
+    digest = image.get("id")
+    return str(digest) if isinstance(digest, str) and digest else None
+
+
+def _sglang(doc: dict[str, Any], row: dict[str, Any]) -> str | None:
+    version = (row.get("evidence") or {}).get("server_version")
+    if version:
+        return str(version)
+    manifest = doc["variants"].get(row["variant"]) or {}
+    sglang = manifest.get("sglang") if isinstance(manifest, dict) else None
+    return str(sglang.get("version")) if isinstance(sglang, dict) and sglang.get("version") else None
+
+
+def entries(bundle: Bundle) -> list[dict[str, Any]]:
+    """One entry per decided row of a bundle: the verdict, the host facts, the image, the evidence link."""
+    doc, host, images = bundle.results, bundle.host, bundle.images
+    out = []
+    for name in report.decided(doc):
+        row = doc["results"][name]
+        section = section_of(doc, row)
+        arch = "cpu" if section == "cpu" else str(host.get("gpu_arch") or doc["stack"].get("gpu_arch") or "?")
+        image = images.get(row["variant"]) if isinstance(images.get(row["variant"]), dict) else {}
+        out.append(
+            {
+                "section": section,
+                "arch": arch,
+                "variant": row["variant"],
+                "profile": name,
+                "expect": row.get("expect"),
+                "verdict": row["verdict"],
+                "fast": bool(row.get("fast")),
+                "requested": (row.get("evidence") or {}).get("requested") or {},
+                "model": row.get("model"),
+                "bundle": bundle.id,
+                "host": host.get("host_id"),
+                "hostname": host.get("hostname"),
+                "driver": host.get("driver"),
+                "cuda": host.get("cuda"),
+                "gpu_model": host.get("gpu_model"),
+                "gpu_count": host.get("gpu_count"),
+                "topology": host.get("topology"),
+                "kernel": host.get("kernel"),
+                "cpus": host.get("cpus"),
+                "image_digest": (row.get("evidence") or {}).get("image_id") or _short_digest(image or {}),
+                "sglang": _sglang(doc, row),
+                "date": row.get("finished_at") or doc["updated_at"],
+                "evidence": f"{BUNDLES_DIR}/{bundle.id}/matrix.html#profile-{name}",
+            }
+        )
+    return out
+
+
+def _fact(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def _differs(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The facts whose values differ between the verdicts of one cell."""
+    verdicts = sorted({e["verdict"] for e in seen})
+    if len(verdicts) < 2:
+        return []
+    out = []
+    for field in DIFF_FIELDS:
+        by_verdict = {v: sorted({_fact(e.get(field)) for e in seen if e["verdict"] == v}) for v in verdicts}
+        if len({tuple(values) for values in by_verdict.values()}) > 1:
+            out.append({"field": field, "by_verdict": by_verdict})
+    return out
+
+
+def merge(bundles: Sequence[Bundle]) -> dict[str, Any]:
+    """The merged document (``merged.json``): bundles, cells, stand-in rows left out."""
+    unique = list({b.id: b for b in bundles}.values())
+    cells: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    standin = 0
+    for bundle in unique:
+        for entry in entries(bundle):
+            if entry["section"] == STANDIN:
+                standin += 1
+                continue
+            key = (entry["section"], entry["arch"], entry["variant"], entry["profile"])
+            cells.setdefault(key, []).append(entry)
+    out_cells = []
+    for (section, arch, variant, profile), seen in sorted(cells.items()):
+        seen.sort(key=lambda e: (str(e["date"]), e["bundle"]))
+        counts: dict[str, int] = {}
+        for e in seen:
+            counts[e["verdict"]] = counts.get(e["verdict"], 0) + 1
+        out_cells.append(
+            {
+                "section": section,
+                "arch": arch,
+                "variant": variant,
+                "profile": profile,
+                "expect": sorted({str(e["expect"]) for e in seen}),
+                "requested": seen[-1]["requested"],
+                "model": seen[-1]["model"],
+                "verdicts": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+                "agree": len(counts) == 1,
+                "hosts": sorted({str(e["host"]) for e in seen}),
+                "drivers": sorted({str(e["driver"]) for e in seen if e["driver"]}),
+                "image_digests": sorted({str(e["image_digest"]) for e in seen if e["image_digest"]}),
+                "dates": [str(seen[0]["date"]), str(seen[-1]["date"])],
+                "differs": _differs(seen),
+                "seen": [{k: v for k, v in e.items() if k not in ("requested", "model")} for e in seen],
+            }
+        )
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "generated_at": report.utc_now(),
+        "bundles": {
+            b.id: {
+                "file": f"{BUNDLES_DIR}/{b.id}.tar.gz",
+                "view": f"{BUNDLES_DIR}/{b.id}/matrix.html",
+                "host": b.host.get("host_id"),
+                "host_summary": host_summary(b.host),
+                "host_redacted": bool(b.manifest.get("host_redacted")),
+                "report": (b.manifest.get("report") or {}).get("name"),
+                "created_at": b.manifest.get("created_at"),
+                "bwstack": b.manifest.get("bwstack"),
+                "source": b.results["mode"].get("source"),
+                "sections": sorted({section_of(b.results, r) for r in b.results["results"].values()}),
+            }
+            for b in unique
+        },
+        "cells": out_cells,
+        "standin_rows_left_out": standin,
+    }
+
+
+def host_summary(facts: dict[str, Any]) -> str:
+    """One line on a bundle's host (doctor.record's words)."""
+
+    return summary(facts)
+
+
+def verdict_words(cell: dict[str, Any]) -> str:
+    """``healthy x2 on 2 hosts`` / ``healthy x1, timeout x1 on 2 hosts: disagree``."""
+    counts = ", ".join(f"{v} x{n}" for v, n in cell["verdicts"].items())
+    hosts = len(cell["hosts"])
+    return f"{counts} on {hosts} host{'s' if hosts != 1 else ''}" + ("" if cell["agree"] else ": disagree")
+
+
+def differs_words(cell: dict[str, Any]) -> list[str]:
+    """``driver: healthy 580.82.07; nan 595.58.03`` per differing fact."""
+    return [
+        f"{d['field']}: " + "; ".join(f"{v} {', '.join(values)}" for v, values in d["by_verdict"].items())
+        for d in cell["differs"]
+    ]
+
+
+def _tone(cell: dict[str, Any]) -> str:
+    if not cell["agree"]:
+        return "warn"
+    return report.verdict_tone(next(iter(cell["verdicts"])))
+
+
+def grids(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per section and arch, today's grid (report.grids: backend combination x varied field, per variant)
+    whose entries are merged cells."""
+    out = []
+    for section, words in SECTIONS.items():
+        for arch in sorted({c["arch"] for c in doc["cells"] if c["section"] == section}):
+            chosen = {
+                f"c{i}": c
+                for i, c in enumerate(doc["cells"])
+                if c["section"] == section and c["arch"] == arch
+            }
+            shaped = {
+                "plan": list(chosen),
+                "results": {
+                    key: {
+                        "variant": c["variant"],
+                        "model": c["model"],
+                        "verdict": next(iter(c["verdicts"])) if c["agree"] else "disagree",
+                        "expect": "/".join(c["expect"]),
+                        "match": c["agree"] and list(c["verdicts"]) == c["expect"],
+                        "evidence": {"requested": c["requested"]},
+                    }
+                    for key, c in chosen.items()
+                },
+            }
+            for grid in report.grids(shaped):
+                for row in grid["rows"]:
+                    row["cells"] = [[chosen[e["profile"]] for e in entries] for entries in row["cells"]]
+                out.append({**grid, "section": section, "section_words": words, "arch": arch})
+    return out
+
+
+# --- views --------------------------------------------------------------------------------------------------
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    """matrix.md of the merge: the grids (cells link to evidence), every cell's runs, the bundles."""
+    hosts = {b["host"] for b in doc["bundles"].values()}
+    out = [
+        "# bwstack merged matrix",
+        "",
+        f"- {len(doc['bundles'])} bundle(s) from {len(hosts)} host(s), merged {doc['generated_at']}",
+        f"- stand-in rows left out (never hardware truth): {doc['standin_rows_left_out']}",
+    ]
+    for grid in grids(doc):
+        out += ["", f"## {grid['section_words']}: {grid['arch']}, variant {grid['variant']}", ""]
+        out.append(f"| backends \\ {grid['column']} | " + " | ".join(grid["columns"]) + " |")
+        out.append("| --- |" + " --- |" * len(grid["columns"]))
+        for row in grid["rows"]:
+            label = ", ".join(f"{k}={v}" for k, v in row["label"]) or "(one combination)"
+            cells = []
+            for cell_list in row["cells"]:
+                cells.append(
+                    "<br>".join(
+                        f"**{verdict_words(c)}** {c['profile']}: "
+                        + " ".join(f"[{i + 1}]({e['evidence']})" for i, e in enumerate(c["seen"]))
+                        for c in cell_list
+                    )
+                    or "-"
+                )
+            out.append(f"| {label} | " + " | ".join(cells) + " |")
+    out += ["", "## Cells", ""]
+    for cell in doc["cells"]:
+        where = f"{cell['section']}, {cell['arch']}, {cell['variant']}"
+        out.append(f"### {cell['profile']} ({where}): {verdict_words(cell)}")
+        out.append("")
+        out += [f"- differs: {line}" for line in differs_words(cell)]
+        for e in cell["seen"]:
+            out.append(
+                f"- [{e['verdict']}]({e['evidence']}) on {e['host']} ({e['hostname'] or 'name redacted'}), "
+                f"{e['date']}, image {e['image_digest'] or '?'}, SGLang {e['sglang'] or '?'}"
+                + (f", driver {e['driver']}" if e["driver"] else "")
+                + f", bundle {e['bundle']}"
+            )
+        out.append("")
+    out += ["## Bundles", ""]
+    for bundle_id, b in doc["bundles"].items():
+        out.append(
+            f"- [{bundle_id}]({b['view']}) ([archive]({b['file']})): {b['host']}: {b['host_summary']}; "
+            f"{b['source']}; made {b['created_at']}"
+        )
+    return "\n".join(out).rstrip() + "\n"
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("bwstack").joinpath(f"data/report/{name}").read_text(encoding="utf-8")
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    """matrix.html of the merge: one self-contained page (inline CSS, no script, no external asset)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
+    )
+    template = env.from_string(_asset("merged.html.j2"))
+    return template.render(
+        doc=doc,
+        css=_asset("matrix.css"),
+        grids=grids(doc),
+        hosts=len({b["host"] for b in doc["bundles"].values()}),
+        verdict_words=verdict_words,
+        differs_words=differs_words,
+        tone=_tone,
+    )
+
+
+def outputs(bundles: Sequence[Bundle]) -> dict[str, bytes]:
+    """Every file the merge writes, relative to --out, built in memory (a bundle that cannot be shown is
+    refused here, before anything is written)."""
+    doc = merge(bundles)
+    files: dict[str, bytes] = {
+        MERGED_FILE: (json.dumps(doc, indent=2) + "\n").encode(),
+        report.MARKDOWN_FILE: render_markdown(doc).encode(),
+        report.HTML_FILE: render_html(doc).encode(),
+    }
+    for bundle in {b.id: b for b in bundles}.values():
+        try:
+            view = report.render_html(bundle.results)
+        except Exception as exc:  # a verified but odd results.json: refuse the bundle, write nothing
+            raise UserError(
+                f"bundle refused: its results.json cannot be shown ({type(exc).__name__}: {exc})",
+                file=bundle.path,
+            ) from None
+        files[f"{BUNDLES_DIR}/{bundle.id}.tar.gz"] = bundle.data
+        files[f"{BUNDLES_DIR}/{bundle.id}/matrix.html"] = view.encode()
+        for part in ("manifest.json", "host.json", "images.json"):
+            files[f"{BUNDLES_DIR}/{bundle.id}/{part}"] = bundle.parts[part]
+    return files
+
+
+def write(out: Path, files: dict[str, bytes]) -> list[Path]:
+    """Write ``files`` under ``out`` only: a path that would leave it (a symlink) is refused first."""
+    root = out.resolve()
+    targets = []
+    for rel in files:
+        target = out / rel
+        parent = target.parent
+        while parent != out and not parent.exists():
+            parent = parent.parent
+        linked = (parent != out and parent.is_symlink()) or target.is_symlink()
+        if linked or not parent.resolve().is_relative_to(root):
+            raise UserError("refusing to write outside --out (a symbolic link in the way)", file=target)
+        targets.append(target)
+    for target, data in zip(targets, files.values(), strict=True):
+        atomic_write_bytes(target, data)
+    return targets
