@@ -10,7 +10,10 @@ import contextlib
 import json
 import os
 import re
+import shlex
+import stat
 import tempfile
+import urllib.parse
 from typing import Any
 
 ENV_HC_URL = "BWSTACK_HC_URL"
@@ -73,7 +76,7 @@ EXIT_FAIL_FAST = 3
 #: a Compose duration: one or more number+unit parts (``30s``, ``45m``, ``1h30m``, ``1.5s``, ``500ms``);
 #: the one grammar of every duration bwstack reads (the stack file's healthcheck timings, k8s probes,
 #: up's wait, the environment)
-DURATION_PATTERN = r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+"
+DURATION_PATTERN = r"(?:\d{1,6}(?:\.\d{1,3})?(?:ms|s|m|h)){1,4}"
 DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -103,30 +106,102 @@ def env_or(name: str, default: str) -> str:
     return value if value.strip() else default
 
 
+class SecretUnreadable(Exception):
+    """A secret file exists but cannot be read (mode, owner, not a regular file): never serve without it."""
+
+
+#: a secret file larger than this is not a key or a token (and is not read into memory)
+SECRET_MAX_BYTES = 64 * 1024
+
+
+def load_secret(path: str) -> str | None:
+    """The stripped content of a secret file; None when it does not exist or is empty (whitespace only).
+
+    Raises :class:`SecretUnreadable` (its message names the file, never the content) when the file exists but
+    cannot be read: a mode or owner the serving user cannot read, a FIFO or folder, a file too large.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SecretUnreadable(f"cannot read the secret file {path}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SecretUnreadable(f"the secret file {path} is not a regular file")
+        if info.st_size > SECRET_MAX_BYTES:
+            raise SecretUnreadable(f"the secret file {path} is larger than {SECRET_MAX_BYTES} bytes")
+        data = os.read(fd, SECRET_MAX_BYTES + 1)
+    except OSError as exc:
+        raise SecretUnreadable(f"cannot read the secret file {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    value = data.decode("utf-8", errors="replace").strip()
+    return value or None
+
+
 def read_secret(path: str) -> str | None:
     """The stripped content of a secret file; None when missing, unreadable or empty. Never logs it."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            value = fh.read(64 * 1024).strip()
-    except OSError:
+        return load_secret(path)
+    except SecretUnreadable:
         return None
-    return value or None
 
 
 def secret_status(path: str) -> str:
     """A printable description of a secret file's state (never its content)."""
-    if not os.path.exists(path):
-        return f"{path} missing"
-    if read_secret(path) is None:
-        return f"{path} empty or unreadable"
+    try:
+        value = load_secret(path)
+    except SecretUnreadable as exc:
+        return str(exc)
+    if value is None:
+        return f"{path} missing or empty"
     return f"{path} present"
 
 
+def _py_quoted(text: str, quote: str) -> str:
+    """``text`` as Python prints it between ``quote`` characters (repr's escapes)."""
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == quote:
+            out.append("\\" + quote)
+        elif ch in "'\"":
+            out.append(ch)
+        else:
+            out.append(repr(ch)[1:-1])
+    return "".join(out)
+
+
+def _printed_once(text: str) -> set[str]:
+    forms = {text, _py_quoted(text, "'"), _py_quoted(text, '"')}
+    forms.add(json.dumps(text)[1:-1])
+    forms.add(json.dumps(text, ensure_ascii=False)[1:-1])
+    forms.add(shlex.quote(text))
+    forms.add(urllib.parse.quote(text, safe=""))
+    forms.add(urllib.parse.quote_plus(text, safe=""))
+    return forms
+
+
+def printed_forms(secret: str) -> list[str]:
+    """Every way Python, JSON, a shell or a URL may print ``secret`` (also printed twice over, e.g. the repr
+    inside a JSON document), longest first, so redaction catches the key in SGLang's ``server_args`` repr, in
+    a JSON state file or in a quoted command line, not only byte for byte."""
+    if not secret:
+        return []
+    forms: set[str] = set()
+    for once in _printed_once(secret):
+        forms |= _printed_once(once)
+    return sorted((f for f in forms if f), key=lambda f: (-len(f), f))
+
+
 def redact(text: str, secrets: list[str]) -> str:
-    """Replace every occurrence of each non-empty secret with ``***``."""
+    """Replace every printed form (:func:`printed_forms`) of each non-empty secret with ``***``."""
     for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
+        for form in printed_forms(secret):
+            text = text.replace(form, REDACTED)
     return text
 
 

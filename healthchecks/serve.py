@@ -4,8 +4,11 @@
 - tees the server's merged stdout/stderr to stdout (docker logs) and to a size-bounded log file
   (``BWSTACK_LOG``, rotated once to ``<log>.1`` at ``BWSTACK_LOG_MAX_BYTES`` and at every start) that the
   healthcheck scans;
-- appends ``--api-key`` read from ``BWSTACK_API_KEY_FILE`` and exports ``HF_TOKEN`` read from
-  ``BWSTACK_HF_TOKEN_FILE`` to the child only; both are redacted from everything it writes;
+- passes the API key read from ``BWSTACK_API_KEY_FILE`` to SGLang in a ``--config`` YAML file that only the
+  serving user can read (never on the command line, where ``ps`` shows it to every local user; removed once
+  the server answers), exports ``HF_TOKEN`` read from ``BWSTACK_HF_TOKEN_FILE`` to the child only; every
+  printed form of both (repr, JSON escapes, quotes) is redacted from everything it writes; a secret file that
+  exists but cannot be read stops the start (exit 2, one line naming the file): never serve without the key;
 - forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT to the server, reaps orphans (it may be PID 1) and exits with the
   server's status (128+N when the server was killed by signal N);
 - removes the healthcheck state file at start, so a restarted container starts as ``starting``;
@@ -28,18 +31,21 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from healthchecks import signatures
 
@@ -59,6 +65,9 @@ STOP_GRACE_S = 30.0
 READY_POLL_S = 0.5
 READY_PROBE_TIMEOUT_S = 120  # the first real request may JIT-compile kernels
 READY_RETRIES = 5  # a probe that finds the server still "starting" (503 race) is repeated
+#: where the API key's private ``--config`` folder is made (default: the temp folder)
+ENV_RUN_DIR = "BWSTACK_RUN_DIR"
+EXIT_REFUSED = 2  # a secret file exists but is unreadable, or the key cannot be passed safely
 WARMUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmup.py")
 
 
@@ -109,7 +118,8 @@ class Tee:
 
     def __init__(self, log: BoundedLog, secrets: list[str]) -> None:
         self.log = log
-        self.secrets = [s.encode() for s in secrets if s]
+        forms = {form for secret in secrets for form in common.printed_forms(secret)}
+        self.secrets = [f.encode() for f in sorted(forms, key=lambda f: (-len(f), f))]
         self.keep = max((len(s) for s in self.secrets), default=1) - 1
         self._lock = threading.Lock()
 
@@ -183,12 +193,42 @@ def argv_secrets(argv: list[str]) -> list[str]:
 
 @dataclass
 class ChildSpec:
-    """How the server is started: argv and env for the child, secrets to redact, the printable command."""
+    """How the server is started: argv and env for the child, secrets to redact, the printable command, the
+    private ``--config`` file that carries the API key (removed once the server has read it)."""
 
     argv: list[str]
     env: dict[str, str]
     secrets: list[str]
     shown: str
+    key_config: str | None = None
+
+    def forget_key_config(self) -> None:
+        """Remove the API key's config file and its private folder (idempotent)."""
+        if self.key_config is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.key_config)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(self.key_config))
+        self.key_config = None
+
+
+class StartRefused(Exception):
+    """The server must not start (e.g. a secret file exists but is unreadable); the message is one line."""
+
+
+def write_key_config(key: str) -> str:
+    """A YAML file ``api-key: "<key>"`` in a fresh folder only this user can enter (mode 0700, file 0600).
+
+    SGLang's ``--config`` (0.5.9 ``server_args_config_parser``, 0.5.23 ``utils/server_args_config_parser``)
+    reads it with ``yaml.safe_load`` into the argparse destination ``--api-key`` fills; a JSON string is a
+    YAML double-quoted scalar, so backslashes, quotes and control characters survive exactly."""
+    folder = tempfile.mkdtemp(prefix="bwstack-serve-", dir=common.env_or(ENV_RUN_DIR, tempfile.gettempdir()))
+    path = os.path.join(folder, "api-key.yaml")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(f"api-key: {json.dumps(key, ensure_ascii=False)}\n")
+    return path
 
 
 def build_child(args: list[str]) -> ChildSpec:
@@ -203,14 +243,32 @@ def build_child(args: list[str]) -> ChildSpec:
     env.setdefault("PYTHONUNBUFFERED", "1")  # a SIGKILLed server must not lose buffered output
     secrets = argv_secrets(args)
     notes = []
-    key = common.read_secret(key_file)
+    try:
+        key = common.load_secret(key_file)
+        token = common.load_secret(token_file)
+    except common.SecretUnreadable as exc:
+        raise StartRefused(
+            f"{exc}; refusing to start the server without it (make it readable for uid "
+            f"{os.getuid()}, or remove it)"
+        ) from None
+    key_config = None
     if key and any(a.split("=", 1)[0] == "--api-key" for a in args):
         notes.append(f"--api-key given on the command line, {key_file} not used")
     elif key:
-        argv += ["--api-key", key]
+        if any(a.split("=", 1)[0] == "--config" for a in args):
+            raise StartRefused(
+                f"the arguments hold --config, and the API key from {key_file} reaches SGLang through its "
+                "own --config file (SGLang reads one): move those options into extra_args"
+            )
+        try:
+            key_config = write_key_config(key)
+        except OSError as exc:
+            raise StartRefused(
+                f"cannot write the API key's private config file: {exc.strerror or exc}"
+            ) from None
+        argv += ["--config", key_config]
         secrets.append(key)
-        notes.append(f"--api-key from {key_file}")
-    token = common.read_secret(token_file)
+        notes.append(f"--api-key from {key_file}, passed in a private --config file")
     if token:
         env["HF_TOKEN"] = token
         notes.append(f"HF_TOKEN from {token_file}")
@@ -218,7 +276,7 @@ def build_child(args: list[str]) -> ChildSpec:
     shown = shlex.join(["python3", "-m", module, *redact_argv(args)])
     if notes:
         shown += f" ({'; '.join(notes)})"
-    return ChildSpec(argv=argv, env=env, secrets=secrets, shown=shown)
+    return ChildSpec(argv=argv, env=env, secrets=secrets, shown=shown, key_config=key_config)
 
 
 def read_env_file(path: str) -> dict[str, str]:
@@ -285,21 +343,41 @@ def probe_url(args: list[str]) -> str:
     return common.env_or(common.ENV_HC_URL, f"http://127.0.0.1:{port}")
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer of its own (not 200), never a request to somewhere else."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+#: the readiness poll's opener: the server is local, so no proxy from the environment (http_proxy would
+#: otherwise route 127.0.0.1 through it) and no redirect is followed
+LOCAL_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
 class Readiness:
     """Runs one full healthcheck as soon as SGLang reports ready; a fatal verdict stops the server at once."""
 
-    def __init__(self, url: str, tee: Tee, watcher: FailFast, fail_fast: bool) -> None:
+    def __init__(
+        self,
+        url: str,
+        tee: Tee,
+        watcher: FailFast,
+        fail_fast: bool,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
         self.url = url
         self.tee = tee
         self.watcher = watcher
         self.fail_fast = fail_fast
+        self.on_ready = on_ready
         self.verdict: str | None = None
 
     def _ready(self) -> bool:
-        """Polls GET /health until 200; False when the server is gone first."""
+        """Polls GET /health until 200 (no proxy, no redirect followed); False when the server is gone."""
         while not self.watcher.done.is_set():
             try:
-                with urllib.request.urlopen(self.url + "/health", timeout=5) as resp:  # noqa: S310 - http(s) URL
+                with LOCAL_OPENER.open(self.url + "/health", timeout=5) as resp:
                     if resp.status == 200:
                         return True
             except (OSError, urllib.error.HTTPError):
@@ -332,6 +410,8 @@ class Readiness:
     def run(self) -> None:
         if not self._ready():
             return
+        if self.on_ready is not None:
+            self.on_ready()  # SGLang has parsed its arguments: the key's config file is no longer needed
         found = verdict.Verdict("starting", "readiness probe not run")
         for _attempt in range(READY_RETRIES):
             found = self._probe()
@@ -372,7 +452,13 @@ def main(argv: list[str] | None = None) -> int:
         max_bytes = max(1024, int(common.env_or(common.ENV_LOG_MAX_BYTES, str(common.DEFAULT_LOG_MAX_BYTES))))
     except ValueError:
         max_bytes = common.DEFAULT_LOG_MAX_BYTES
-    spec = build_child(args)
+    try:
+        spec = build_child(args)
+    except StartRefused as exc:
+        line = " ".join(str(exc).split())
+        print(f"{PREFIX} not starting: {line}", flush=True)
+        BoundedLog(log_path, max_bytes).write(f"{PREFIX} not starting: {line}\n".encode())
+        return EXIT_REFUSED
     tee = Tee(BoundedLog(log_path, max_bytes), spec.secrets)
     if tee.log.error:
         tee.say(f"warning: {tee.log.error}; output goes to stdout only")
@@ -386,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
             env=spec.env,
         )
     except OSError as exc:
+        spec.forget_key_config()
         tee.say(f"{verdict.CRASHED}: cannot start {spec.argv[0]}: {exc.strerror or exc}")
         return 127
     assert proc.stdout is not None
@@ -406,9 +493,10 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=watcher.run, daemon=True).start()
     readiness: Readiness | None = None
     if common.env_or(common.ENV_READY_PROBE, "1") != "0":
-        readiness = Readiness(probe_url(args), tee, watcher, fail_fast)
+        readiness = Readiness(probe_url(args), tee, watcher, fail_fast, on_ready=spec.forget_key_config)
         threading.Thread(target=readiness.run, daemon=True).start()
     code = wait_for(proc.pid)
+    spec.forget_key_config()
     exited_at = time.time()
     watcher.done.set()
     reader.join(READER_GRACE_S)

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from healthchecks import argsrecord, vocabulary
+from healthchecks import argsrecord, signatures, vocabulary
 
 #: lines kept per wrapped ``server_args`` record before giving up on finding its end
 MAX_WRAPPED_LINES = 400
@@ -538,12 +538,17 @@ def read_file(path: str, max_bytes: int | None = None) -> Startup:
     """Parse a log file (its first ``max_bytes`` when given: the startup is at the top)."""
     reader = StartupReader()
     read = 0
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            reader.feed(line)
-            read += len(line)
-            if max_bytes is not None and read >= max_bytes:
+    with open(path, "rb") as fh:
+        while max_bytes is None or read < max_bytes:
+            raw = fh.readline(signatures.MAX_LINE_BYTES)  # memory stays bounded on one endless line
+            if not raw:
                 break
+            read += len(raw)
+            if len(raw) == signatures.MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while (rest := fh.readline(signatures.MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                    read += len(rest)  # the rest of an over-long line: skipped, its head was read
+                read += len(rest)
+            reader.feed(raw.decode("utf-8", errors="replace").rstrip("\n") + "\n")
     return reader.result()
 
 

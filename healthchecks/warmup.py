@@ -130,6 +130,8 @@ def _read_body(run: Run, sock: socket.socket, resp: http.client.HTTPResponse, wh
         sock.settimeout(_remaining(run))  # a slow drip cannot stretch the budget
         piece = resp.read1(READ_CHUNK)
         if not piece:
+            if resp.length:  # closed before Content-Length was reached: read1 does not raise it itself
+                raise http.client.IncompleteRead(b"".join(chunks), resp.length)
             return b"".join(chunks)
         total += len(piece)
         if total > MAX_BODY_BYTES:
@@ -172,9 +174,14 @@ def http_call(run: Run, method: str, path: str, payload: Any = None) -> Reply:
         conn.close()
 
 
+#: the API key of this run: every printed form is redacted from a reply before it is cut to a snippet (a
+#: server that echoes the key must not leak a prefix of it into docker inspect or the state file)
+_SECRETS: list[str] = []
+
+
 def _snippet(data: bytes | str) -> str:
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-    text = " ".join(text.split())
+    text = " ".join(common.redact(text, _SECRETS).split())
     return text if len(text) <= SNIPPET else text[: SNIPPET - 3] + "..."
 
 
@@ -261,7 +268,7 @@ def log_idle_seconds(run: Run) -> float | None:
 
 def _around_match(match: signatures.Match) -> str:
     """The matched line, cut to a window that keeps the matching text."""
-    text = " ".join(match.text.split())
+    text = " ".join(common.redact(match.text, _SECRETS).split())
     found = match.signature.pattern.search(text)
     start = max(0, found.start() - 40) if found else 0
     window = text[start : start + LOG_SNIPPET]
@@ -584,10 +591,12 @@ def main(argv: list[str] | None = None) -> int:
         print(Verdict("warmup_failed", f"healthcheck misconfigured: {exc}").line())
         return 1
     api_key = common.read_secret(cfg.api_key_file)
+    _SECRETS[:] = [api_key] if api_key else []
     run = Run(cfg=cfg, deadline=started + cfg.timeout, api_key=api_key, state=load_state(cfg.state_path))
     signal.signal(signal.SIGALRM, _on_alarm)
     found = _verdict(run)
-    found = Verdict(found.cls, common.redact(" ".join(found.reason.split()), [api_key or ""]))
+    # every printed form of a secret is redacted before anything is cut or folded
+    found = Verdict(found.cls, " ".join(common.redact(found.reason, _SECRETS).split()))
     run.state["verdict"] = found.record(time.time())  # serve.py's fail-fast reads this
     save_state(cfg.state_path, run.state)
     print(found.line()[:2000], flush=True)

@@ -80,6 +80,9 @@ __all__ = [
 ]
 
 MAX_TEXT = 500
+#: the longest line the scanner looks at (a longer one is judged by its head; SGLang's longest, the
+#: ServerArgs line, is ~20 KB): memory and time stay bounded on a log that is one endless line
+MAX_LINE_BYTES = 64 * 1024
 
 #: SGLang's line once its own warmup request passed (srt/entrypoints/http_server.py, 0.2 .. 0.5.23)
 READY_TEXT = "The server is fired up and ready to roll"
@@ -267,7 +270,8 @@ class Scanner:
         last_start = -1
         for start in sorted(found):
             end = raw.find(b"\n", start)
-            line = raw[start : len(raw) if end < 0 else end].decode("utf-8", "surrogatepass")
+            end = min(len(raw) if end < 0 else end, start + MAX_LINE_BYTES)  # the cap holds inside a line
+            line = raw[start:end].decode("utf-8", "ignore")
             keys = [k for k in sorted(found[start]) if _KEYS[k] in line]
             if keys:
                 line_idx += raw.count(b"\n", counted, start)
@@ -389,16 +393,25 @@ def scan_file(path: str, chunk_bytes: int = 1 << 20) -> Scanner:
     """A scanner that has streamed the file (UTF-8 with replacement); raises OSError if unreadable."""
     scanner = Scanner()
     tail = b""
+    skipping = False  # inside a line longer than MAX_LINE_BYTES: its rest is dropped up to the next newline
     with open(path, "rb") as fh:
         while True:
             chunk = fh.read(chunk_bytes)
             if not chunk:
                 break
+            if skipping:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    continue
+                chunk, skipping = chunk[newline + 1 :], False
             data = tail + chunk
             cut = data.rfind(b"\n") + 1
             tail = data[cut:]
             if cut:
                 scanner.feed(data[:cut].decode("utf-8", errors="replace"))
+            if len(tail) > MAX_LINE_BYTES:  # one line without end: scan its head once, never copy it again
+                scanner.feed(tail[:MAX_LINE_BYTES].decode("utf-8", errors="replace") + "\n")
+                tail, skipping = b"", True
     if tail:
         scanner.feed(tail.decode("utf-8", errors="replace"))
     return scanner

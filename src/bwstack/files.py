@@ -8,8 +8,10 @@ downloaded shards).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -48,3 +50,31 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes; OSError otherwise.
+
+    Input files are opened without blocking and judged by ``fstat`` before a byte is read: a FIFO (which a
+    plain ``open`` waits on forever), a device or a folder raises (``IsADirectoryError`` for a folder, else
+    errno EINVAL), and a file over ``limit`` raises errno EFBIG unread; the message is in ``strerror``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device): refused", str(path))
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            piece = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not piece:
+                break
+            chunks.append(piece)
+            total += len(piece)
+        if total > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes: refused", str(path))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

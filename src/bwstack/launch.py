@@ -192,7 +192,7 @@ class LaunchSpec:
         # `bwstack up` and the sweep set BWSTACK_HF_HUB_OFFLINE=1 once `bwstack fetch` verified the model (a
         # default: model or profile env may set HF_HUB_OFFLINE themselves)
         env: dict[str, str] = {"HF_HUB_OFFLINE": "${BWSTACK_HF_HUB_OFFLINE:-0}"}
-        env.update(self.stack_env)
+        env.update({name: compose_literal(value) for name, value in self.stack_env.items()})
         env["BWSTACK_PROFILE"] = self.profile
         env["BWSTACK_FAIL_FAST"] = "1"
         env["BWSTACK_LINGER"] = "${BWSTACK_HC_INTERVAL:-" + self.stack.settings.healthcheck.interval + "}"
@@ -252,7 +252,15 @@ class LaunchSpec:
         if self.stack.settings.api_key:
             test += ["--api-key-file", f"{common.SECRETS_DIR}/api_key"]
         if hc.expect_text:
-            test += ["--expect-text", hc.expect_text]
+            test += ["--expect-text", compose_literal(hc.expect_text)]
         for pair in self.expectations:
-            test += ["--expect", pair]
+            test += ["--expect", compose_literal(pair)]
         return test
+
+
+def compose_literal(value: str) -> str:
+    """A user's value in compose syntax: every ``$`` doubled, so Compose neither substitutes the host's
+    environment into it (``$HOME``, ``${X}``) nor refuses it (``$`` before a non-name character). The launch
+    spec's environment and healthcheck are compose syntax (bwstack's own ``${NAME:-default}`` stay live);
+    its argv is literal and the renderers escape it (compose: this function, k8s: ``k8s.literal``)."""
+    return value.replace("$", "$$")

@@ -78,3 +78,17 @@ def table(
             out.append(head.rstrip())
             out.extend(wrap(last, width, INDENT) if last.strip() else [])
     return out
+
+
+def printable(text: object) -> str:
+    """``text`` with every control character (C0, DEL, C1: ESC sequences, carriage returns, bells) written
+    as a ``\\xNN`` / ``\\uNNNN`` escape: text from reports, logs and state files is printed through this, so a
+    hostile file cannot move the cursor, rewrite a line or hide one in the terminal."""
+    out = []
+    for ch in str(text):
+        code = ord(ch)
+        if code < 0x20 or 0x7F <= code < 0xA0 or code in (0x2028, 0x2029):
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)

@@ -51,6 +51,18 @@ def in_pins(variant: str, old: str, new: str) -> Mutate:
     return mutate
 
 
+def drop_pins_section(variant: str, section: str) -> Mutate:
+    def mutate(profiles: Path) -> Path:
+        pins = profiles.parent / "images" / variant / "pins.toml"
+        text = pins.read_text()
+        start = text.index(f"[{section}]\n")
+        end = text.index("\n[", start + 1) + 1
+        pins.write_text(text[:start] + text[end:])
+        return profiles
+
+    return mutate
+
+
 def other_path(name: str) -> Mutate:
     def mutate(profiles: Path) -> Path:
         target = profiles.parent / name
@@ -189,6 +201,21 @@ CASES = [
         replace("mem_fraction_static: 0.85", "mem_fraction_static: 1.5"),
         r"model\.mem_fraction_static: ",
     ),
+    Case(
+        "absurd-duration",
+        replace("    interval: 30s", "    interval: 99999999999999999999s"),
+        r"stack\.healthcheck\.interval: invalid value '9+s': a duration of at most 6 digits",
+    ),
+    Case(
+        "absurd-size",
+        replace("  shm_size: 32gb", "  shm_size: 99999999999999999999gb"),
+        r"stack\.shm_size: invalid value '9+gb': a size of at most 9 digits",
+    ),
+    Case(
+        "absurd-context-length",
+        replace("  context_length: 32768", "  context_length: 99999999999999999999999999"),
+        r"model\.context_length: Input should be less than or equal to 1073741824",
+    ),
     Case("non-string-key", replace("  env: {}\n", "  env: {1: x}\n"), r"keys must be strings"),
     Case(
         "bad-quantization-choice",
@@ -288,6 +315,12 @@ CASES = [
         in_pins("v0.5.23-cu130", 'toolkit = "13.0"', 'toolkit = "13.0"\narchs = "x"'),
         r"pins\.toml:\d+: cuda\.archs: unknown key 'archs'",
     ),
+    Case(  # the error has no line in pins.toml: it must not borrow one from profiles.yaml
+        "pins-missing-section",
+        drop_pins_section("v0.5.23-cu130", "sglang"),
+        r"^bwstack: \S*pins\.toml: sglang: needs version \(a release\) or commit \(a nightly\)$",
+        line=False,
+    ),
     Case(
         "pins-branch-not-sha",
         in_pins(
@@ -352,16 +385,17 @@ def test_dev_null_gives_one_line() -> None:
 def test_bounded_input_refused_before_anything_is_built(
     case: Case, stack_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The limits act on the event stream: the loader never composes or constructs the hostile document."""
-    from ruamel.yaml import YAML
+    """The limits act on the event stream as the loader consumes it (one pass): the hostile document is
+    refused before any value is constructed, so nothing is ever expanded."""
+    from ruamel.yaml.constructor import RoundTripConstructor
 
     from bwstack.errors import UserError
     from bwstack.stack.yamlload import load_yaml
 
-    def no_load(self: YAML, stream: object) -> object:
-        raise AssertionError("the document was loaded before the limits refused it")
+    def no_construct(self: RoundTripConstructor, node: object) -> object:
+        raise AssertionError("the document was constructed before the limits refused it")
 
-    monkeypatch.setattr(YAML, "load", no_load)
+    monkeypatch.setattr(RoundTripConstructor, "construct_document", no_construct)
     target = case.mutate(stack_copy)
     with pytest.raises(UserError) as err:
         load_yaml(target)

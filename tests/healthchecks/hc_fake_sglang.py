@@ -1,7 +1,8 @@
 """A stand-in for ``python3 -m sglang.launch_server`` used by the serve-wrapper tests.
 
 Run as ``python -m hc_fake_sglang [--dump PATH] [--exit N] [--wait] [--kill-self] [--spam BYTES] [--leak] ...``;
-unknown flags (the SGLang argv, an injected ``--api-key``) are accepted like SGLang would.
+unknown flags (the SGLang argv, an injected ``--api-key``) are accepted like SGLang would, and ``--config FILE``
+is merged the way SGLang's ``ConfigArgumentMerger`` does (YAML keys become ``--key value`` before the argv).
 """
 
 from __future__ import annotations
@@ -31,9 +32,18 @@ def main() -> None:
     p.add_argument("--leak", action="store_true")
     p.add_argument("--api-key")
     p.add_argument("--dump-env", action="store_true")
-    args, rest = p.parse_known_args()
+    argv = sys.argv[1:]
+    if "--config" in argv:  # as sglang.srt.server_args.prepare_server_args: config args first, CLI wins
+        import yaml
+
+        at = argv.index("--config")
+        with open(argv[at + 1], encoding="utf-8") as fh:
+            config = yaml.safe_load(fh) or {}
+        merged = [item for key, value in config.items() for item in (f"--{key}", str(value))]
+        argv = merged + argv[:at] + argv[at + 2 :]
+    args, rest = p.parse_known_args(argv)
     if args.dump:
-        data = {"argv": sys.argv[1:], "hf_token": os.environ.get("HF_TOKEN")}
+        data = {"argv": sys.argv[1:], "hf_token": os.environ.get("HF_TOKEN"), "api_key": args.api_key}
         if args.dump_env:
             data["env"] = {k: v for k, v in os.environ.items() if k.startswith(("SGLANG_", "FLASHINFER_"))}
         with open(args.dump, "w", encoding="utf-8") as fh:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.error
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 import pytest
 
@@ -126,7 +129,10 @@ def test_secrets_reach_the_child_only(tmp_path: Path) -> None:
     proc = run_serve(tmp_path, "--model-path", "m", "--dump", str(dump), "--leak")
     assert proc.returncode == 0, proc.stdout
     child = json.loads(dump.read_text())
-    assert child["argv"][-2:] == ["--api-key", KEY]
+    assert child["api_key"] == KEY  # through the private --config file SGLang merges, never the argv
+    assert "--api-key" not in child["argv"] and not any(KEY in a for a in child["argv"])
+    assert child["argv"][-2] == "--config"
+    assert not Path(child["argv"][-1]).exists()  # removed when the server exited
     assert child["hf_token"] == TOKEN
     for text in (proc.stdout, proc.stderr, log_text(tmp_path)):
         assert KEY not in text and TOKEN not in text
@@ -135,7 +141,10 @@ def test_secrets_reach_the_child_only(tmp_path: Path) -> None:
     assert "token=*** key=***\n" in proc.stdout
     assert "x***yyyyyyyyyy" in proc.stdout  # a secret inside an over-long line
     first = proc.stdout.splitlines()[0]
-    assert first.endswith(f"(--api-key from {tmp_path / 'api_key'}; HF_TOKEN from {tmp_path / 'hf_token'})")
+    assert first.endswith(
+        f"(--api-key from {tmp_path / 'api_key'}, passed in a private --config file; "
+        f"HF_TOKEN from {tmp_path / 'hf_token'})"
+    )
     assert "--api-key ***" not in first  # the injected key is not shown as an argument either
 
 
@@ -154,7 +163,8 @@ def test_no_key_file_means_no_api_key(tmp_path: Path) -> None:
     (tmp_path / "hf_token").write_text("\n")  # empty secret files are skipped too
     assert run_serve(tmp_path, "--dump", str(dump)).returncode == 0
     child = json.loads(dump.read_text())
-    assert "--api-key" not in child["argv"] and child["hf_token"] is None
+    assert "--api-key" not in child["argv"] and "--config" not in child["argv"]
+    assert child["api_key"] is None and child["hf_token"] is None
 
 
 def test_log_is_size_bounded_with_one_rotation(tmp_path: Path) -> None:
@@ -366,3 +376,143 @@ def test_env_file_switches_reach_the_child_without_overriding(tmp_path: Path) ->
     env = json.loads(dump.read_text())["env"]
     assert env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0"
     assert env["FLASHINFER_DISABLE_VERSION_CHECK"] == "0"  # the container's own env wins
+
+
+HOSTILE_KEY = "sk-\\back'single\"double\ttab-0123456789"
+
+
+def test_a_key_with_backslash_quotes_and_tab_leaves_no_printed_trace(tmp_path: Path) -> None:
+    """SGLang prints its ServerArgs repr (api_key='sk-\\\\back\\'single"double\\ttab…'): the escaped forms are
+    redacted too, not only the raw bytes."""
+    (tmp_path / "api_key").write_text(HOSTILE_KEY + "\n")
+    dump = tmp_path / "child.json"
+    proc = run_serve(tmp_path, "--model-path", "m", "--dump", str(dump), "--leak")
+    assert proc.returncode == 0, proc.stdout
+    assert json.loads(dump.read_text())["api_key"] == HOSTILE_KEY  # the YAML config carried it exactly
+    forms = [
+        HOSTILE_KEY,
+        repr(HOSTILE_KEY)[1:-1],
+        json.dumps(HOSTILE_KEY)[1:-1],
+        "back\\'single",
+        "back'single",
+    ]
+    for text in (proc.stdout, proc.stderr, log_text(tmp_path)):
+        for form in forms:
+            assert form not in text, form
+        assert "single" not in text and "0123456789" not in text
+    assert "api_key='***'" in proc.stdout
+
+
+def test_the_key_is_not_in_the_servers_argv_while_it_runs(tmp_path: Path) -> None:
+    """What ``ps`` shows every local user: /proc/<pid>/cmdline of the wrapper and of the server."""
+    (tmp_path / "api_key").write_text(HOSTILE_KEY)
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVE), "--model-path", "m", "--wait"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=serve_env(tmp_path),
+        cwd=tmp_path,
+    )
+    try:
+        stream = cast("IO[str]", proc.stdout)
+        while "fake: ready" not in stream.readline():
+            pass
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert children
+        for pid in [str(proc.pid), *children]:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+            assert "single" not in cmdline and "0123456789" not in cmdline
+            environ = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+            assert "0123456789" not in environ
+        config = Path(Path(f"/proc/{children[0]}/cmdline").read_bytes().decode().split("\0")[-2])
+        assert config.stat().st_mode & 0o777 == 0o600 and config.parent.stat().st_mode & 0o777 == 0o700
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_secret_that_is_not_a_regular_file_stops_the_start(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "api_key"
+    if kind == "fifo":
+        os.mkfifo(path)  # would block a plain open() forever
+    else:
+        path.mkdir()
+    dump = tmp_path / "child.json"
+    started = time.monotonic()
+    proc = run_serve(tmp_path, "--dump", str(dump))
+    assert time.monotonic() - started < 30
+    assert proc.returncode == serve.EXIT_REFUSED
+    assert (
+        proc.stdout
+        == f"bwstack-serve: not starting: the secret file {path} is not a regular file; refusing to start the server without it (make it readable for uid {os.getuid()}, or remove it)\n"
+    )
+    assert not dump.exists()  # the server never ran
+
+
+def test_an_unreadable_secret_stops_the_start_naming_the_file(tmp_path: Path) -> None:
+    """The compose case: a 0600 file of another user, bind-mounted; the serving user cannot read it."""
+    folder = Path(tempfile.mkdtemp(prefix="bwstack-serve-test-"))
+    try:
+        folder.chmod(0o777)  # the unprivileged serving user below writes its log and dump here
+        key = folder / "api_key"
+        key.write_text(KEY)
+        key.chmod(0o600)
+        dump = folder / "child.json"
+        env = serve_env(folder)
+        run_as: dict[str, Any] = {}
+        python = sys.executable
+        if os.geteuid() == 0:  # root reads any file: run the wrapper as the image's serving user instead
+            run_as = {"user": 10001, "group": 10001, "extra_groups": []}
+            python = "/usr/bin/python3"  # the wrapper is stdlib only; a venv under /root is closed to 10001
+        else:
+            key.chmod(0)
+        proc = subprocess.run(
+            [python, str(SERVE), "--dump", str(dump)],
+            capture_output=True, text=True, timeout=60, env=env, cwd=folder, **run_as,  # type: ignore[call-overload]
+        )  # fmt: skip
+        assert proc.returncode == serve.EXIT_REFUSED, proc.stdout + proc.stderr
+        assert proc.stdout.startswith(f"bwstack-serve: not starting: cannot read the secret file {key}: ")
+        assert "Permission denied" in proc.stdout and len(proc.stdout.splitlines()) == 1
+        assert KEY not in proc.stdout and not dump.exists()
+    finally:
+        subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+def test_a_config_in_the_arguments_is_refused_when_the_key_needs_its_own(tmp_path: Path) -> None:
+    (tmp_path / "api_key").write_text(KEY)
+    proc = run_serve(tmp_path, "--config", "mine.yaml")
+    assert proc.returncode == serve.EXIT_REFUSED
+    assert "the arguments hold --config" in proc.stdout and KEY not in proc.stdout
+
+
+def test_readiness_poll_ignores_proxies_and_redirects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server is local: http_proxy must not route 127.0.0.1 elsewhere, and a redirect is not a 200."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                self.send_response(302)
+                self.send_header("Location", "/elsewhere")
+            else:
+                self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # a dead proxy: using it would fail
+    monkeypatch.setenv("no_proxy", "")
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with serve.LOCAL_OPENER.open(base + "/elsewhere", timeout=5) as resp:
+            assert resp.status == 200  # straight to the server, not through the proxy
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            serve.LOCAL_OPENER.open(base + "/health", timeout=5)
+        assert caught.value.code == 302  # not followed to the 200 at /elsewhere
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -440,6 +442,22 @@ def test_key_echoed_by_the_server_is_redacted(tmp_path: Path) -> None:
     assert secret not in result.stdout and "***" in result.last
 
 
+@pytest.mark.parametrize("offset", [120, 150, 155, 158])
+def test_key_echoed_across_the_snippet_cut_leaves_no_prefix(tmp_path: Path, offset: int) -> None:
+    """The reply is cut to 160 characters for the verdict: the key must be redacted before the cut, or a
+    server that echoes it leaks its first characters into docker inspect and the state file."""
+    secret = "sk-\\Pf7cutMARK'q\"z-0123456789abcdef"
+    (tmp_path / "api_key").write_text(secret)
+    with FakeSGLang() as fake:
+        fake.set_raw("POST", "/generate", ("x" * offset + secret + " " + repr(secret)).encode(), status=400)
+        result = run_hc(tmp_path, fake.url)
+    assert_unhealthy(result, "warmup_failed")
+    state = (tmp_path / "state.json").read_text()
+    for text in (result.stdout, state):
+        assert "Pf7" not in text and "sk-" not in text, text
+    assert "***" in result.last or offset > 150  # past 157 characters the mark itself is cut
+
+
 # --- light mode ---------------------------------------------------------------------------------------------
 
 
@@ -483,3 +501,35 @@ def test_compare_expect_normalises_and_names_both_values() -> None:
         "moe_runner_backend: requested triton, effective flashinfer_cutlass",
         "nope: requested x, effective not reported by /server_info",
     ]
+
+
+def test_a_body_cut_short_is_crash(tmp_path: Path) -> None:
+    """Content-Length promises 500 bytes, the server closes after 17: the docs' "connection reset or closed
+    before a complete answer" row, ``crash`` (not a non-JSON ``warmup_failed``)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                first = conn.recv(65536).split(b"\r\n", 1)[0]
+                if b"/health" in first:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                else:
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n"
+                        b'{"model_path": "x'
+                    )
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        result = run_hc(tmp_path, f"http://127.0.0.1:{listener.getsockname()[1]}")
+    finally:
+        listener.close()
+    reason = assert_unhealthy(result, "crash")
+    assert "IncompleteRead" in reason

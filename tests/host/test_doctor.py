@@ -30,6 +30,7 @@ CHECK_IDS = [
     "memlock",
     "disk",
     "model_cache",
+    "secrets",
     "p2p",
     "iommu",
 ]

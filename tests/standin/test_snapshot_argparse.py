@@ -212,3 +212,25 @@ def test_version_helpers(raw059: dict[str, Any]) -> None:
     assert snapshot_argparse.default_prog(raw059) == "launch_server.py"
     assert snapshot_argparse.default_prog({"sglang_version": "0.5.10"}) == "sglang serve"
     assert snapshot_argparse.option_for(raw059, "nsa_decode_backend") == "--nsa-decode-backend"
+
+
+def test_merge_config_reads_the_key_file_serve_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-in merges ``--config`` as SGLang does, so the key serve.py passes there guards it too."""
+    from healthchecks import serve
+
+    monkeypatch.setenv(serve.ENV_RUN_DIR, str(tmp_path))
+    key = "sk-\\a'b\"c\td-é"
+    path = serve.write_key_config(key)
+    merged = snapshot_argparse.merge_config(["--model-path", "m", "--config", path, "--port", "1"])
+    assert merged == ["--api-key", key, "--model-path", "m", "--port", "1"]
+    (tmp_path / "flags.yaml").write_text("enable-x: true\ndisable-y: false\ntp-size: 2\n# note\n")
+    assert snapshot_argparse.merge_config(["--config", str(tmp_path / "flags.yaml")]) == [
+        "--enable-x",
+        "--tp-size",
+        "2",
+    ]
+    (tmp_path / "nested.yaml").write_text("a: [1, 2]\n")
+    with pytest.raises(ValueError, match="only scalar values"):
+        snapshot_argparse.merge_config(["--config", str(tmp_path / "nested.yaml")])

@@ -1,8 +1,8 @@
 """A running compose service of the stand-in serving image, through testinfra.
 
 The service runs with compose secret files holding a known fake HF token and API key (``api_key: true`` in its
-stack copy). By design the token reaches only the server's environment and the key only the server's argv
-(``--api-key``, appended by serve.py); neither may appear in the container's environment, labels, image
+stack copy). By design the token reaches only the server's environment and the key only a private ``--config``
+file of the server (serve.py writes it, never the argv); neither may appear in the container's environment, labels, image
 history, ``docker inspect`` (health log included), ``docker logs``, the server log or PID 1's command line.
 """
 
@@ -40,7 +40,8 @@ def test_server_runs_exactly_the_rendered_argv(service: Service) -> None:
     cmdline = proc_file(service.host, process.pid, "cmdline")
     assert cmdline[1:3] == ["-m", SERVER_MODULE]
     argv = launch.launch_spec(service.stack, service.profile).argv
-    assert cmdline[3:] == [*argv, "--api-key", service.api_key]
+    assert cmdline[3:-2] == argv and cmdline[-2] == "--config"  # the API key's private config file
+    assert service.api_key not in "\n".join(cmdline)
     wrapper = proc_file(service.host, 1, "cmdline")
     assert wrapper[:2] == ["python3", f"{common.HC_DIR}/serve.py"]
     assert wrapper[2:] == argv  # compose `command:` = the argv

@@ -21,6 +21,8 @@ the steps, so a state file can never disagree with itself.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -37,10 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import ExternalError, UserError
-from bwstack.files import atomic_write
+from bwstack.files import atomic_write, read_bounded
+from bwstack.host import netwait
 
 TAG = re.compile(r"^(?P<flavour>nightly(?:-[a-z0-9.]+)*?)-(?P<day>\d{8})-(?P<sha>[0-9a-f]{7,40})$")
 STATE_FILE = "bisect.json"
+#: a bisect.json holds a few hundred tags and steps: anything larger is not one of ours
+STATE_MAX_BYTES = 16 << 20
+TAGS_FILE_MAX_BYTES = 4 << 20
 SCHEMA = "bwstack.bisect/1"
 COMPARE_URL = "https://github.com/sgl-project/sglang/compare/{old}...{new}"
 #: set (to anything) to never ask a registry; tests and air-gapped hosts
@@ -103,12 +109,19 @@ def parse_when(text: str, *, file: Path | None = None, line: int | None = None) 
     return stamp.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def tags_file_text(path: Path) -> str:
+    """A ``--tags`` file's text: a bounded regular UTF-8 file, else UserError (never waits on a FIFO)."""
+    try:
+        return read_bounded(path, TAGS_FILE_MAX_BYTES).decode("utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read the tags file: {exc.strerror or exc}", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"the tags file is not UTF-8 text ({exc.reason})", file=path) from None
+
+
 def read_tags_file(path: Path) -> list[Tag]:
     """``--tags FILE``: one tag per line, optionally followed by its push time; ``#`` starts a comment."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the tags file: {exc}", file=path) from None
+    text = tags_file_text(path)
     tags: list[Tag] = []
     seen: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), 1):
@@ -143,6 +156,11 @@ def registry_disabled() -> bool:
     return bool(os.environ.get(OFFLINE_ENV))
 
 
+def _hub_page(url: str, timeout: float) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 (https, checked by the caller)
+        return json.loads(answer.read(4 << 20))
+
+
 def hub_tags(repo: str, prefix: str, *, timeout: float = REGISTRY_TIMEOUT_S) -> dict[str, str]:
     """Docker Hub's tags of ``repo`` starting with ``prefix``: name -> last push time (UTC ISO).
 
@@ -159,9 +177,8 @@ def hub_tags(repo: str, prefix: str, *, timeout: float = REGISTRY_TIMEOUT_S) -> 
         if not url.startswith("https://hub.docker.com/"):
             raise ExternalError(f"Docker Hub sent an unexpected next page: {url[:80]}")
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 (https, checked above)
-                page = json.loads(answer.read(4 << 20))
-        except (OSError, ValueError, urllib.error.URLError) as exc:
+            page = netwait.within(timeout * 2, functools.partial(_hub_page, url, timeout))
+        except (OSError, ValueError, urllib.error.URLError) as exc:  # netwait.TooSlow is an OSError
             raise ExternalError(f"Docker Hub did not answer ({' '.join(str(exc).split())[:120]})") from None
         for item in page.get("results") or []:
             name, pushed = item.get("name"), item.get("tag_last_pushed") or item.get("last_updated")
@@ -345,7 +362,7 @@ def load_state(out: Path, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The state of an earlier run in ``out``; UserError when there is none or any input differs."""
     path = out / STATE_FILE
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+        state = json.loads(read_bounded(path, STATE_MAX_BYTES))
     except FileNotFoundError:
         raise UserError(
             "no bisect to resume here (no bisect.json); start one without --resume", file=path
@@ -354,6 +371,11 @@ def load_state(out: Path, inputs: Mapping[str, Any]) -> dict[str, Any]:
         raise UserError(f"unreadable bisect state: {exc}", file=path) from None
     if not isinstance(state, dict) or state.get("schema") != SCHEMA:
         raise UserError(f"not a bisect state ({SCHEMA})", file=path, field="schema")
+    if not isinstance(state.get("inputs"), dict):
+        raise UserError("malformed bisect state: expected a mapping", file=path, field="inputs")
+    for key, cls in (("tags", Tag), ("steps", Step)):
+        _check_records(state.get(key), cls, path, key)
+    _check_consistent(state, path)
     for key, value in inputs.items():
         if state["inputs"].get(key) != value:
             raise UserError(
@@ -363,6 +385,58 @@ def load_state(out: Path, inputs: Mapping[str, Any]) -> dict[str, Any]:
                 field=f"inputs.{key}",
             )
     return state
+
+
+def _check_consistent(state: Mapping[str, Any], path: Path) -> None:
+    """What the search replays must hold together: two tags at least, each step on a listed tag and a side."""
+    if len(state["tags"]) < 2:
+        raise UserError("malformed bisect state: fewer than two tags", file=path, field="tags")
+    names = {t["name"] for t in state["tags"]}
+    for index, step in enumerate(state["steps"]):
+        if step["tag"] not in names or step["side"] not in ("good", "bad", "skip"):
+            raise UserError(
+                "malformed bisect state: a step on an unlisted tag or side (good, bad, skip)",
+                file=path,
+                field=f"steps[{index}]",
+            )
+    if not isinstance(state.get("source"), str) or not isinstance(state.get("notes"), list):
+        raise UserError("malformed bisect state: source or notes", file=path, field="source")
+    if state.get("status") not in ("running", "interrupted", "done", "out of time"):
+        raise UserError("malformed bisect state: unknown status", file=path, field="status")
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "str | None": (str, type(None)),
+    "float": (int, float),
+    "dict[str, Any] | None": (dict, type(None)),
+}
+
+
+def _check_records(items: Any, cls: type, path: Path, key: str) -> None:
+    """Each item of a state list is a mapping of ``cls``'s fields with values of their types (a hand-edited or
+    truncated bisect.json answers with one line naming the field, not a traceback)."""
+    if not isinstance(items, list):
+        raise UserError("malformed bisect state: expected a list", file=path, field=key)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    required = {n for n, f in fields.items() if f.default is dataclasses.MISSING}
+    for index, item in enumerate(items):
+        where = f"{key}[{index}]"
+        if not isinstance(item, dict):
+            raise UserError("malformed bisect state: expected a mapping", file=path, field=where)
+        unknown = sorted(set(item) - set(fields))
+        missing = sorted(required - set(item))
+        if unknown or missing:
+            what = f"unknown key {unknown[0]!r}" if unknown else f"key {missing[0]!r} missing"
+            raise UserError(f"malformed bisect state: {what}", file=path, field=where)
+        for name, value in item.items():
+            allowed = _FIELD_TYPES[str(fields[name].type)]
+            if isinstance(value, bool) or not isinstance(value, allowed):
+                raise UserError(
+                    f"malformed bisect state: {type(value).__name__} where {fields[name].type} belongs",
+                    file=path,
+                    field=f"{where}.{name}",
+                )
 
 
 def tags_of(state: Mapping[str, Any]) -> list[Tag]:

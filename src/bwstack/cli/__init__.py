@@ -25,7 +25,10 @@ CPU_PROFILES = "profiles.cpu.yaml"
 
 
 def _err(message: str) -> None:
-    click.echo(f"bwstack: {message}", err=True)
+    """One line to stderr; control characters (from a hostile file's keys or values) printed escaped."""
+    from bwstack.textlayout import printable
+
+    click.echo(f"bwstack: {printable(message)}", err=True)
 
 
 class _Group(click.Group):
@@ -544,7 +547,13 @@ def _startup_lines(found: dict[str, Any]) -> list[str]:
     show_default=True,
     help="Weights, not code: none, nan-lm-head, nan-norm, noise (finite garbage).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights.")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**63 - 1),
+    default=0,
+    show_default=True,
+    help="Seed of the random weights.",
+)
 def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
     """Write a tiny random model (config, safetensors, a local tokenizer) for real SGLang on the CPU."""
     from bwstack.nogpu import tinymodel

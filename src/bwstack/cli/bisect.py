@@ -94,6 +94,8 @@ def bisect(
     )
     if resume:
         state = search.load_state(folder, inputs)
+        if state["status"] == "done":  # the answer is replayed from the steps, never read back as written
+            state["result"] = search.result_of(state, good_verdict)
     else:
         if (folder / search.STATE_FILE).exists():
             raise UserError(
@@ -186,15 +188,11 @@ def _inputs(
     fast: bool,
 ) -> dict[str, Any]:
     """What a resume must find unchanged."""
-    from bwstack.bisect.search import digest
-    from bwstack.errors import UserError
+    from bwstack.bisect.search import digest, tags_file_text
 
     tags_digest = None
     if tags_file is not None:
-        try:
-            tags_digest = digest(tags_file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read the tags file: {exc}", file=tags_file) from None
+        tags_digest = digest(tags_file_text(tags_file))
     variant = stack.variant_for(profile)
     return {
         "stack_file": stack.path.name,

@@ -10,6 +10,7 @@ from typing import Any
 
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
+from bwstack.host import netwait
 from bwstack.stack import baselines
 from bwstack.stack.schema import Stack
 from healthchecks import judging, settings, warmup
@@ -33,7 +34,8 @@ def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None =
     run = warmup.Run(
         cfg=cfg, deadline=time.monotonic() + timeout, api_key=api_key, state={"healthy_once": True}
     )
-    try:
+
+    def probe() -> tuple[dict[str, Any], list[float]]:
         dead = warmup.check_liveness(run)
         if dead is not None:
             raise dead
@@ -41,6 +43,12 @@ def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None =
         warmup.check_decode(run)
         values, _meta = warmup.score_passage(run)
         judging.judge_passage(values, None, judging.DEFAULT_MARGIN)  # a flat passage is no baseline
+        return info, values
+
+    try:  # the budget holds as a wall clock: a server that trickles bytes cannot stretch it
+        info, values = netwait.within(timeout + 1.0, probe)
+    except netwait.TooSlow:
+        raise ExternalError(f"the server at {url} did not answer within the {timeout:g}s budget") from None
     except judging.Unhealthy as exc:
         raise ExternalError(
             f"the server at {url} is not fit to calibrate on: {exc.cls}: {exc.reason}"

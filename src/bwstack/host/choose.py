@@ -28,6 +28,7 @@ from typing import Any
 
 from bwstack import textlayout
 from bwstack.errors import UserError
+from bwstack.files import read_bounded
 from bwstack.host.doctor.detect import Host, detect_host
 from bwstack.host.doctor.probe import HostProbe
 from bwstack.know import rules
@@ -36,6 +37,8 @@ from bwstack.stack.schema import Stack
 PIN_ENV = "BWSTACK_PROFILE"
 #: where a sweep records a measured speed in a results.json row: row[SPEED_KEY[0]][SPEED_KEY[1]]
 SPEED_KEY = ("speed", "output_tokens_per_s")
+#: a results.json larger than this is not read (report.MAX_RESULTS_BYTES)
+REPORT_MAX_BYTES = 64 << 20
 
 
 @dataclass
@@ -91,18 +94,20 @@ def measured(stack: Stack, arch: str) -> dict[str, Measured]:
     """profile -> its newest measured speed on real hardware of ``arch`` (see the module docstring)."""
     speeds: dict[str, Measured] = {}
     for folder, path in _report_files(stack):
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        try:  # a FIFO, a huge or a hostile file is skipped like a malformed one, never waited on
+            doc = json.loads(read_bounded(path, REPORT_MAX_BYTES))
+        except (OSError, ValueError, RecursionError):
             continue
         if not isinstance(doc, dict):
             continue
-        mode = doc.get("mode") or {}
+        mode, about, results = (doc.get(key) or {} for key in ("mode", "stack", "results"))
+        if not (isinstance(mode, dict) and isinstance(about, dict) and isinstance(results, dict)):
+            continue
         if mode.get("kind") == "mixed" or mode.get("standin") or mode.get("fast"):
             continue
-        if (doc.get("stack") or {}).get("gpu_arch") != arch:
+        if about.get("gpu_arch") != arch:
             continue
-        for name, row in (doc.get("results") or {}).items():
+        for name, row in results.items():
             speed = row.get(SPEED_KEY[0]) if isinstance(row, dict) else None
             if not isinstance(speed, dict) or name in speeds or row.get("verdict") != "healthy":
                 continue

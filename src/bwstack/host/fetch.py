@@ -29,7 +29,7 @@ from typing import Any
 from bwstack import __version__
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.host import modelcache
+from bwstack.host import modelcache, netwait
 from bwstack.host.modelcache import Location, human_bytes
 from bwstack.stack.schema import Stack
 from bwstack.sweep.report import utc_now
@@ -177,8 +177,12 @@ def list_files(stack: Stack, revision: str, token: str | None) -> tuple[str, lis
     from huggingface_hub.errors import HfHubHTTPError
 
     api = HfApi(endpoint=endpoint(), token=token if token else False, library_name="bwstack")
-    try:
-        info = api.model_info(stack.model.path, revision=revision, files_metadata=True, timeout=60)
+    try:  # 60 s per read, 120 s in all: a Hub (or a proxy) that trickles its answer cannot stretch it
+        info = netwait.within(
+            120, lambda: api.model_info(stack.model.path, revision=revision, files_metadata=True, timeout=60)
+        )
+    except netwait.TooSlow:
+        raise ExternalError(f"the Hub at {endpoint()} did not answer the model info within 120 s") from None
     except HfHubHTTPError as exc:
         raise hub_error(exc, stack, revision) from None
     except OSError as exc:  # connection refused, DNS, TLS: httpx errors are OSErrors or wrap them

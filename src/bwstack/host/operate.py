@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from typing import Any
 
 from bwstack import __version__, classify, launch
 from bwstack.errors import ExternalError, UserError
-from bwstack.host import modelcache
+from bwstack.host import modelcache, secretfiles
 from bwstack.host.dockercompose import Project
 from bwstack.host.gitinfo import git
 from bwstack.know import next_try
@@ -62,22 +61,25 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def ensure_secrets(stack: Stack) -> list[Path]:
-    """Create empty secret files (mode 0600) where compose expects them; return the ones created."""
-    created = []
+def ensure_secrets(stack: Stack) -> list[str]:
+    """Make each secret file the stack mounts exist (empty, mode 0600) and readable for the serving user only
+    (:mod:`bwstack.host.secretfiles`); one note per file created or changed."""
+    notes = []
     folder = (stack.root / stack.settings.secrets_dir).resolve()
-    names = [
-        n for n, on in (("hf_token", stack.settings.hf_token), ("api_key", stack.settings.api_key)) if on
-    ]
-    for name in names:
+    for name in launch.stack_secrets(stack):
         path = folder / name
-        if path.exists():
+        if not path.exists():
+            secretfiles.create_secret(path)
+            notes.append(
+                f"created empty secret file {path} (mode 0600, readable for the serving user uid "
+                f"{secretfiles.SERVING_UID} only); put your token there if needed"
+            )
             continue
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
-        os.close(fd)
-        created.append(path)
-    return created
+        secretfiles.check_regular(path)
+        changed = secretfiles.grant_serving_user(path)
+        if changed:
+            notes.append(changed)
+    return notes
 
 
 def refuse_known_bad(stack: Stack, profile_name: str) -> None:
@@ -149,11 +151,12 @@ def up(
         print(f"bwstack: {describe(stack)}", file=echo)  # which quality checks the healthcheck runs
     if stack.tiny_models:
         tinymodel.ensure_for_stack(stack, echo=lambda m: print(f"bwstack: {m}", file=echo))
-    for path in ensure_secrets(stack):
-        print(
-            f"bwstack: created empty secret file {path} (mode 0600); put your token there if needed",
-            file=echo,
-        )
+    for note in ensure_secrets(stack):
+        print(f"bwstack: {note}", file=echo)
+    key_file = (stack.root / stack.settings.secrets_dir / "api_key").resolve()
+    if stack.settings.api_key and secretfiles.state_of("api_key", key_file).state == "empty":
+        print(f"bwstack: warning: stack.api_key is on but {key_file} is empty: the server takes no API key",
+              file=sys.stderr)  # fmt: skip
     for service in stop_other_profiles(project, profile_name):
         print(f"bwstack: stopped {service} (one profile at a time)", file=echo)
     result = project.run(["up", "--detach", profile_name], profiles=[profile_name])

@@ -261,10 +261,17 @@ def inventory_wheel(wheel: Path, reader: Reader) -> Inventory:
     return inv
 
 
+#: the most an archive member may inflate to: a cubin in memory, a shared object through a temp file
+MAX_CUBIN_BYTES, MAX_MEMBER_BYTES = 256 << 20, 8 << 30
+
+
 def _scan_member(member: IO[bytes], rel: str, tmp: Path, scanner: _Scanner) -> FileScan | None:
-    """Scan one archive member: a cubin in memory, anything else after copying it to a temp file."""
+    """Scan one archive member (a cubin in memory, else via a temp file), inflated only up to its bound."""
+    limit = MAX_CUBIN_BYTES if rel.endswith(".cubin") else MAX_MEMBER_BYTES
+    too_large = FileScan(rel, error=f"inflates to more than {limit >> 20} MiB: not scanned (zip bomb?)")
     if rel.endswith(".cubin"):
-        return fatbin.scan_stream(io.BytesIO(member.read()), rel)
+        data = member.read(limit + 1)
+        return too_large if len(data) > limit else fatbin.scan_stream(io.BytesIO(data), rel)
     head = member.read(4)
     if head not in (fatbin.ELF_MAGIC, (fatbin.FATBIN_MAGIC).to_bytes(4, "little")):
         return None
@@ -272,7 +279,10 @@ def _scan_member(member: IO[bytes], rel: str, tmp: Path, scanner: _Scanner) -> F
     try:
         with target.open("wb") as out:
             out.write(head)
-            shutil.copyfileobj(member, out, 1 << 20)
+            while piece := member.read(1 << 20):
+                if out.tell() + len(piece) > limit:
+                    return too_large
+                out.write(piece)
         return scanner.scan(target, rel)
     finally:
         target.unlink(missing_ok=True)

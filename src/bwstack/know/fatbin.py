@@ -289,6 +289,8 @@ def read_fatbin(fh: BinaryIO, offset: int, size: int, out: _Collector) -> None:
                 pos += 8  # padding between containers
                 continue
             raise ValueError(f"bad fatbin magic {magic:#x} at offset {pos}")
+        if header_size < 16:  # a container header holds at least its own 16 bytes: else no progress, ever
+            raise ValueError(f"bad fatbin header size {header_size} at offset {pos}")
         body = pos + header_size
         _read_entries(fh, body, min(body + payload_size, end), out)
         pos = body + payload_size

@@ -77,9 +77,9 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
         "variant": spec.variant,
         "image": overrides.image_by_variant.get(spec.variant) or spec.image,
         "build": {"context": ".", "dockerfile": "Dockerfile", "args": variant.build_args()},
-        "command": list(spec.argv),
+        "command": [launch.compose_literal(arg) for arg in spec.argv],
         "environment": spec.env(overrides.env_by_profile.get(profile_name)),
-        "port": f"{settings.bind_address}:{spec.port}:{spec.port}",
+        "port": f"{_host_part(settings.bind_address)}:{spec.port}:{spec.port}",
         # no GPU reservation for a service that runs on the CPU (stack.device / profile device: cpu)
         "gpu_count": spec.gpus,
         "shm_size": settings.shm_size,
@@ -92,6 +92,11 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
         "healthcheck": healthcheck,
         "labels": spec.labels,
     }
+
+
+def _host_part(address: str) -> str:
+    """The address as a compose port mapping spells it (an IPv6 address in brackets)."""
+    return f"[{address}]" if ":" in address else address
 
 
 def model_cache_source(stack: Stack) -> str:

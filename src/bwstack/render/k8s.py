@@ -25,6 +25,7 @@ from typing import Any
 
 from bwstack import launch
 from bwstack.errors import UserError
+from bwstack.host import secretfiles
 from bwstack.render import compose, multihost
 from bwstack.stack.schema import Stack
 from healthchecks import common
@@ -35,7 +36,7 @@ K8S_TEMPLATE = "k8s/leaderworkerset.yaml.j2"
 K8S_DIR = "k8s"
 CRD_RESOURCE = "data/schemas/leaderworkerset-crd.yaml"
 DIST_INIT_PORT = multihost.DIST_INIT_PORT
-UID = 10001
+UID = secretfiles.SERVING_UID
 READY_STATE = "/tmp/bwstack-hc-ready.json"  # noqa: S108 - a path inside the container
 STARTUP_PERIOD_S = 10
 JIT_CLAIM_SIZE = "32Gi"
@@ -230,7 +231,7 @@ def secret_sources(stack: Stack) -> list[dict[str, str]]:
 def pod_context(spec: launch.LaunchSpec, nodes: int, leader: bool) -> dict[str, Any]:
     stack, profile_name = spec.stack, spec.profile
     role = "leader" if leader else "worker"
-    argv = [literal(arg) for arg in spec.argv] + dist_args()
+    argv = [arg.replace("$", "$$") for arg in spec.argv] + dist_args()  # argv is literal, not compose syntax
     return {
         "role": role,
         "labels": {**profile_labels(stack, profile_name), "role": role},

@@ -74,10 +74,11 @@ def _check_variants(stack: Stack) -> None:
         try:
             variant = pins.load_variant(stack.images_dir, name)
         except UserError as exc:
+            if exc.file is not None and Path(exc.file).is_file():
+                raise  # an error inside the variant's own files: their line (or none), never one of this file
             where = _variant_ref_line(stack, name)
-            raise UserError(
-                exc.message, file=exc.file or stack.path, line=exc.line or where, field=exc.field
-            ) from None
+            field = "stack.variant" if stack.settings.variant == name else exc.field
+            raise UserError(exc.message, file=stack.path, line=where, field=field) from None
         stack.variants[name] = variant
         stack.snapshots[name] = snapshots.load_snapshot(variant.cli_snapshot_path)
         snapshot = stack.snapshots[name]

@@ -22,11 +22,11 @@ from pydantic import (
 )
 
 from bwstack.errors import UserError
-from bwstack.stack import pins, snapshots
+from bwstack.stack import pins, safevalues, snapshots
 from bwstack.stack.snapshots import Snapshot
-from bwstack.stack.validation import short
+from bwstack.stack.validation import DURATION_PATTERN, SIZE_PATTERN, short
 from bwstack.stack.yamlload import Lines
-from healthchecks import common, signatures, vocabulary
+from healthchecks import signatures, vocabulary
 
 FORMAT_VERSION = 1
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
@@ -40,11 +40,11 @@ Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
 SafeToken = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,255}$")]
 SafePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._/][A-Za-z0-9._/-]{0,254}$")]
 ModelRef = Annotated[str, StringConstraints(pattern=r"^/?[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*$")]
-Duration = Annotated[str, StringConstraints(pattern="^" + common.DURATION_PATTERN + "$")]
+Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Z_][A-Z0-9_]*$")]
 ImageRepo = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")]
 HostAddr = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F.:]+$")]
-SizeStr = Annotated[str, StringConstraints(pattern=r"^\d+(?:[bkmg]|kb|mb|gb)?$")]
+SizeStr = Annotated[str, StringConstraints(pattern=SIZE_PATTERN)]
 RestartPolicy = Annotated[str, StringConstraints(pattern=r"^(no|always|unless-stopped|on-failure(?::\d+)?)$")]
 if TYPE_CHECKING:
     GpuArch = str
@@ -123,7 +123,9 @@ class StackSettings(_Strict):
                 f"invalid value {short(value)}: a host folder starting with /, ./ or ../ "
                 "(a bare name would be a volume: use model_cache for that)"
             )
-        return value
+        return safevalues.not_a_system_folder(value)
+
+    _address = field_validator("bind_address")(safevalues.host_address)
 
 
 class ModelSettings(_Strict):
@@ -143,12 +145,14 @@ class ModelSettings(_Strict):
     quantization: SafeToken | None = None
     reasoning_parser: SafeToken | None = None
     tool_call_parser: SafeToken | None = None
-    context_length: int | None = Field(default=None, ge=1)
+    context_length: int | None = Field(default=None, ge=1, le=1 << 30)
     mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
     trust_remote_code: bool = False
     size_gb: int | None = Field(default=None, ge=1, description="checkpoint size, for the disk check")
     extra_args: list[str] = []
     env: dict[EnvName, str] = {}
+
+    _env = field_validator("env")(safevalues.no_secret_env)
 
     @field_validator("revision")
     @classmethod
@@ -193,6 +197,8 @@ class Profile(_ProfileBackends):
 
     extra_args: list[str] = []
     env: dict[EnvName, str] = {}
+
+    _env = field_validator("env")(safevalues.no_secret_env)
     tags: list[Name] = Field(default=[], description="labels for selecting profiles (bwstack sweep --tag)")
     model_path: ModelRef | None = Field(
         default=None,
@@ -225,7 +231,7 @@ class TinyModel(_Strict):
 
     arch: Literal["llama", "qwen2"] = "llama"
     fault: Literal["none", "nan-lm-head", "nan-norm", "noise"] = "none"
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
 
 
 class StackFile(_Strict):

@@ -42,6 +42,11 @@ OWNED_FLAGS: dict[str, str] = {
     "--host": "bwstack binds 0.0.0.0 inside the container; set stack.bind_address for the host side",
     "--port": "set stack.port",
     "--api-key": "never put the API key on a command line: set stack.api_key: true, key in secrets/api_key",
+    "--admin-api-key": "a key on a command line is shown by ps and written into compose.yaml; bwstack "
+    "mounts secrets/api_key only (stack.api_key: true)",
+    "--ssl-keyfile-password": "a password on a command line is shown by ps and written into compose.yaml",
+    "--config": "bwstack passes the API key to SGLang in a --config file of its own (SGLang reads one); "
+    "put those options in extra_args",
     "--model-path": "set model.path",
     "--model": "set model.path",
     "--revision": "set model.revision (a commit of the model repo)",

@@ -15,7 +15,15 @@ from pydantic import BaseModel, ValidationError
 
 from bwstack.errors import UserError
 from bwstack.stack.yamlload import Lines
+from healthchecks import common
 
+#: patterns of the schema's bounded strings, with what a user is told when a value does not match
+DURATION_PATTERN = "^" + common.DURATION_PATTERN + "$"
+SIZE_PATTERN = r"^\d{1,9}(?:[bkmg]|kb|mb|gb)?$"
+PATTERN_HINTS = {
+    DURATION_PATTERN: "a duration: numbers of at most 6 digits, each with a unit, e.g. 500ms, 30s, 1h30m",
+    SIZE_PATTERN: "a size of at most 9 digits and a unit, e.g. 32gb, 512m",
+}
 _SHELL_HINT = (
     "letters, digits and . _ - / only; "
     "shell metacharacters such as ; | & $ ` ' \" < > ( ) * ? ~ are not allowed"
@@ -45,7 +53,8 @@ def from_validation(
         return UserError("required key missing", file=path, line=lines.line(loc[:-1]), field=dotted)
     if etype == "string_pattern_mismatch":
         value = _value_at(data, loc)
-        return UserError(f"invalid value {value!r}: {_SHELL_HINT}", file=path, line=line, field=dotted)
+        hint = PATTERN_HINTS.get(str(err.get("ctx", {}).get("pattern", "")), _SHELL_HINT)
+        return UserError(f"invalid value {short(value)}: {hint}", file=path, line=line, field=dotted)
     if etype == "literal_error":
         value = _value_at(data, loc)
         expected = err.get("ctx", {}).get("expected", "")

@@ -6,20 +6,23 @@ Duplicate keys, merge keys and non-string keys are refused: profiles.yaml is edi
 override of a duplicated profile is exactly the kind of surprise this tool exists to prevent.
 
 Input is bounded before it is expanded, so a hostile or broken file answers in well under a second: files
-over :data:`MAX_BYTES` are refused from their size alone; one pass over the parser's event stream (no node is
-built) refuses nesting deeper than :data:`MAX_DEPTH`, more than :data:`MAX_ALIASES` aliases, a recursive
-alias, and aliases that would expand to more than :data:`MAX_ALIAS_NODES` nodes in all
-(the "billion laughs" family), each with the line of the offending node.
+over :data:`MAX_BYTES` (and FIFOs, devices) are refused unread; each parser event is checked as the loader
+consumes it (one pass; nothing is constructed before the whole document passed), refusing nesting deeper than
+:data:`MAX_DEPTH`, more than :data:`MAX_ALIASES` aliases, a recursive alias, aliases that would expand to more
+than :data:`MAX_ALIAS_NODES` nodes in all (the "billion laughs" family) and tags on collections, each with the
+line of the offending node.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
+from bwstack.files import read_bounded
 
 PathKey = tuple[str | int, ...]
 
@@ -53,22 +56,27 @@ class Lines:
 def load_yaml(path: Path) -> tuple[Any, Lines]:
     """Read and parse ``path``; raise UserError (with the line) for anything that is not plain YAML data."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-        if len(raw) > MAX_BYTES:
-            raise UserError(f"file larger than {MAX_BYTES // 1024} KiB: refused unread", file=path)
-        text = raw.decode("utf-8")
-    except FileNotFoundError:
-        raise UserError("file not found", file=path) from None
-    except IsADirectoryError:
-        raise UserError("is a directory, expected a YAML file", file=path) from None
-    except PermissionError:
-        raise UserError("permission denied", file=path) from None
+        text = read_bounded(path, MAX_BYTES).decode("utf-8")
+    except OSError as exc:
+        raise UserError(_unreadable(exc), file=path) from None
     except UnicodeDecodeError as exc:
         raise UserError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=path) from None
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror}", file=path) from None
     return parse_yaml(text, str(path))
+
+
+def _unreadable(exc: OSError) -> str:
+    """The message for a YAML file that cannot be read (``files.read_bounded``'s refusals included)."""
+    if isinstance(exc, FileNotFoundError):
+        return "file not found"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory, expected a YAML file"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if exc.errno == errno.EFBIG:
+        return f"file larger than {MAX_BYTES // 1024} KiB: refused unread"
+    if exc.errno == errno.EINVAL:
+        return str(exc.strerror)
+    return f"cannot read: {exc.strerror}"
 
 
 def parse_yaml(text: str, filename: str) -> tuple[Any, Lines]:
@@ -82,8 +90,7 @@ def parse_yaml(text: str, filename: str) -> tuple[Any, Lines]:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
-        _check_bounds(yaml, text, filename)
-        doc = yaml.load(text)
+        doc = _load_bounded(yaml, text, filename)
     except DuplicateKeyError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark is not None else None
@@ -123,66 +130,86 @@ def _check_flow_lines(text: str, filename: str) -> None:
             depth = max(0, depth - 1)
 
 
-def _check_bounds(yaml: Any, text: str, filename: str) -> None:
-    """Walk the event stream once (nothing is constructed) and refuse what would expand past the limits."""
-    _check_flow_lines(text, filename)
-    from ruamel.yaml.events import (
-        AliasEvent,
-        CollectionEndEvent,
-        CollectionStartEvent,
-        NodeEvent,
-    )
+class _Bounds:
+    """The limits, checked on each parser event as the loader consumes it: the composer has built at most
+    the nodes of the events before the refusal (no more than the file holds); nothing is constructed."""
 
-    sizes: dict[str, int] = {}  # anchor -> nodes in the anchored node, once that node is closed
-    open_anchors: set[str] = set()
-    frames: list[tuple[str | None, int]] = []  # open collections: (anchor, nodes so far)
-    aliases = 0
-    alias_nodes = 0
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+        self.sizes: dict[str, int] = {}  # anchor -> nodes in the anchored node, once that node is closed
+        self.open_anchors: set[str] = set()
+        self.frames: list[tuple[str | None, int]] = []  # open collections: (anchor, nodes so far)
+        self.aliases = 0
+        self.alias_nodes = 0
 
-    def add(nodes: int) -> None:
-        if frames:
-            anchor, count = frames[-1]
-            frames[-1] = (anchor, count + nodes)
+    def _add(self, nodes: int) -> None:
+        if self.frames:
+            anchor, count = self.frames[-1]
+            self.frames[-1] = (anchor, count + nodes)
 
-    for event in yaml.parse(text):
+    def _refuse(self, message: str, line: int | None) -> UserError:
+        return UserError(message, file=self.filename, line=line)
+
+    def see(self, event: Any) -> None:
+        from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
+
         line = event.start_mark.line + 1 if event.start_mark is not None else None
         if isinstance(event, AliasEvent):
             name = str(event.anchor)
-            aliases += 1
-            if aliases > MAX_ALIASES:
-                raise UserError(f"more than {MAX_ALIASES} YAML aliases: refused", file=filename, line=line)
-            if name in open_anchors:
-                raise UserError(f"recursive YAML alias *{name}: refused", file=filename, line=line)
-            if name not in sizes:
-                raise UserError(f"malformed YAML: undefined alias *{name}", file=filename, line=line)
-            alias_nodes += sizes[name]
-            if alias_nodes > MAX_ALIAS_NODES:
-                raise UserError(
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise self._refuse(f"more than {MAX_ALIASES} YAML aliases: refused", line)
+            if name in self.open_anchors:
+                raise self._refuse(f"recursive YAML alias *{name}: refused", line)
+            if name not in self.sizes:
+                raise self._refuse(f"malformed YAML: undefined alias *{name}", line)
+            self.alias_nodes += self.sizes[name]
+            if self.alias_nodes > MAX_ALIAS_NODES:
+                raise self._refuse(
                     f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes (at *{name}): refused "
                     "before expanding",
-                    file=filename,
-                    line=line,
+                    line,
                 )
-            add(sizes[name])
+            self._add(self.sizes[name])
         elif isinstance(event, CollectionStartEvent):
-            if len(frames) >= MAX_DEPTH:
-                raise UserError(
-                    f"YAML nested deeper than {MAX_DEPTH} levels: refused", file=filename, line=line
+            if len(self.frames) >= MAX_DEPTH:
+                raise self._refuse(f"YAML nested deeper than {MAX_DEPTH} levels: refused", line)
+            tag = getattr(event, "tag", None)
+            if tag is not None and str(tag) not in ("None", ""):
+                kind = "sequence" if "Sequence" in type(event).__name__ else "mapping"
+                raise self._refuse(
+                    f"YAML tag {_first_line(str(tag))!r} on a {kind} is not supported: remove it", line
                 )
             anchor = str(event.anchor) if event.anchor is not None else None
             if anchor is not None:
-                open_anchors.add(anchor)
-            frames.append((anchor, 1))
+                self.open_anchors.add(anchor)
+            self.frames.append((anchor, 1))
         elif isinstance(event, CollectionEndEvent):
-            anchor, count = frames.pop()
+            anchor, count = self.frames.pop()
             if anchor is not None:
-                open_anchors.discard(anchor)
-                sizes[anchor] = count
-            add(count)
+                self.open_anchors.discard(anchor)
+                self.sizes[anchor] = count
+            self._add(count)
         elif isinstance(event, NodeEvent):  # a scalar
             if event.anchor is not None:
-                sizes[str(event.anchor)] = 1
-            add(1)
+                self.sizes[str(event.anchor)] = 1
+            self._add(1)
+
+
+def _load_bounded(yaml: Any, text: str, filename: str) -> Any:
+    """``yaml.load(text)`` in one pass, the limits checked on every event the composer consumes."""
+    _check_flow_lines(text, filename)
+    bounds = _Bounds(filename)
+    parser = yaml.parser
+    consume = parser.get_event
+
+    def checked() -> Any:
+        event = consume()
+        bounds.see(event)
+        return event
+
+    parser.get_event = checked
+    return yaml.load(text)
 
 
 def _first_line(text: str) -> str:
@@ -213,7 +240,8 @@ def _plain(node: Any, path: PathKey, lines: Lines, filename: str) -> Any:
     if isinstance(node, CommentedSeq):
         items: list[Any] = []
         for index, item in enumerate(node):
-            lines.by_path[(*path, index)] = node.lc.item(index)[0] + 1
+            where = node.lc.item(index)
+            lines.by_path[(*path, index)] = where[0] + 1 if where else (lines.line(path) or 1)
             items.append(_plain(item, (*path, index), lines, filename))
         return items
     if node is None:

@@ -55,8 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     version_text = env.version_override or snapshot_argparse.sglang_version(snapshot)
     version = resolve.clamp(snapshot_argparse.version_tuple(version_text))
-    if "--config" in args_list:
-        log.write("bwstack standin: --config (a YAML file of options) is not supported by the stand-in")
+    try:  # SGLang merges --config before parsing (serve.py passes the API key that way)
+        args_list = snapshot_argparse.merge_config(args_list)
+    except (OSError, ValueError) as exc:
+        log.write(f"bwstack standin: --config: {exc}")
         return 2
     namespace = snapshot_argparse.parse_argv(snapshot, args_list, warn=log.deprecation)
     args = vars(namespace)

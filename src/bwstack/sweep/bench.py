@@ -39,6 +39,7 @@ from bwstack import launch
 from bwstack.host.doctor.detect import detect_host
 from bwstack.host.doctor.probe import default_probe
 from bwstack.stack.schema import BenchSettings, Stack
+from bwstack.textlayout import printable
 from healthchecks import common
 
 #: SGLang's benchmark client, run as a module inside the serving image
@@ -377,7 +378,12 @@ def speed_words(speed: Any) -> str:
     """The whole record in one line: figures, settings, client, host."""
     if not isinstance(speed, Mapping):
         return ""
-    settings = speed.get("settings") or {}
+    return printable(_speed_words(speed))
+
+
+def _speed_words(speed: Mapping[str, Any]) -> str:
+    settings = speed.get("settings")
+    settings = settings if isinstance(settings, Mapping) else {}
     load = (
         f"{settings.get('num_prompts')} requests of {settings.get('input_len')} in / "
         f"{settings.get('output_len')} out tokens, {settings.get('concurrency')} at once"

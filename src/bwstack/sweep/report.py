@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
-from bwstack.files import atomic_write
+from bwstack.files import atomic_write, read_bounded
 from bwstack.sweep import bench
 from healthchecks import vocabulary
 
@@ -49,6 +49,8 @@ SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
 MARKDOWN_FILE = "matrix.md"
 HTML_FILE = "matrix.html"
+#: a results.json holds one row per profile with a log tail each: anything larger is not one of ours
+MAX_RESULTS_BYTES = 64 << 20
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
 VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed")
@@ -135,11 +137,14 @@ def write_report(out: Path, doc: Document) -> None:
 def load_document(path: Path) -> Document:
     """Read a results.json; UserError when it is missing, unreadable or of another schema."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_bounded(path, MAX_RESULTS_BYTES))
     except FileNotFoundError:
         raise UserError("no sweep report here to resume; run the sweep without --resume", file=path) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"cannot read the sweep results: {exc}", file=path) from None
+    except OSError as exc:
+        raise UserError(f"cannot read the sweep results: {exc.strerror or exc}", file=path) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        what = " ".join(str(exc).split())[:200] if not isinstance(exc, RecursionError) else "nested too deep"
+        raise UserError(f"cannot read the sweep results: {what}", file=path) from None
     if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
         found = raw.get("schema_version") if isinstance(raw, dict) else None
         raise UserError(
@@ -150,7 +155,51 @@ def load_document(path: Path) -> Document:
     for key in ("stack", "mode", "variants", "plan", "results"):
         if key not in raw:
             raise UserError("malformed sweep report: key missing", file=path, field=key)
+    check_shape(raw, path)
     return raw
+
+
+#: the types every reader of a report relies on: top-level keys, then the keys of each row (when present)
+_TOP_TYPES: dict[str, type] = {"stack": dict, "mode": dict, "variants": dict, "plan": list, "results": dict}
+_ROW_TYPES: dict[str, tuple[type, ...]] = {
+    "profile": (str,),
+    "variant": (str, type(None)),
+    "expect": (str, type(None)),
+    "verdict": (str,),
+    "match": (bool,),
+    "reason": (str, type(None)),
+    "decided_by": (str, type(None)),
+    "evidence": (dict, type(None)),
+    "speed": (dict,),
+    "next_try": (dict, type(None)),
+    "elapsed_s": (int, float),
+}
+
+
+def check_shape(raw: Mapping[str, Any], path: Path) -> None:
+    """Refuse a report whose structure a reader would trip on (a hand-edited, truncated or hostile file):
+    one line naming the field, never a traceback."""
+
+    def bad(field: str, wanted: str, value: Any) -> UserError:
+        return UserError(
+            f"malformed sweep report: expected {wanted}, got {type(value).__name__}", file=path, field=field
+        )
+
+    for key, kind in _TOP_TYPES.items():
+        if not isinstance(raw[key], kind):
+            raise bad(key, kind.__name__, raw[key])
+    for index, name in enumerate(raw["plan"]):
+        if not isinstance(name, str):
+            raise bad(f"plan[{index}]", "a profile name", name)
+    for name, row in raw["results"].items():
+        if not isinstance(row, dict):
+            raise bad(f"results.{name}", "a mapping", row)
+        for key, kinds in _ROW_TYPES.items():
+            if key not in row:
+                continue
+            value = row[key]
+            if isinstance(value, bool) is not (bool in kinds) or not isinstance(value, kinds):
+                raise bad(f"results.{name}.{key}", " or ".join(k.__name__ for k in kinds), value)
 
 
 def decided_content(doc: Document) -> dict[str, Any]:

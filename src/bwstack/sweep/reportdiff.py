@@ -104,10 +104,11 @@ def _side(row: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _about(doc: report.Document) -> dict[str, Any]:
-    versions = {
-        name: (manifest.get("sglang") or {}).get("version") or (manifest.get("sglang") or {}).get("commit")
-        for name, manifest in doc["variants"].items()
-    }
+    versions = {}
+    for name, manifest in doc["variants"].items():
+        sglang = manifest.get("sglang") if isinstance(manifest, dict) else None
+        sglang = sglang if isinstance(sglang, dict) else {}
+        versions[name] = sglang.get("version") or sglang.get("commit")
     return {"started_at": doc.get("started_at"), "variants": versions}
 
 
@@ -116,16 +117,17 @@ def render_text(result: dict[str, Any], width: int) -> list[str]:
 
     lines = []
     rows = []
+    shown = textlayout.printable  # names, verdicts and reasons come from the files: no control character
     for change in result["changes"]:
-        old, new = change["old"]["verdict"] or "-", change["new"]["verdict"] or "-"
+        old, new = shown(change["old"]["verdict"] or "-"), shown(change["new"]["verdict"] or "-")
         kind = change["kind"].upper() if change["kind"] == "regression" else change["kind"]
-        rows.append([kind, change["profile"], f"{old} -> {new}"])
+        rows.append([kind, shown(change["profile"]), f"{old} -> {new}"])
     table = textlayout.table(rows, width)
     for line, change in zip(table, result["changes"], strict=True):
         lines.append(line)
         for side in ("old", "new"):
-            reason = change[side]["reason"] or ""
-            variant = f" [{change[side]['variant']}]" if change[side]["variant"] else ""
+            reason = shown(change[side]["reason"] or "")
+            variant = f" [{shown(change[side]['variant'])}]" if change[side]["variant"] else ""
             wrapped = textlayout.wrap(f"{side}{variant}: {reason}", width - 2, textlayout.INDENT)
             lines.extend([wrapped[0], *("  " + line for line in wrapped[1:])])
     count = len(result["changes"])

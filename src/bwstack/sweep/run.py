@@ -353,8 +353,8 @@ def execute(
 ) -> int:
     """Run ``todo`` one by one, recording each verdict; returns 128+N when a signal stopped the sweep."""
     client = docker_client()
-    for path in operate.ensure_secrets(plan.stack):
-        console.print(f"created empty secret file {path} (mode 0600)", markup=False)
+    for note in operate.ensure_secrets(plan.stack):
+        console.print(note, markup=False)
     runner: Runner | None = None
     with signal_handlers(_raise_interrupted):
         try:

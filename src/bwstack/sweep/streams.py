@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bwstack.errors import ExternalError
+from bwstack.host import netwait
 from bwstack.sweep.judge import Probe
 from healthchecks import vocabulary
 
@@ -120,7 +121,15 @@ def effective_from(info: Mapping[str, Any]) -> dict[str, str]:
 def fetch_server_info(
     host: str, port: int, api_key: str | None, timeout: float = 3.0
 ) -> dict[str, Any] | None:
-    """GET /server_info (then /get_server_info) on the published port; None when it does not answer."""
+    """GET /server_info (then /get_server_info) on the published port; None when it does not answer, also
+    when its answer trickles past four times ``timeout`` in all (:mod:`bwstack.host.netwait`)."""
+    try:
+        return netwait.within(4 * timeout, lambda: _server_info(host, port, api_key, timeout))
+    except netwait.TooSlow:
+        return None
+
+
+def _server_info(host: str, port: int, api_key: str | None, timeout: float) -> dict[str, Any] | None:
     for path in ("/server_info", "/get_server_info"):
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -25,6 +25,7 @@ from bwstack.host.doctor.facts import (
     weights_of,
 )
 from bwstack.host.modelcache import CacheStatus
+from bwstack.host.secretfiles import SERVING_UID, SecretState
 
 SHM_FAIL_BYTES = 1 * GIB
 SHM_WANT_BYTES = 32 * GIB
@@ -124,3 +125,37 @@ def check_model_cache(found: CacheStatus | None) -> Check:
         return skipped("model_cache", G_HOST, title, found.detail)
     fix = "bwstack fetch (resumable); `bwstack up` refuses to start until the model is fetched"
     return Check("model_cache", G_HOST, title, "warn", found.words(), fix)
+
+
+def check_secrets(found: list[SecretState] | None) -> Check:
+    """The stack's secret files: each must be a regular file the serving user (uid 10001) can read, and no
+    one else; compose bind-mounts them with the host owner and mode, so a 0600 file of the operator leaves the
+    server without its key (serve.py then refuses to start)."""
+    title = "secrets"
+    if found is None:
+        return skipped("secrets", G_HOST, title, "no profiles file")
+    if not found:
+        return Check(
+            "secrets", G_HOST, title, "pass", "the stack mounts no secret (stack.api_key, hf_token off)"
+        )
+    words = {
+        "missing": "missing (bwstack up creates it empty)",
+        "not_regular": "not a regular file",
+        "unreadable": f"unreadable for the serving user (uid {SERVING_UID}): the server would not start",
+        "empty": "empty",
+        "open": "readable by every local user",
+        "ok": f"readable for uid {SERVING_UID}, no one else",
+    }
+    detail = "; ".join(f"{s.path}: {words[s.state]}" for s in found)
+    bad = [s for s in found if s.state in ("not_regular", "unreadable")]
+    if bad:
+        paths = " ".join(str(s.path) for s in bad)
+        fix = f"`bwstack up` grants uid {SERVING_UID} read (ACL), or `setfacl -m u:{SERVING_UID}:r {paths}`"
+        return Check("secrets", G_HOST, title, "fail", detail, fix)
+    if any(s.state == "open" for s in found):
+        paths = " ".join(str(s.path) for s in found if s.state == "open")
+        return Check("secrets", G_HOST, title, "warn", detail, f"chmod o= {paths} (`bwstack up` does it)")
+    if any(s.state == "empty" and s.name == "api_key" for s in found):
+        fix = "put the key into the file: with stack.api_key on and the file empty, the server takes no key"
+        return Check("secrets", G_HOST, title, "warn", detail, fix)
+    return Check("secrets", G_HOST, title, "pass", detail)
