@@ -37,14 +37,14 @@ RUN if [ "${PINNED_INSTALL}" = "1" ]; then SOURCES="${SOURCES}" bwstack-build-so
 # CPU variants (pins.toml [variant] device = "cpu") install their whole Python closure here, from the host-side
 # wheelhouse that `bwstack build` links into images/<variant>/wheelhouse/: --no-index --no-deps --require-hashes
 # against wheelhouse.lock, pip itself run from its wheel in that wheelhouse. Only /site reaches the final image.
-ARG BWSTACK_VARIANT=""
-COPY images/${BWSTACK_VARIANT}/ /tmp/bwstack-variant/
+ARG PIN_VARIANT=""
+COPY images/${PIN_VARIANT}/ /tmp/bwstack-variant/
 RUN mkdir -p /site; \
     if [ "${PINNED_INSTALL}" = "1" ] && [ -f /tmp/bwstack-variant/wheelhouse.lock ]; then \
       wh=/tmp/bwstack-variant/wheelhouse; \
       pipwhl=""; for found in "$wh"/pip-*.whl; do if [ -e "$found" ]; then pipwhl="$found"; fi; done; \
       if [ -z "${pipwhl}" ]; then \
-        echo "bwstack: no wheelhouse in the build context; build with 'bwstack build --variant ${BWSTACK_VARIANT}'" >&2; \
+        echo "bwstack: no wheelhouse in the build context; build with 'bwstack build --variant ${PIN_VARIANT}'" >&2; \
         exit 1; \
       fi; \
       python3 "${pipwhl}/pip" install --no-index --find-links "$wh" --no-deps --require-hashes --no-cache-dir \
@@ -62,12 +62,14 @@ LABEL io.bwstack.build-id="${BWSTACK_BUILD_ID}"
 # hadolint ignore=DL3006
 FROM ${BASE_IMAGE} AS serve
 ARG BASE_IMAGE
-ARG BWSTACK_VARIANT=""
+# PIN_*: pins whose plain names are environment variables of the bases (nvidia/cuda sets CUDA_VERSION) or of
+# this image (a rebuild FROM a bwstack image): an inherited ENV beats a build arg of the same name.
+ARG PIN_VARIANT=""
 ARG SGLANG_VERSION=""
 ARG SGLANG_COMMIT=""
-ARG CUDA_VERSION=""
-ARG TORCH_CUDA_ARCH_LIST=""
-ARG FLASHINFER_CUDA_ARCH_LIST=""
+ARG PIN_CUDA_VERSION=""
+ARG PIN_TORCH_CUDA_ARCH_LIST=""
+ARG PIN_FLASHINFER_CUDA_ARCH_LIST=""
 ARG GPU_ARCHS=""
 ARG TRANSFORMERS_VERSION=""
 ARG PYTHON_PINS=""
@@ -84,8 +86,8 @@ USER 0
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
 
 # Refuse a build without the pins (a plain `docker build .`): the values live in images/<variant>/pins.toml.
-RUN required="BWSTACK_VARIANT PYTHON_SITE CUDA_VERSION TORCH_CUDA_ARCH_LIST FLASHINFER_CUDA_ARCH_LIST GPU_ARCHS"; \
-    if [ "${DEVICE}" = "cpu" ]; then required="BWSTACK_VARIANT PYTHON_SITE"; fi; \
+RUN required="PIN_VARIANT PYTHON_SITE PIN_CUDA_VERSION PIN_TORCH_CUDA_ARCH_LIST PIN_FLASHINFER_CUDA_ARCH_LIST GPU_ARCHS"; \
+    if [ "${DEVICE}" = "cpu" ]; then required="PIN_VARIANT PYTHON_SITE"; fi; \
     for arg in ${required}; do \
       if [ -z "${!arg}" ]; then \
         echo "bwstack: build arg $arg is empty; build with 'bwstack build --variant V' or 'docker compose build'" >&2; \
@@ -98,7 +100,7 @@ RUN required="BWSTACK_VARIANT PYTHON_SITE CUDA_VERSION TORCH_CUDA_ARCH_LIST FLAS
 # source-built wheels replace what the base image ships.
 COPY --from=sources /site/ ${PYTHON_SITE}/
 COPY --from=sources /wheelhouse /tmp/bwstack-wheelhouse
-COPY images/${BWSTACK_VARIANT}/overrides.lock /tmp/bwstack-overrides.lock
+COPY images/${PIN_VARIANT}/overrides.lock /tmp/bwstack-overrides.lock
 RUN if [ "${PINNED_INSTALL}" = "1" ] && grep -q '^[A-Za-z0-9]' /tmp/bwstack-overrides.lock; then \
       PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --no-deps --require-hashes \
         -r /tmp/bwstack-overrides.lock; \
@@ -128,48 +130,67 @@ RUN if ! getent group bwstack >/dev/null; then groupadd --system --gid 10001 bws
     chown -R bwstack:bwstack /var/log/bwstack /var/cache/bwstack /var/lib/bwstack
 
 COPY healthchecks/ /opt/bwstack/healthchecks/
-COPY images/${BWSTACK_VARIANT}/versions.json /opt/bwstack/versions.json
-COPY images/${BWSTACK_VARIANT}/sglang-args.json /opt/bwstack/sglang-args.json
+COPY images/${PIN_VARIANT}/versions.json /opt/bwstack/versions.json
+COPY images/${PIN_VARIANT}/sglang-args.json /opt/bwstack/sglang-args.json
 RUN chmod 0755 /opt/bwstack/healthchecks/*.py; \
     python3 -m compileall -q /opt/bwstack/healthchecks; \
     printf '%s\n' ${ENV_SWITCHES} >/opt/bwstack/env; \
     chmod -R a+rX /opt/bwstack
+
+ENV BWSTACK_VARIANT=${PIN_VARIANT} \
+    TORCH_CUDA_ARCH_LIST=${PIN_TORCH_CUDA_ARCH_LIST} \
+    FLASHINFER_CUDA_ARCH_LIST=${PIN_FLASHINFER_CUDA_ARCH_LIST} \
+    BWSTACK_ENV_FILE=/opt/bwstack/env \
+    BWSTACK_LOG=/var/log/bwstack/server.log \
+    CUDA_CACHE_PATH=/var/cache/bwstack/cuda \
+    DG_JIT_CACHE_DIR=/var/cache/bwstack/deep_gemm \
+    FLASHINFER_NO_DOWNLOAD=1 \
+    FLASHINFER_WORKSPACE_BASE=/var/cache/bwstack/flashinfer \
+    HF_HOME=/var/lib/bwstack/hf \
+    HOME=/var/lib/bwstack \
+    PYTHONUNBUFFERED=1 \
+    SGLANG_CACHE_DIR=/var/cache/bwstack/sglang \
+    SGLANG_DG_CACHE_DIR=/var/cache/bwstack/deep_gemm \
+    SGLANG_JIT_CACHE_DIR=/var/cache/bwstack/sglang/jit \
+    SGLANG_RUST_BUILD_MODE=never \
+    TILELANG_CACHE_DIR=/var/cache/bwstack/tilelang \
+    TORCHINDUCTOR_CACHE_DIR=/var/cache/bwstack/torchinductor \
+    TRITON_CACHE_DIR=/var/cache/bwstack/triton \
+    TRTLLM_DG_CACHE_DIR=/var/cache/bwstack/trtllm_dg \
+    TVM_FFI_CACHE_DIR=/var/cache/bwstack/tvm-ffi \
+    XDG_CACHE_HOME=/var/cache/bwstack/xdg
+
+# The fixed environment above is healthchecks/imagelayout.py (FIXED_ENV, CACHE_ENV; a test keeps both equal).
+# As root: the cache folders for the serving user, SGLang and site-packages byte-compiled (uid 10001 cannot
+# write __pycache__ there), an old FlashInfer's cubin folder made writable. Then, as the serving user, the
+# image checks itself: HOME, caches, FlashInfer cubin/jit-cache versions and (pinned builds) the imports the
+# server needs first, so a broken override fails the build, not the first start.
+RUN python3 /opt/bwstack/healthchecks/selfcheck.py --prepare
+USER 10001:10001
+RUN if [ "${PINNED_INSTALL}" = "1" ]; then python3 /opt/bwstack/healthchecks/selfcheck.py --build; \
+    else python3 /opt/bwstack/healthchecks/selfcheck.py --build --no-imports; fi
 
 # Declared late so that a new revision or build date never invalidates the cached layers above.
 ARG BWSTACK_VERSION=""
 ARG BWSTACK_REVISION=""
 ARG BUILD_DATE=""
 
-ENV BWSTACK_VARIANT=${BWSTACK_VARIANT} \
-    TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST} \
-    FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST} \
-    BWSTACK_LOG=/var/log/bwstack/server.log \
-    BWSTACK_ENV_FILE=/opt/bwstack/env \
-    HF_HOME=/var/lib/bwstack/hf \
-    XDG_CACHE_HOME=/var/cache/bwstack/xdg \
-    TRITON_CACHE_DIR=/var/cache/bwstack/triton \
-    FLASHINFER_WORKSPACE_BASE=/var/cache/bwstack/flashinfer \
-    DG_JIT_CACHE_DIR=/var/cache/bwstack/deep_gemm \
-    TORCHINDUCTOR_CACHE_DIR=/var/cache/bwstack/torchinductor \
-    CUDA_CACHE_PATH=/var/cache/bwstack/cuda \
-    PYTHONUNBUFFERED=1
-
 LABEL io.bwstack.stage="serve" \
-      org.opencontainers.image.title="bwstack SGLang ${BWSTACK_VARIANT}" \
-      org.opencontainers.image.description="SGLang for NVIDIA Blackwell, pinned by bwstack variant ${BWSTACK_VARIANT}" \
-      org.opencontainers.image.version="${BWSTACK_VARIANT}" \
+      org.opencontainers.image.title="bwstack SGLang ${PIN_VARIANT}" \
+      org.opencontainers.image.description="SGLang for NVIDIA Blackwell, pinned by bwstack variant ${PIN_VARIANT}" \
+      org.opencontainers.image.version="${PIN_VARIANT}" \
       org.opencontainers.image.revision="${BWSTACK_REVISION}" \
       org.opencontainers.image.created="${BUILD_DATE}" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \
       org.opencontainers.image.licenses="Apache-2.0" \
       io.bwstack.version="${BWSTACK_VERSION}" \
-      io.bwstack.variant="${BWSTACK_VARIANT}" \
+      io.bwstack.variant="${PIN_VARIANT}" \
       io.bwstack.sglang="${SGLANG_VERSION}" \
       io.bwstack.sglang-commit="${SGLANG_COMMIT}" \
       io.bwstack.transformers="${TRANSFORMERS_VERSION}" \
-      io.bwstack.cuda="${CUDA_VERSION}" \
-      io.bwstack.torch-cuda-arch-list="${TORCH_CUDA_ARCH_LIST}" \
-      io.bwstack.flashinfer-cuda-arch-list="${FLASHINFER_CUDA_ARCH_LIST}" \
+      io.bwstack.cuda="${PIN_CUDA_VERSION}" \
+      io.bwstack.torch-cuda-arch-list="${PIN_TORCH_CUDA_ARCH_LIST}" \
+      io.bwstack.flashinfer-cuda-arch-list="${PIN_FLASHINFER_CUDA_ARCH_LIST}" \
       io.bwstack.gpu-archs="${GPU_ARCHS}" \
       io.bwstack.python-pins="${PYTHON_PINS}" \
       io.bwstack.sources="${SOURCES}" \

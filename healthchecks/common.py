@@ -1,5 +1,6 @@
-"""The in-image contract, stdlib only: the serving image's paths, the environment variables and defaults of
-docs/design.md "Image layout", the duration grammar, secret-file reading that never echoes the secret,
+"""The in-image contract, stdlib only: the environment variables and defaults of docs/design.md "Image
+layout" (the paths themselves are ``imagelayout.py``'s), the duration grammar, secret-file reading that never
+echoes the secret,
 redaction, and atomic file writes. ``warmup.py`` and ``serve.py`` read it in the image; ``launch`` renders
 from it on the host.
 """
@@ -15,6 +16,8 @@ import stat
 import tempfile
 import urllib.parse
 from typing import Any
+
+from healthchecks import imagelayout
 
 ENV_HC_URL = "BWSTACK_HC_URL"
 ENV_HC_TIMEOUT = "BWSTACK_HC_TIMEOUT"
@@ -36,31 +39,19 @@ ENV_READY_PROBE = "BWSTACK_READY_PROBE"
 ENV_LINGER = "BWSTACK_LINGER"
 ENV_ENV_FILE = "BWSTACK_ENV_FILE"
 
-# --- the serving image's paths: their one home (launch.py renders them, the Dockerfile creates them) ---
-#: where the image ships these scripts
-HC_DIR = "/opt/bwstack/healthchecks"
-#: the model cache (HF_HOME): a named volume or the host folder ``stack.model_cache_path``
-HF_HOME = "/var/lib/bwstack/hf"
-#: the JIT-cache volume (one per variant)
-JIT_CACHE = "/var/cache/bwstack"
-#: where Compose and Kubernetes mount secret files
-SECRETS_DIR = "/run/secrets"
-
 DEFAULT_HC_URL = "http://127.0.0.1:30000"
 DEFAULT_HC_TIMEOUT = 30.0
 DEFAULT_HC_MODE = "full"
 DEFAULT_HC_DECODE_EVERY = 300.0
-DEFAULT_HC_STATE = "/tmp/bwstack-hc.json"  # noqa: S108 - fixed path inside the container, by design
 #: beside the state file: the verdict fail-fast stopped the server on (``serve.py`` writes it; the healthcheck
 #: repeats it while the server is gone, so Docker records the class even when the readiness probe, not a
 #: Docker probe, found it)
 STOPPED_SUFFIX = ".stopped"
-DEFAULT_LOG = "/var/log/bwstack/server.log"
 #: seconds a server log may stay unchanged while the port refuses before the server counts as dead
 DEFAULT_HC_STALL_AFTER = 900.0
 DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
-DEFAULT_API_KEY_FILE = f"{SECRETS_DIR}/api_key"
-DEFAULT_HF_TOKEN_FILE = f"{SECRETS_DIR}/hf_token"
+DEFAULT_API_KEY_FILE = f"{imagelayout.SECRETS_DIR}/api_key"
+DEFAULT_HF_TOKEN_FILE = f"{imagelayout.SECRETS_DIR}/hf_token"
 DEFAULT_SERVER_MODULE = "sglang.launch_server"
 
 REDACTED = "***"

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, BinaryIO
 
-from healthchecks import signatures
+from healthchecks import imagelayout, signatures
 
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -443,11 +443,11 @@ def wait_for(pid: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Start the server, tee its output, forward signals; returns the server's exit code."""
     args = sys.argv[1:] if argv is None else argv
-    state_file = common.env_or(common.ENV_HC_STATE, common.DEFAULT_HC_STATE)
+    state_file = common.env_or(common.ENV_HC_STATE, imagelayout.HC_STATE)
     for stale in (state_file, state_file + common.STOPPED_SUFFIX):
         with contextlib.suppress(OSError):
             os.unlink(stale)
-    log_path = common.env_or(common.ENV_LOG, common.DEFAULT_LOG)
+    log_path = common.env_or(common.ENV_LOG, imagelayout.SERVER_LOG)
     try:
         max_bytes = max(1024, int(common.env_or(common.ENV_LOG_MAX_BYTES, str(common.DEFAULT_LOG_MAX_BYTES))))
     except ValueError:

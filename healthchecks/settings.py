@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import NoReturn
 
-from healthchecks import common, judging
+from healthchecks import common, imagelayout, judging
 
 
 class UsageError(Exception):
@@ -87,11 +87,11 @@ def parse_args(argv: list[str] | None) -> Config:
     p.add_argument("--timeout", type=_positive, default=None, help="overall budget in seconds")
     p.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--expect-text", default=None, help="substring the sampled completion must contain")
-    p.add_argument("--log", default=env(common.ENV_LOG, common.DEFAULT_LOG))
+    p.add_argument("--log", default=env(common.ENV_LOG, imagelayout.SERVER_LOG))
     p.add_argument("--api-key-file", default=env(common.ENV_API_KEY_FILE, common.DEFAULT_API_KEY_FILE))
     p.add_argument("--mode", choices=("full", "light"), default=None)
     p.add_argument("--decode-every", type=_positive, default=None, help="light mode: seconds between decodes")
-    p.add_argument("--state", default=env(common.ENV_HC_STATE, common.DEFAULT_HC_STATE))
+    p.add_argument("--state", default=env(common.ENV_HC_STATE, imagelayout.HC_STATE))
     p.add_argument(
         "--stall-after", type=_positive, default=None, help="seconds of an unchanged log while refused = dead"
     )

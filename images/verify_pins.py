@@ -3,6 +3,8 @@
 Run by the Dockerfile after the overrides and source builds are installed. Reads the build args from the
 environment: SGLANG_VERSION, PYTHON_PINS ("name==version ..."), SOURCES (for the distributions a source build
 replaces). Exits 1 with one line per mismatch; a local version suffix (2.14.1+cu130) matches its public part.
+A replaced name may stay installed when the source build itself provides it (DeepGEMM's source wheel is the
+distribution ``deep_gemm``): pip records the wheelhouse file it came from in ``direct_url.json`` (PEP 610).
 """
 
 from __future__ import annotations
@@ -11,12 +13,24 @@ import os
 import sys
 from importlib import metadata
 
+#: where the Dockerfile puts the source-built wheels before installing them (images/build-sources.sh output)
+WHEELHOUSE = "/tmp/bwstack-wheelhouse/"  # noqa: S108 - a fixed path inside the build container
+
 
 def installed(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
+
+
+def from_wheelhouse(name: str) -> bool:
+    """True when ``name`` was installed from a wheel of the source builds (its PEP 610 direct_url.json)."""
+    try:
+        text = metadata.distribution(name).read_text("direct_url.json") or ""
+    except metadata.PackageNotFoundError:
+        return False
+    return f"file://{os.environ.get('BWSTACK_WHEELHOUSE', WHEELHOUSE)}" in text
 
 
 def public(version: str) -> str:
@@ -43,7 +57,7 @@ def main() -> int:
         elif public(have) != version and have != version:
             problems.append(f"{name}: pinned {version}, installed {have}")
     for name in sorted(replaced - set(wanted)):
-        if installed(name) is not None:
+        if installed(name) is not None and not from_wheelhouse(name):
             problems.append(f"{name}: should have been replaced by a source build, still installed")
     for problem in problems:
         print(f"bwstack: pin mismatch: {problem}", file=sys.stderr)

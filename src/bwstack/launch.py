@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from bwstack.stack import snapshots
 from bwstack.stack.baselines import load_baseline
-from healthchecks import common
+from healthchecks import imagelayout
 
 if TYPE_CHECKING:
     from bwstack.stack.schema import Stack
@@ -48,7 +48,7 @@ def image_ref(stack: Stack, variant_name: str) -> str:
 def model_path_in_container(stack: Stack, profile_name: str) -> str:
     """``--model-path``: a tiny model's folder in the mounted cache, else the path or repo as written."""
     name = stack.model_path_for(profile_name)
-    return f"{common.HF_HOME}/{name}" if name in stack.tiny_models else name
+    return f"{imagelayout.HF_HOME}/{name}" if name in stack.tiny_models else name
 
 
 def jit_volume(variant_name: str) -> str:
@@ -229,12 +229,12 @@ class LaunchSpec:
         return self.healthcheck_argv()
 
     def healthcheck_argv(
-        self, *, mode: str = "light", url: str | None = "", state: str = common.DEFAULT_HC_STATE
+        self, *, mode: str = "light", url: str | None = "", state: str = imagelayout.HC_STATE
     ) -> list[str]:
         """The deep check as an argv: ``url`` "" is this container's server, None leaves ``--url`` out (the
         check then reads ``BWSTACK_HC_URL``, as a Kubernetes worker does)."""
         hc = self.stack.settings.healthcheck
-        test = ["python3", f"{common.HC_DIR}/warmup.py"]
+        test = ["python3", f"{imagelayout.HC_DIR}/warmup.py"]
         if url is not None:
             test += ["--url", url or f"http://127.0.0.1:{self.port}"]
         test += [
@@ -245,12 +245,12 @@ class LaunchSpec:
             "--decode-every",
             str(hc.decode_every),
             "--log",
-            common.DEFAULT_LOG,
+            imagelayout.SERVER_LOG,
             "--state",
             state,
         ]
         if self.stack.settings.api_key:
-            test += ["--api-key-file", f"{common.SECRETS_DIR}/api_key"]
+            test += ["--api-key-file", f"{imagelayout.SECRETS_DIR}/api_key"]
         if hc.expect_text:
             test += ["--expect-text", compose_literal(hc.expect_text)]
         for pair in self.expectations:

@@ -1,6 +1,7 @@
 """Small facts with one home each (issue 22, item 2), proved by reading every product module's source:
 
-- the serving image's paths live in ``healthchecks/common.py`` (launch renders them, the Dockerfile creates them);
+- the serving image's paths live in ``healthchecks/imagelayout.py`` (launch renders them, the Dockerfile creates
+  them);
 - the ``io.bwstack.profile/variant/expect`` labels in ``launch.py`` (every renderer asks the launch spec);
 - the duration grammar (a Compose duration's units) in ``healthchecks/common.py``;
 - the ``--expect KEY=VALUE`` key normalisation in ``healthchecks/settings.py``;
@@ -25,7 +26,7 @@ RULES: dict[str, tuple[str, set[str]]] = {
     "in-image paths": (
         r"""["'](/opt/bwstack/healthchecks|/var/log/bwstack/server\.log|/var/lib/bwstack/hf|/var/cache/bwstack"""
         r"""|/tmp/bwstack-hc\.json|/run/secrets)["'/]""",
-        {"healthchecks/common.py"},
+        {"healthchecks/imagelayout.py"},
     ),
     "profile labels": (r"""["']io\.bwstack\.(profile|variant|expect)["']""", {"src/bwstack/launch.py"}),
     "duration grammar": (r"""ms\|s\|m\|h""", {"healthchecks/common.py"}),

@@ -32,7 +32,7 @@ from bwstack.host.doctor.host import check_model_cache
 from bwstack.host.doctor.probe import CommandResult
 from bwstack.render import compose
 from bwstack.stack import loader
-from healthchecks import common
+from healthchecks import imagelayout
 from support.hub import Hub, Repo, serve, tiny_model
 
 REPO = "bwtest/tiny-glm"
@@ -168,7 +168,7 @@ def test_after_fetch_up_runs_offline_and_doctor_says_present(hub: Hub, repo: Rep
     services = rendered["services"]
     for service in services.values():
         assert service["environment"]["HF_HUB_OFFLINE"] == "${BWSTACK_HF_HUB_OFFLINE:-0}"
-        assert f"./hf-cache:{common.HF_HOME}" in service["volumes"]
+        assert f"./hf-cache:{imagelayout.HF_HOME}" in service["volumes"]
 
 
 def test_up_refuses_before_any_container_when_the_model_is_missing(profiles: Path) -> None:
@@ -414,6 +414,14 @@ def test_doctor_reads_the_named_volume_through_its_probe(hub: Hub, repo: Repo, s
     mounted = VolumeProbe(
         CommandResult(argv, returncode=0, stdout=str(stack_copy.parent / "volume-data") + "\n")
     )
+    data = stack_copy.parent / "volume-data"
+    owned = check_model_cache(doctor.model_cache_status(profiles, mounted))  # type: ignore[arg-type]
+    if os.geteuid() == 0:  # filled as root, like `bwstack fetch` into a volume before it hands it over
+        assert (
+            owned.status == "fail" and f"{data} is owned by uid 0, so the server (uid 10001)" in owned.detail
+        )
+        assert owned.fix.startswith("sudo chown -R 10001:10001")
+        modelcache.hand_to_server(modelcache.Location(data, "volume bwstack_hf-cache"))
     present = check_model_cache(doctor.model_cache_status(profiles, mounted))  # type: ignore[arg-type]
     assert present.status == "pass" and "volume bwstack_hf-cache" in present.detail
 

@@ -290,3 +290,24 @@ def test_list_marks_a_disagreement_and_says_why(stack_copy: Path) -> None:
     pred = next(r["prediction"] for r in doc["profiles"] if r["profile"] == "modelcard-fi-auto")
     assert pred["agrees"] is False
     assert "rule flashinfer-attention-packed-fp8-dsa-kv predicts nan" in pred["why_differs"]
+
+
+def test_the_nightlys_flashinfer_warns_of_the_sm120_sparse_mla_livelock(tmp_path: Path) -> None:
+    """A warning rule: the verdict stays the rules' one, the warning rides beside it (validate prints it)."""
+    from ruamel.yaml import YAML
+
+    from support.stack import copy_stack
+
+    copy_stack(tmp_path)
+    path = tmp_path / "profiles.yaml"
+    yaml = YAML()
+    data = yaml.load(path.read_text(encoding="utf-8"))
+    data["profiles"]["dense-fi-bf16"]["variant"] = "nightly-cu13-20260705-754524d8"
+    with path.open("w", encoding="utf-8") as fh:
+        yaml.dump(data, fh)
+    stack = loader.load_stack(path)
+    warned = [n for n in rules.predict(stack, "dense-fi-bf16", "sm120").notes if n.startswith("warning (")]
+    assert len(warned) == 1 and "flashinfer-sm120-sparse-mla-livelock" in warned[0]
+    assert any("flashinfer-sm120-sparse-mla-livelock" in w for w in rules.check_stack(stack))
+    shipped = rules.predict(loader.load_stack(PROFILES), "dense-fi-bf16", "sm120")  # FlashInfer 0.7.2
+    assert not [n for n in shipped.notes if n.startswith("warning (")]

@@ -26,7 +26,7 @@ from bwstack.errors import UserError
 from bwstack.render import k8s
 from bwstack.render.compose import RenderError
 from bwstack.stack import loader, schema
-from healthchecks import common
+from healthchecks import imagelayout
 from support.stack import edit_yaml
 
 #: the oldest Kubernetes minor we claim and the newest kubernetes-validate knows (pinned, not "latest")
@@ -186,8 +186,8 @@ def test_pod_security_shm_cache_and_secrets(module_stack: schema.Stack, manifest
         mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
         assert mounts == {
             "/dev/shm": "dshm",
-            common.HF_HOME: "hf-cache",
-            common.JIT_CACHE: "jit-v0-5-23-cu130",
+            imagelayout.HF_HOME: "hf-cache",
+            imagelayout.JIT_CACHE: "jit-v0-5-23-cu130",
             "/run/secrets": "secrets",
         }
         assert spec["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
@@ -254,7 +254,7 @@ def test_every_probe_runs_the_healthcheck(manifests: dict[str, Any]) -> None:
                 assert command[:2] == WARMUP
                 want = "full" if (role, probe) == ("leader", "readinessProbe") else "light"
                 assert option(command, "--mode") == want
-                assert option(command, "--log") == common.DEFAULT_LOG
+                assert option(command, "--log") == imagelayout.SERVER_LOG
                 if role == "leader":
                     assert option(command, "--url") == "http://127.0.0.1:30000"
                 else:  # workers reach the group through the leader, by env (LWS_LEADER_ADDRESS)
@@ -282,8 +282,8 @@ def test_probe_states_do_not_collide(manifests: dict[str, Any]) -> None:
     for lws, _ in manifests.values():
         for _, container in containers(lws):
             states = {p: option(container[p]["exec"]["command"], "--state") for p in PROBES}
-            assert states["startupProbe"] == states["livenessProbe"] == common.DEFAULT_HC_STATE
-            assert states["readinessProbe"] != common.DEFAULT_HC_STATE
+            assert states["startupProbe"] == states["livenessProbe"] == imagelayout.HC_STATE
+            assert states["readinessProbe"] != imagelayout.HC_STATE
 
 
 def test_probe_timing_covers_the_load(module_stack: schema.Stack, manifests: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from bwstack import cli, launch
 from bwstack.errors import UserError
 from bwstack.render import compose, multihost
 from bwstack.stack import loader, schema
-from healthchecks import common
+from healthchecks import imagelayout
 from support.stack import edit_yaml
 
 DIST = "${DIST_INIT_ADDR:?" + multihost.DIST_HINT + "}"
@@ -245,4 +245,4 @@ def test_model_cache_path_is_bind_mounted_from_where_the_file_is(stack_copy: Pat
         data = YAML(typ="safe").load(output.text)
         assert "hf-cache" not in (data.get("volumes") or {})
         for service in data["services"].values():
-            assert service["volumes"][0] == f"{mount}:{common.HF_HOME}"
+            assert service["volumes"][0] == f"{mount}:{imagelayout.HF_HOME}"

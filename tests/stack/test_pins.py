@@ -13,7 +13,7 @@ import pytest
 
 from bwstack.lock import command as locking
 from bwstack.stack import pins
-from healthchecks import common
+from healthchecks import imagelayout
 from support.stack import ROOT
 
 VARIANTS = pins.list_variants(ROOT / "images")
@@ -135,7 +135,7 @@ def test_dockerfile_takes_every_build_arg_and_pins_nothing() -> None:
             assert declared[arg] in ("", '""'), (
                 f"ARG {arg} has a default ({declared[arg]}): pins live in images/"
             )
-    for path in (common.HC_DIR, common.DEFAULT_LOG, common.HF_HOME, common.JIT_CACHE):
+    for path in (imagelayout.HC_DIR, imagelayout.SERVER_LOG, imagelayout.HF_HOME, imagelayout.JIT_CACHE):
         assert path in dockerfile
     assert re.search(
         r"^HEALTHCHECK .*\n\s+CMD \[\"python3\", \"/opt/bwstack/healthchecks/warmup.py\"", dockerfile, re.M
@@ -152,7 +152,7 @@ def test_overrides_lock_matches_pins(name: str) -> None:
 def test_lock_text_carries_hashes() -> None:
     variant = pins.load_variant(ROOT / "images", "v0.5.9-cu130")
     fake = {("transformers", "5.2.0"): [("transformers-5.2.0-py3-none-any.whl", "ab" * 32)]}
-    text = locking.lock_text(variant, lambda n, v: fake[(n, v)])
+    text = locking.lock_text(variant, lambda n, v: fake.get((n, v), [(f"{n}-{v}.whl", "cd" * 32)]))
     assert "transformers==5.2.0 \\\n    --hash=sha256:" + "ab" * 32 in text
 
 

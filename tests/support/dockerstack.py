@@ -153,12 +153,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def edited_stack(root: Path, edit: Callable[[Any], None]) -> schema.Stack:
-    """A scratch copy of the stack in ``root`` with ``edit`` applied to its profiles.yaml (round-trip YAML,
-    comments kept), rendered like ``bwstack render`` (compose.yaml + versions.json), then loaded."""
+def edited_stack(root: Path, edit: Callable[[Any], None], file: str = "profiles.yaml") -> schema.Stack:
+    """A scratch copy of the stack in ``root`` with ``edit`` applied to its profiles file (round-trip YAML,
+    comments kept), rendered like ``bwstack render`` (compose file + versions.json), then loaded."""
     from ruamel.yaml import YAML
 
-    path = copy_stack(root)
+    path = copy_stack(root).parent / file
     yaml = YAML()
     data = yaml.load(path.read_text(encoding="utf-8"))
     edit(data)

@@ -17,7 +17,7 @@ import pytest
 from bwstack import launch
 from bwstack.stack import loader, schema
 from bwstack.sweep import bench
-from healthchecks import common
+from healthchecks import imagelayout
 from support.stack import ROOT
 
 CPU_STACK = ROOT / "profiles.cpu.yaml"
@@ -144,7 +144,7 @@ def test_an_image_with_sglangs_client_runs_bench_serving_with_random_ids(cpu_pro
     flags = {flag: argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag.startswith("--")}
     tokenizer = launch.model_path_in_container(cpu_profiles, "cpu-torch-native")
     assert flags["--dataset-name"] == "random-ids"  # "random" would download ShareGPT
-    assert flags["--tokenizer"] == tokenizer == f"{common.HF_HOME}/tiny"
+    assert flags["--tokenizer"] == tokenizer == f"{imagelayout.HF_HOME}/tiny"
     assert flags["--num-prompts"] == str(settings.num_prompts)
     assert flags["--max-concurrency"] == str(settings.concurrency)
     assert flags["--random-input-len"] == str(settings.input_len)
@@ -166,7 +166,7 @@ def test_an_api_key_keeps_sglangs_client_out(stack: schema.Stack) -> None:
     speed = bench.Bench(stack, standin=False, run=docker, host="h").measure("dense-fi-bf16", "c", "i")
     assert docker.ran(lambda a: a == bench.probe_argv()) == []
     (own,) = docker.ran(lambda a: a[:2] == ["python3", bench.OWN_CLIENT])
-    assert own[-2:] == ["--api-key-file", f"{common.SECRETS_DIR}/api_key"]
+    assert own[-2:] == ["--api-key-file", f"{imagelayout.SECRETS_DIR}/api_key"]
     assert "stack.api_key" in speed["client_note"]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bwstack import launch
-from healthchecks import common
+from healthchecks import imagelayout
 from support import dockerstack
 from support.infra_targets import Service
 
@@ -43,7 +43,7 @@ def test_server_runs_exactly_the_rendered_argv(service: Service) -> None:
     assert cmdline[3:-2] == argv and cmdline[-2] == "--config"  # the API key's private config file
     assert service.api_key not in "\n".join(cmdline)
     wrapper = proc_file(service.host, 1, "cmdline")
-    assert wrapper[:2] == ["python3", f"{common.HC_DIR}/serve.py"]
+    assert wrapper[:2] == ["python3", f"{imagelayout.HC_DIR}/serve.py"]
     assert wrapper[2:] == argv  # compose `command:` = the argv
 
 
@@ -66,7 +66,7 @@ def test_no_secret_in_inspect_labels_history_or_logs(service: Service) -> None:
     image = dockerstack.docker("image", "inspect", service.image).stdout
     history = dockerstack.docker("history", "--no-trunc", service.image).stdout
     logs = service.container.logs()
-    server_log = service.host.file(common.DEFAULT_LOG).content_string
+    server_log = service.host.file(imagelayout.SERVER_LOG).content_string
     assert "--api-key ***" in logs or "api-key from" in logs  # the start line shows the flag, redacted
     for secret in (service.hf_token, service.api_key):
         for where, text in {
@@ -86,7 +86,7 @@ def test_listens_on_the_configured_port(service: Service) -> None:
 
 
 def test_server_log_is_written(service: Service) -> None:
-    log = service.host.file(common.DEFAULT_LOG)
+    log = service.host.file(imagelayout.SERVER_LOG)
     assert log.is_file and log.user == "bwstack"
     text = log.content_string
     assert f"bwstack-serve: starting python3 -m {SERVER_MODULE} " in text
@@ -94,7 +94,7 @@ def test_server_log_is_written(service: Service) -> None:
     assert "The server is fired up and ready to roll!" in text
     size = log.size
     # the healthcheck's requests keep adding access-log lines
-    assert dockerstack.wait_until(lambda: service.host.file(common.DEFAULT_LOG).size > size, timeout=60)
+    assert dockerstack.wait_until(lambda: service.host.file(imagelayout.SERVER_LOG).size > size, timeout=60)
 
 
 def test_runs_as_the_documented_user(service: Service) -> None:
@@ -103,5 +103,5 @@ def test_runs_as_the_documented_user(service: Service) -> None:
         uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
         assert set(uids) == {"10001"}, (pid, uids)
     assert server_process(service.host).user == "bwstack"
-    for path in (common.DEFAULT_LOG.rsplit("/", 1)[0], common.JIT_CACHE, common.HF_HOME):
+    for path in (imagelayout.SERVER_LOG.rsplit("/", 1)[0], imagelayout.JIT_CACHE, imagelayout.HF_HOME):
         assert service.host.file(path).user == "bwstack", path

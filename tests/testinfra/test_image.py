@@ -16,7 +16,7 @@ import pytest
 from bwstack import __version__
 from bwstack.nogpu.standin_image import BASE_REPO
 from bwstack.stack import pins
-from healthchecks import common
+from healthchecks import imagelayout
 from support import dockerstack
 from support.infra_targets import Target
 from support.stack import ROOT
@@ -28,20 +28,20 @@ HEALTHCHECK_FILES = ("warmup.py", "serve.py", "bench_client.py")
 HEALTHCHECK_MODULES = ("common.py", "verdict.py", "signatures/__init__.py", "signatures/runtime.py")
 #: image label -> the pins.toml build arg it must equal
 LABEL_ARGS = {
-    "io.bwstack.variant": "BWSTACK_VARIANT",
+    "io.bwstack.variant": "PIN_VARIANT",
     "io.bwstack.sglang": "SGLANG_VERSION",
     "io.bwstack.sglang-commit": "SGLANG_COMMIT",
     "io.bwstack.transformers": "TRANSFORMERS_VERSION",
-    "io.bwstack.cuda": "CUDA_VERSION",
-    "io.bwstack.torch-cuda-arch-list": "TORCH_CUDA_ARCH_LIST",
-    "io.bwstack.flashinfer-cuda-arch-list": "FLASHINFER_CUDA_ARCH_LIST",
+    "io.bwstack.cuda": "PIN_CUDA_VERSION",
+    "io.bwstack.torch-cuda-arch-list": "PIN_TORCH_CUDA_ARCH_LIST",
+    "io.bwstack.flashinfer-cuda-arch-list": "PIN_FLASHINFER_CUDA_ARCH_LIST",
     "io.bwstack.gpu-archs": "GPU_ARCHS",
     "io.bwstack.python-pins": "PYTHON_PINS",
     "io.bwstack.sources": "SOURCES",
     "io.bwstack.env": "ENV_SWITCHES",
     "io.bwstack.device": "DEVICE",
     "io.bwstack.python-site": "PYTHON_SITE",
-    "org.opencontainers.image.version": "BWSTACK_VARIANT",
+    "org.opencontainers.image.version": "PIN_VARIANT",
 }
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|CREDENTIAL", re.IGNORECASE)
 
@@ -73,16 +73,18 @@ def test_entrypoint_healthcheck_user_and_port(image_target: Target) -> None:
 def test_healthcheck_and_wrapper_are_present_and_executable(image_target: Target) -> None:
     host = image_target.host
     for name in HEALTHCHECK_FILES:
-        script = host.file(f"{common.HC_DIR}/{name}")
+        script = host.file(f"{imagelayout.HC_DIR}/{name}")
         assert script.is_file, name
         assert script.mode & 0o111 == 0o111, f"{name}: mode {script.mode:o}"
         assert script.user == "root" and script.mode & 0o022 == 0, f"{name} is writable by the server user"
     for name in HEALTHCHECK_MODULES:
-        module = host.file(f"{common.HC_DIR}/{name}")
+        module = host.file(f"{imagelayout.HC_DIR}/{name}")
         assert module.is_file and module.user == "root" and module.mode & 0o022 == 0, name
-    assert host.run(f"test -w {common.HC_DIR}/warmup.py").rc != 0
-    assert host.run(f"python3 {common.HC_DIR}/warmup.py --help").rc == 0
-    assert host.run(f"python3 {common.HC_DIR}/bench_client.py --help").rc == 0  # the sweep's --bench load
+    assert host.run(f"test -w {imagelayout.HC_DIR}/warmup.py").rc != 0
+    assert host.run(f"python3 {imagelayout.HC_DIR}/warmup.py --help").rc == 0
+    assert (
+        host.run(f"python3 {imagelayout.HC_DIR}/bench_client.py --help").rc == 0
+    )  # the sweep's --bench load
     variant_dir = ROOT / "images" / image_target.variant
     assert (
         host.file("/opt/bwstack/versions.json").content_string == (variant_dir / "versions.json").read_text()
@@ -110,7 +112,7 @@ def test_arch_lists_are_the_variants(image_target: Target) -> None:
     args = pins.load_variant(ROOT / "images", image_target.variant).build_args()
     env = image_target.host.environment()
     for name in ("TORCH_CUDA_ARCH_LIST", "FLASHINFER_CUDA_ARCH_LIST"):
-        assert env[name] == args[name] != "", name
+        assert env[name] == args[f"PIN_{name}"] != "", name
     assert env["BWSTACK_VARIANT"] == image_target.variant
 
 
@@ -133,7 +135,7 @@ def test_runs_as_bwstack_and_owns_the_writable_paths(image_target: Target) -> No
     user = host.user()
     assert (user.name, user.uid) == ("bwstack", 10001)
     assert host.check_output("id -u") == "10001"
-    for path in (common.DEFAULT_LOG.rsplit("/", 1)[0], common.JIT_CACHE, common.HF_HOME):
+    for path in (imagelayout.SERVER_LOG.rsplit("/", 1)[0], imagelayout.JIT_CACHE, imagelayout.HF_HOME):
         folder = host.file(path)
         assert folder.is_directory and folder.user == "bwstack" and folder.group == "bwstack", path
         probe = f"{path}/.bwstack-write-test"

@@ -395,6 +395,16 @@ def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry
     help="Regenerate kernel-archs.json from the pinned wheels (downloads ~1 GB); with --check only compare.",
 )
 @click.option("--check", is_flag=True, help="With --kernel-facts: exit 1 when the committed facts differ.")
+@click.option(
+    "--inspect", "inspect_variant", metavar="VARIANT", help="Pull the base, judge the first-contact read."
+)
+@click.option("--image", default=None, help="With --inspect: a local image instead of the pulled base.")
+@click.option(
+    "--out",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --inspect: JSON record.",
+)
 def lock(
     file: Path,
     variants: Sequence[str],
@@ -403,12 +413,19 @@ def lock(
     args_: bool,
     kernel_facts: bool,
     check: bool,
+    inspect_variant: str | None,
+    image: str | None,
+    out: Path | None,
 ) -> None:
     """Fill what pins.toml cannot hold by hand: digest, override hashes, parser snapshot, kernel facts."""
     from bwstack.lock import command as locking
     from bwstack.stack import pins
 
     root = file.parent
+    if inspect_variant is not None:
+        from bwstack.lock.inspect import inspect as inspect_base
+
+        sys.exit(inspect_base(root, inspect_variant, image=image, out=out, echo=click.echo))
     if kernel_facts:
         from bwstack.lock import kernel_facts as facts_mod
 
@@ -650,11 +667,14 @@ def demo(file: Path, out: Path | None, keep: bool, standin_load_seconds: float |
 @file_option
 @click.option("--variant", default=None, help="Check the host against this variant; default the stack's.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def doctor(file: Path, variant: str | None, as_json: bool) -> None:
+@click.option("--image", "image_variant", metavar="VARIANT", help="Instead: the built image's self-check.")
+def doctor(file: Path, variant: str | None, as_json: bool, image_variant: str | None) -> None:
     """Host preflight: driver, GPUs, container runtime, Compose, shm, memlock, disk."""
     from bwstack.host.doctor import command as doctor_mod
 
-    sys.exit(doctor_mod.run_doctor(file, variant=variant, as_json=as_json, echo=click.echo))
+    sys.exit(
+        doctor_mod.run_doctor(file, variant=variant, as_json=as_json, echo=click.echo, image=image_variant)
+    )
 
 
 @main.group("report")

@@ -33,6 +33,7 @@ from bwstack.host import modelcache, netwait
 from bwstack.host.modelcache import Location, human_bytes
 from bwstack.stack.schema import Stack
 from bwstack.sweep.report import utc_now
+from healthchecks import imagelayout
 
 #: file names SGLang (transformers' config/tokenizer loaders) reads besides the weights
 NEEDED_NAMES = frozenset(
@@ -418,6 +419,8 @@ def fetch(
             "removed the bad file(s): run 'bwstack fetch' again to download them again"
         )
     manifest = write_manifest(location, stack, commit, files)
+    if modelcache.hand_to_server(location):
+        echo(f"fetch: {location.root} now belongs to the serving user (uid {imagelayout.UID})")
     echo(
         f"fetch: {repo}@{commit} complete and verified: {len(files)} files, {human_bytes(total)}; manifest "
         f"{manifest}; 'bwstack up' now starts the services with HF_HUB_OFFLINE=1"

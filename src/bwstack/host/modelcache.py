@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from bwstack.errors import ExternalError, UserError
 from bwstack.stack.schema import Stack
+from healthchecks import imagelayout
 
 MANIFEST_SCHEMA = "bwstack.model-cache/1"
 MANIFEST_DIR = "bwstack"
@@ -170,6 +171,34 @@ def check_writable(location: Location) -> None:
             "'bwstack fetch' as a user who can write it (Docker's volume folder needs root), or set "
             "stack.model_cache_path to a host folder you own (or pass --cache-dir)"
         )
+
+
+def hand_to_server(location: Location) -> bool:
+    """Give a Docker volume's cache to the serving user (uid 10001): ``fetch`` fills it as root, and a
+    root-owned HF_HOME breaks every write the server makes there (``.locks``, a download). A host folder
+    (``stack.model_cache_path``, ``--cache-dir``) stays its owner's; ``doctor --image`` checks it is readable.
+    True when ownership changed hands."""
+    if not location.source.startswith("volume") or os.geteuid() != 0:
+        return False
+    for dirpath, dirnames, filenames in os.walk(location.root):
+        os.chown(dirpath, imagelayout.UID, imagelayout.GID)
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), imagelayout.UID, imagelayout.GID, follow_symlinks=False)
+    return True
+
+
+def server_access_problem(location: Location) -> str | None:
+    """Why the serving user (uid 10001) cannot use the cache folder, or None (fine, or cannot tell)."""
+    try:
+        info = location.root.stat()
+    except OSError:
+        return None
+    uid = imagelayout.UID
+    if location.source.startswith("volume") and info.st_uid != uid:
+        return f"{location.root} is owned by uid {info.st_uid}, so the server (uid {uid}) cannot write it"
+    if info.st_uid != uid and info.st_mode & 0o005 != 0o005:
+        return f"{location.root} (mode {info.st_mode & 0o777:o}, uid {info.st_uid}) is closed to uid {uid}"
+    return None
 
 
 # --- the manifest ---------------------------------------------------------------------------------------

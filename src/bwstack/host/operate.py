@@ -23,6 +23,7 @@ from bwstack import __version__, classify, launch
 from bwstack.errors import ExternalError, UserError
 from bwstack.host import modelcache, secretfiles
 from bwstack.host.dockercompose import Project
+from bwstack.host.doctor import image
 from bwstack.host.gitinfo import git
 from bwstack.know import next_try
 from bwstack.lock import command as locking
@@ -143,6 +144,7 @@ def up(
             print(f"bwstack: warning: starting known-bad profile {profile_name} (--force)", file=sys.stderr)
     else:
         refuse_known_bad(stack, profile_name)
+    started_real = project is None
     if project is None:
         check_fresh(stack)
         warn = lambda text: print(f"bwstack: warning: {text}", file=sys.stderr)  # noqa: E731
@@ -157,6 +159,8 @@ def up(
     if stack.settings.api_key and secretfiles.state_of("api_key", key_file).state == "empty":
         print(f"bwstack: warning: stack.api_key is on but {key_file} is empty: the server takes no API key",
               file=sys.stderr)  # fmt: skip
+    if started_real and image.main_check(stack, stack.variant_name_for(profile_name), before_up=True):
+        return 1
     for service in stop_other_profiles(project, profile_name):
         print(f"bwstack: stopped {service} (one profile at a time)", file=echo)
     result = project.run(["up", "--detach", profile_name], profiles=[profile_name])
@@ -295,6 +299,8 @@ def build(
     if result.returncode != 0 and quiet:
         sys.stderr.write((result.stdout or "")[-4000:] + (result.stderr or "")[-4000:])
     prune_build_leftovers(argv)
+    if result.returncode == 0 and tag is None and base_image is None:
+        return image.main_check(stack, variant_name)
     return result.returncode
 
 

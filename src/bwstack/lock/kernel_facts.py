@@ -42,7 +42,20 @@ RUNTIME_DOWNLOADED = {
     "flashinfer-cubin": "flashinfer-cubin is not pinned: FlashInfer downloads these cubins at first use, so "
     "they cannot be audited from wheels (bwstack audit --image on a warmed image can)",
 }
+#: kernel packages whose pinned release is not on PyPI from this version on (PyPI's flashinfer-cubin ends at
+#: 0.6.13; the 0.7 series is served by flashinfer.ai/whl only, which SGLang's Dockerfile installs from)
+NOT_ON_PYPI_FROM = {"flashinfer-cubin": "0.7"}
 _WHEEL_PLATFORMS = ("manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux2014_x86_64")
+
+
+def _not_on_pypi(package: str, version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    floor = NOT_ON_PYPI_FROM.get(package)
+    try:
+        return floor is not None and Version(version) >= Version(floor)
+    except InvalidVersion:
+        return False
 
 
 def kernel_packages(
@@ -57,6 +70,10 @@ def kernel_packages(
         key = pins.normalize_package(package)
         if key in replaced:
             skipped[package] = f"built from source ([sources.{replaced[key]}]); audit the built image instead"
+        elif key in versions and _not_on_pypi(package, versions[key]):
+            skipped[package] = (
+                f"{package} {versions[key]} is not on PyPI (flashinfer.ai/whl only); audit the built image"
+            )
         elif key in versions:
             wanted.append((package, versions[key]))
     return wanted, skipped

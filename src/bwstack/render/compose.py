@@ -22,7 +22,7 @@ from bwstack.errors import UserError
 from bwstack.files import atomic_write
 from bwstack.stack import pins
 from bwstack.stack.schema import Stack
-from healthchecks import common
+from healthchecks import imagelayout
 
 COMPOSE_TEMPLATE = "compose.yaml.j2"
 COMPOSE_FILE = "compose.yaml"
@@ -85,8 +85,8 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
         "shm_size": settings.shm_size,
         "restart": "no" if profile.known_bad else settings.restart,
         "volumes": [
-            f"{model_cache_source(stack)}:{common.HF_HOME}",
-            f"{launch.jit_volume(spec.variant)}:{common.JIT_CACHE}",
+            f"{model_cache_source(stack)}:{imagelayout.HF_HOME}",
+            f"{launch.jit_volume(spec.variant)}:{imagelayout.JIT_CACHE}",
         ],
         "secrets": list(spec.secrets),
         "healthcheck": healthcheck,

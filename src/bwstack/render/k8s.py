@@ -28,7 +28,7 @@ from bwstack.errors import UserError
 from bwstack.host import secretfiles
 from bwstack.render import compose, multihost
 from bwstack.stack.schema import Stack
-from healthchecks import common
+from healthchecks import common, imagelayout
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -160,7 +160,7 @@ def probes(spec: launch.LaunchSpec, leader: bool) -> dict[str, dict[str, Any]]:
     ready_mode = "full" if leader else "light"
     return {
         "startupProbe": {
-            "command": probe_command(spec, "light", common.DEFAULT_HC_STATE, leader),
+            "command": probe_command(spec, "light", imagelayout.HC_STATE, leader),
             "timing": {
                 "periodSeconds": STARTUP_PERIOD_S,
                 "timeoutSeconds": timeout,
@@ -178,7 +178,7 @@ def probes(spec: launch.LaunchSpec, leader: bool) -> dict[str, dict[str, Any]]:
             },
         },
         "livenessProbe": {
-            "command": probe_command(spec, "light", common.DEFAULT_HC_STATE, leader),
+            "command": probe_command(spec, "light", imagelayout.HC_STATE, leader),
             "timing": {
                 "periodSeconds": period,
                 "timeoutSeconds": timeout,
@@ -208,11 +208,11 @@ def container_env(spec: launch.LaunchSpec, leader: bool) -> dict[str, str]:
 def mounts(stack: Stack, profile_name: str) -> list[dict[str, Any]]:
     found = [
         {"name": "dshm", "mountPath": "/dev/shm", "readOnly": False},  # noqa: S108 - the pod's shm mount
-        {"name": dns_label(stack.settings.model_cache), "mountPath": common.HF_HOME, "readOnly": False},
-        {"name": jit_claim(stack, profile_name), "mountPath": common.JIT_CACHE, "readOnly": False},
+        {"name": dns_label(stack.settings.model_cache), "mountPath": imagelayout.HF_HOME, "readOnly": False},
+        {"name": jit_claim(stack, profile_name), "mountPath": imagelayout.JIT_CACHE, "readOnly": False},
     ]
     if secret_sources(stack):
-        found.append({"name": "secrets", "mountPath": common.SECRETS_DIR, "readOnly": True})
+        found.append({"name": "secrets", "mountPath": imagelayout.SECRETS_DIR, "readOnly": True})
     return found
 
 

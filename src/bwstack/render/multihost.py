@@ -26,7 +26,7 @@ from bwstack import launch
 from bwstack.errors import UserError
 from bwstack.render import compose
 from bwstack.stack.schema import Stack
-from healthchecks import common
+from healthchecks import imagelayout
 
 MULTIHOST_TEMPLATE = "compose-multihost.yaml.j2"
 MULTIHOST_FILE = "compose.multihost.yaml"
@@ -126,7 +126,7 @@ def node_service(stack: Stack, profile_name: str, nodes: int, rank: int, rel: st
     base["build"]["context"] = rel
     cache = settings.model_cache_path
     if cache is not None and not cache.startswith("/") and rel != ".":  # a host folder next to profiles.yaml
-        base["volumes"][0] = f"{(PurePosixPath(rel) / cache).as_posix()}:{common.HF_HOME}"
+        base["volumes"][0] = f"{(PurePosixPath(rel) / cache).as_posix()}:{imagelayout.HF_HOME}"
     return {
         **base,
         "name": service_name(profile_name, rank),

@@ -145,15 +145,16 @@ class Variant:
         return f"git-{self.sglang_commit}"
 
     def build_args(self) -> dict[str, str]:
-        """Every pin as a Dockerfile build arg (names as the Dockerfile declares them)."""
+        """Every pin as a Dockerfile build arg (names as the Dockerfile declares them; ``PIN_*`` where the
+        plain name is an environment variable a base image may set, which would beat the build arg)."""
         return {
-            "BWSTACK_VARIANT": self.name,
+            "PIN_VARIANT": self.name,
             "BASE_IMAGE": self.base_ref,
             "SGLANG_VERSION": self.sglang_version,
             "SGLANG_COMMIT": self.sglang_commit,
-            "CUDA_VERSION": self.cuda_toolkit,
-            "TORCH_CUDA_ARCH_LIST": self.torch_cuda_arch_list,
-            "FLASHINFER_CUDA_ARCH_LIST": self.flashinfer_cuda_arch_list,
+            "PIN_CUDA_VERSION": self.cuda_toolkit,
+            "PIN_TORCH_CUDA_ARCH_LIST": self.torch_cuda_arch_list,
+            "PIN_FLASHINFER_CUDA_ARCH_LIST": self.flashinfer_cuda_arch_list,
             "GPU_ARCHS": " ".join(self.gpu_archs),
             "TRANSFORMERS_VERSION": self.python.get("transformers", ""),
             "PYTHON_PINS": " ".join(f"{k}=={v}" for k, v in sorted(self.python.items())),

@@ -40,12 +40,12 @@ from bwstack.host.doctor.detect import detect_host
 from bwstack.host.doctor.probe import default_probe
 from bwstack.stack.schema import BenchSettings, Stack
 from bwstack.textlayout import printable
-from healthchecks import common
+from healthchecks import imagelayout
 
 #: SGLang's benchmark client, run as a module inside the serving image
 SGLANG_CLIENT = "sglang.bench_serving"
 #: bwstack's own client inside the serving image (``COPY healthchecks/``)
-OWN_CLIENT = f"{common.HC_DIR}/bench_client.py"
+OWN_CLIENT = f"{imagelayout.HC_DIR}/bench_client.py"
 OWN_CLIENT_NAME = "bwstack bench_client"
 #: the figures of a speed record, in the order the report prints them
 FIGURES = ("output_tokens_per_s", "requests_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50")
@@ -267,7 +267,7 @@ class Bench:
             figures = self._sglang(name, container, settings, port)
             client = SGLANG_CLIENT
         else:
-            key = f"{common.SECRETS_DIR}/api_key" if self.stack.settings.api_key else None
+            key = f"{imagelayout.SECRETS_DIR}/api_key" if self.stack.settings.api_key else None
             result = self.run(
                 exec_argv(container, own_argv(settings, port=port, api_key_file=key)),
                 settings.time_limit_s + EXEC_GRACE_S,

@@ -20,6 +20,7 @@ from typing import Any
 
 from bwstack import launch, textlayout
 from bwstack.host import modelcache, secretfiles
+from bwstack.host.doctor import image as image_check
 from bwstack.host.doctor.checks import judge, no_gpu_headline
 from bwstack.host.doctor.facts import Check, Expectations, RawHost, docker_root_dir
 from bwstack.host.doctor.host import check_model_cache, check_secrets
@@ -228,8 +229,12 @@ def run_doctor(
     as_json: bool,
     echo: Echo,
     probe: HostProbe | None = None,
+    image: str | None = None,
 ) -> int:
-    """Check this host (or the one in BWSTACK_DOCTOR_FIXTURE), print the report, return the exit status."""
+    """Check this host (or the one in BWSTACK_DOCTOR_FIXTURE), print the report, return the exit status.
+    With ``image`` (a variant): the built image's self-check instead (:mod:`bwstack.host.doctor.image`)."""
+    if image is not None:
+        return image_check.run_image_check(loader.load_stack(profiles_file), image, echo=echo)
     exp = expectations(profiles_file, variant)
     probe = probe or default_probe()
     raw = collect(probe)

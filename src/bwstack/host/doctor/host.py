@@ -11,6 +11,7 @@ thresholds:
 
 from __future__ import annotations
 
+from bwstack.host import modelcache
 from bwstack.host.doctor.facts import (
     G_HOST,
     GB,
@@ -26,6 +27,7 @@ from bwstack.host.doctor.facts import (
 )
 from bwstack.host.modelcache import CacheStatus
 from bwstack.host.secretfiles import SERVING_UID, SecretState
+from healthchecks import imagelayout
 
 SHM_FAIL_BYTES = 1 * GIB
 SHM_WANT_BYTES = 32 * GIB
@@ -120,6 +122,11 @@ def check_model_cache(found: CacheStatus | None) -> Check:
             "model_cache", G_HOST, title, "no Hub model to fetch (no profiles file, or a local path)"
         )
     if found.state == "present":
+        problem = modelcache.server_access_problem(found.location) if found.location else None
+        if problem is not None:
+            owner = f"{imagelayout.UID}:{imagelayout.GID}"
+            fix = f"sudo chown -R {owner} the folder (bwstack fetch does it for a volume)"
+            return Check("model_cache", G_HOST, title, "fail", f"{found.words()}; {problem}", fix)
         return Check("model_cache", G_HOST, title, "pass", found.words())
     if found.state == "unknown":
         return skipped("model_cache", G_HOST, title, found.detail)

@@ -165,6 +165,8 @@ class RuleBook:
 
     path: Path
     rules: tuple[Rule, ...]
+    #: rules that warn (a risk such as a hang under load) without changing the predicted verdict
+    warnings: tuple[Rule, ...] = ()
 
     def rule(self, rule_id: str) -> Rule:
         for rule in self.rules:
@@ -191,8 +193,11 @@ def parse_rules(path: Path) -> RuleBook:
     _check_schema(data, lines, path)
     where = _Where(path, lines)
     rules = tuple(_parse_rule(item, ("rules", i), where) for i, item in enumerate(data["rules"]))
-    _check_unique_ids(rules, where)
-    return RuleBook(path, rules)
+    warnings = tuple(
+        _parse_rule(item, ("warnings", i), where) for i, item in enumerate(data.get("warnings", []))
+    )
+    _check_unique_ids(rules + warnings, where)
+    return RuleBook(path, rules, warnings)
 
 
 @dataclass(frozen=True)

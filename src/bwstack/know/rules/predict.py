@@ -189,6 +189,9 @@ def predict(
         or _audit_verdict(uses, facts, arch)
         or _healthy(ctx, uses, facts, resolution is not None)
     )
+    notes += [
+        f"warning ({rule.id}): {rule.reason}; fix: {rule.fix}" for rule in book.warnings if rule.matches(ctx)
+    ]
     profile = stack.profile(profile_name)
     return Prediction(
         profile=profile_name,
@@ -304,10 +307,11 @@ def check_stack(stack: Stack, *, explain_mode: ExplainMode = "cached") -> list[s
     warnings: list[str] = []
     for name, profile in stack.iter_profiles():
         pred = predict(stack, name, stack.arch_for(name), explain_mode=explain_mode, book=book)
-        if pred.agrees is not False:
-            continue
         line = stack.line_of("profiles", name, "expect")
         where = f"{stack.path}:{line}" if line else str(stack.path)
+        warnings += [f"{where}: profile {name}: {n}" for n in pred.notes if n.startswith("warning (")]
+        if pred.agrees is not False:
+            continue
         step = f"rule {pred.decision.rule}" if pred.decision.rule else pred.decision.source
         warnings.append(
             f"{where}: profile {name}: expect: {profile.expect}, but bwstack predicts {pred.verdict} on "
