@@ -1,14 +1,11 @@
-"""``bwstack upgrade`` speed: every shipped profile on two archs, warm (venvs and resolutions cached) and
-cold.
+"""``bwstack upgrade`` speed: every shipped profile on two archs, warm (venvs, resolutions cached) and cold.
 
-Warm: the whole command, ``bwstack upgrade v0.5.9-cu130 v0.5.23-cu130 --arch sm120 --arch sm100 --json`` in a
-fresh interpreter, next to ``bwstack validate`` (the same stack load and one prediction per profile) as the
+Warm: the whole command, ``bwstack upgrade v0.5.9-cu130 v0.5.23-cu130 --arch sm120 --arch sm100 --json`` in
+a fresh interpreter, next to ``bwstack validate`` (the same stack load and one prediction per profile) as the
 baseline measured in the same run, runs interleaved; and ``upgrade.compare`` in-process. Cold: the same
-command
-with an empty ``$BWSTACK_CACHE`` whose ``venvs`` are linked from the warm cache (each version's resolution
-runs
-in its venv); with ``--full-cold`` also with no venv at all (each SGLang wheel downloaded and its CPU venv
-built: minutes, needs the package index). Nothing asserts on speed. Run from the repository root:
+command with an empty ``$BWSTACK_CACHE`` whose ``venvs`` are linked from the warm cache (each version's
+resolution runs in its venv); with ``--full-cold`` also with no venv at all (each SGLang wheel downloaded and
+its CPU venv built: minutes, needs the package index). Nothing asserts on speed. Run from the repository root:
 
     .venv/bin/python benchmarks/upgrade_speed.py [--repeat N] [--full-cold]
 """

@@ -158,6 +158,7 @@ def test_apply_rewrites_only_the_renamed_item(stack_copy: Path) -> None:
             "cannot exist",
         ),
         (["variant", "new", "x", "--sglang", "0.5.22", "--from", "v0.5.23-cpu"], "is a CPU variant"),
+        (["variant", "new", "v0.5.9-cu130", "--sglang", "0.5.22"], "variant v0.5.9-cu130 exists already"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(stack_copy: Path, argv: list[str], message: str) -> None:

@@ -37,17 +37,19 @@ def variant_new(name: str, version: str, source: str | None, base: str | None, f
 
     stack = loader.parse_stack_file(file)[0] if file.is_file() else None
     images = (file.resolve().parent if file.is_file() else Path.cwd()) / "images"
+    from bwstack.errors import UserError
+
     origin = source or (stack.stack.variant if stack else None)
     if origin is None:
-        from bwstack.errors import UserError
-
         raise UserError(f"no {file} to take the default --from from: name a variant", field="--from")
+    if (images / name).exists():
+        raise UserError(f"variant {name} exists already (images/{name}/); pick another NAME", field="NAME")
     made = variant_new.plan(name, version, pins.load_variant(images, origin), base=base)
     click.echo(f"variant {name}: sglang {version} from {made.release.wheel.name}, the rest from {origin}")
     for line in made.changes:
         click.echo(f"  {line}")
     path = variant_new.write(images, made, echo=click.echo)
-    click.echo(f"wrote {path}/ (pins.toml, overrides.lock, sglang-args.json, versions.json)")
+    click.echo(f"wrote images/{path.name}/ (pins.toml, overrides.lock, sglang-args.json, versions.json)")
     click.echo(f"next: bwstack upgrade {origin} {name}   (what it changes for every profile)")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bwstack.know.rules import KERNEL_FACTS_FILE, Prediction
 from bwstack.know.upgrade import ArchChange, ProfileUpgrade, Report
 
 #: how many unrelated changed defaults the Markdown lists (all of them are in --json)
@@ -30,7 +31,7 @@ def render_markdown(report: Report) -> str:
         for arch in prof.archs:
             kind = (arch.kind or "same").upper() if arch.kind == "regression" else (arch.kind or "same")
             lines.append(
-                f"| {prof.profile} | {arch.arch} | {arch.old.verdict} | {arch.new.verdict} | {kind} |"
+                f"| {prof.profile} | {arch.arch} | {_verdict(arch.old)} | {_verdict(arch.new)} | {kind} |"
             )
     lines += ["", f"{report.regressions} regression(s) predicted.", ""]
     for prof in report.profiles:
@@ -74,6 +75,14 @@ def _arch(arch: ArchChange) -> list[str]:
     if arch.rules_stopped:
         lines.append(f"  - rules that stop applying: {', '.join(arch.rules_stopped)}")
     return lines
+
+
+def _verdict(pred: Prediction) -> str:
+    """The verdict, marked where healthy only because the side has no kernel facts to check."""
+    unchecked = any(note.startswith(f"no {KERNEL_FACTS_FILE} ") for note in pred.notes)
+    return (
+        f"{pred.verdict} (kernels not checked)" if unchecked and pred.verdict == "healthy" else pred.verdict
+    )
 
 
 def _show(value: Any) -> str:

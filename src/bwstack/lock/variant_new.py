@@ -51,13 +51,12 @@ OFFICIAL_REPO = "lmsysorg/sglang"
 RELEASE_TAG = re.compile(
     r"^v(?P<version>\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)-cu(?P<cuda>\d{3})(?P<rest>-runtime)?$"
 )
-#: which CUDA builds lmsysorg/sglang publishes release tags for, by the last release of each (None: current).
-#: SGLang docs install.mdx: images are CUDA 13 only now, v0.5.19-cu129 is the last CUDA 12 tag; cu126 stops
-#: before v0.5.14 (shared/reference/sglang-by-version.md, conventions.md)
-CUDA_TAGS_UNTIL: dict[str, Version | None] = {
-    "126": Version("0.5.13.post1"),
-    "129": Version("0.5.19"),
-    "130": None,
+#: which CUDA builds lmsysorg/sglang publishes release tags for: the last release of each (None: current) and
+#: where that is said (shared/reference/sglang-by-version.md and conventions.md quote both)
+CUDA_TAGS_UNTIL: dict[str, tuple[Version | None, str]] = {
+    "126": (Version("0.5.13.post1"), "cu126 tags stop before v0.5.14 (latere-ai/fornax)"),
+    "129": (Version("0.5.19"), "SGLang docs, install.mdx: v0.5.19-cu129 is the last CUDA 12 tag"),
+    "130": (None, ""),
 }
 
 
@@ -132,11 +131,11 @@ def check_base(image: str, version: str) -> str:
     if cuda not in CUDA_TAGS_UNTIL:
         known = ", ".join(f"cu{c}" for c in CUDA_TAGS_UNTIL)
         raise UserError(f"{image} cannot exist: {OFFICIAL_REPO} publishes {known} only", field="--base")
-    last = CUDA_TAGS_UNTIL[cuda]
+    last, source = CUDA_TAGS_UNTIL[cuda]
     if last is not None and Version(version) > last:
         raise UserError(
             f"{image} cannot exist: the last cu{cuda} release tag of {OFFICIAL_REPO} is v{last}-cu{cuda} "
-            "(SGLang docs, install.mdx)",
+            f"({source})",
             field="--base",
         )
     return image
