@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from bwstack.host import operate
 from healthchecks import imagelayout
 from support import dockerstack
 
@@ -178,7 +180,8 @@ def test_a_rebuild_on_a_bwstack_image_keeps_its_own_pins(selfcheck_stack: Path) 
         assert '"io.bwstack.variant":"v0.5.9-cu130"' in labels
         assert '"io.bwstack.torch-cuda-arch-list":"12.0a"' in labels
     finally:
-        dockerstack.docker("rmi", "--force", tag, check=False)
+        stage = f"{operate.STAGE_REPO}:{re.sub(r'[^A-Za-z0-9_.-]', '_', tag)[:120]}"  # the kept build stage
+        dockerstack.docker("rmi", "--force", tag, stage, check=False)
 
 
 def test_lock_inspect_records_the_image_and_judges_first_contact(
