@@ -15,8 +15,9 @@ class earliest in the causal chain, e.g. ``nan`` before the ``device_assert`` it
 classes seen are reported as ``also``. Generic traceback evidence (an exception line, frames, a bare
 ``Traceback`` header) is *weak*: it makes a log ``crash`` but, in the live healthcheck, only once the server
 has stopped answering. Only what follows the last start banner counts. A log without any match is
-``healthy`` when it reached SGLang's ready line and ``starting`` otherwise -- never ``healthy`` because
-nothing matched.
+``healthy`` when it reached SGLang's ready line or shows serving evidence (``SERVING``) and ``starting``
+otherwise -- never ``healthy`` because nothing matched. The rules by shape (fatal evidence, arch gates,
+resource limits, the host arch, serving evidence) live in ``signatures_shapes.py``.
 
 Public API::
 
@@ -25,10 +26,12 @@ Public API::
     FAIL_FAST_CLASSES            classes that do not heal by waiting
     SEVERITY                     class -> 0 (healthy) .. 3 (serves wrong output), for comparing sweeps
     SIGNATURES                   the catalog (tuple of Signature)
+    FATAL, SERVING, SERVING_MIN  the fatal-evidence and serving-evidence rules (docs/healthcheck.md)
     classify_lines(lines)        -> Match | None   (Match: cls, line (1-based), text, also, signature)
     classify_text(text)          -> Match | None
     classify_file(path)          -> Match | None   (streams the file; decodes as UTF-8 with replacement)
-    scan_text / scan_file        -> Scanner        (.result(), .verdict(): class or healthy/starting, .ready)
+    scan_text / scan_file        -> Scanner        (.result(), .verdict(): class or healthy/starting, .ready,
+                                                    .serves, .host_arch)
     Scanner                      incremental scanning (feed chunks, persist with to_state/from_state)
     class_table()                the Markdown class table of the README and docs/healthcheck.md
 """
@@ -61,9 +64,12 @@ __all__ = [
     "CLASS_INFO",
     "DESCRIPTIONS",
     "FAIL_FAST_CLASSES",
+    "FATAL",
     "MAX_TEXT",
     "NOT_FATAL_WHILE_ALIVE",
     "READY_TEXT",
+    "SERVING",
+    "SERVING_MIN",
     "SEVERITY",
     "SIGNATURES",
     "START_TEXTS",

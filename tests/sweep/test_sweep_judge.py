@@ -282,3 +282,23 @@ def test_a_specific_root_cause_in_the_log_still_beats_the_fail_fast_class() -> N
     ]
     judge, _ = run(events)
     assert (judge.verdict().cls, judge.verdict().decided_by) == ("nan", "log")
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        ("sglang28038_gb10_gemma4_fused_moe_oor_short_wording.log", "shared_memory"),
+        ("cutlass2819_sm120_arch_conditional_mma_assert.log", "unsupported_arch"),
+        ("sglang3685_multinode_sigquit_logging_message.log", "crash"),
+    ],
+)
+def test_fatal_evidence_settles_the_verdict_while_the_healthcheck_still_says_starting(
+    name: str, cls: str
+) -> None:
+    """Issue 27: the judge reads the catalog's fatal evidence (real corpus excerpts that read `starting`
+    before) and decides after the settle time, without a probe naming the class."""
+    text = (TESTS / "healthchecks" / "corpus" / name).read_text(encoding="utf-8").splitlines()
+    assert run([(0.5, STARTING), *lines(1.0, text)], until=5.5)[1] is None  # the settle time runs
+    judge, at = run([(0.5, STARTING), *lines(1.0, text)], until=6.5)
+    assert at == 6.5
+    assert judge.verdict().cls == cls and judge.verdict().decided_by == "log"
