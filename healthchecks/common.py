@@ -28,6 +28,9 @@ ENV_HC_DECODE_EVERY = "BWSTACK_HC_DECODE_EVERY"
 ENV_HC_STATE = "BWSTACK_HC_STATE"
 ENV_HC_BASELINE = "BWSTACK_HC_BASELINE"
 ENV_HC_MARGIN = "BWSTACK_HC_MARGIN"
+ENV_HC_LONG_BASELINE = "BWSTACK_HC_LONG_BASELINE"
+ENV_HC_LONG_LEN = "BWSTACK_HC_LONG_LEN"
+ENV_HC_LONG_EVERY = "BWSTACK_HC_LONG_EVERY"
 ENV_LOG = "BWSTACK_LOG"
 ENV_HC_STALL_AFTER = "BWSTACK_HC_STALL_AFTER"
 ENV_LOG_MAX_BYTES = "BWSTACK_LOG_MAX_BYTES"
@@ -38,11 +41,15 @@ ENV_FAIL_FAST = "BWSTACK_FAIL_FAST"
 ENV_READY_PROBE = "BWSTACK_READY_PROBE"
 ENV_LINGER = "BWSTACK_LINGER"
 ENV_ENV_FILE = "BWSTACK_ENV_FILE"
+#: the serve wrapper's hang watchdog (on unless ``0``): adds ``--enable-metrics`` and samples ``/metrics``
+ENV_HANG_WATCH = "BWSTACK_HANG_WATCH"
 
 DEFAULT_HC_URL = "http://127.0.0.1:30000"
 DEFAULT_HC_TIMEOUT = 30.0
 DEFAULT_HC_MODE = "full"
 DEFAULT_HC_DECODE_EVERY = 300.0
+#: seconds between two long-context probes of a running server (it also runs at start-up and in calibrate)
+DEFAULT_HC_LONG_EVERY = 600.0
 #: beside the state file: the verdict fail-fast stopped the server on (``serve.py`` writes it; the healthcheck
 #: repeats it while the server is gone, so Docker records the class even when the readiness probe, not a
 #: Docker probe, found it)

@@ -22,6 +22,10 @@
 - linger (``BWSTACK_LINGER`` = the healthcheck interval, e.g. ``30s``): after the server dies on its own,
   stays up until one more health probe has recorded the crash's class in ``docker inspect`` (at most two
   intervals plus 5 s; SIGTERM ends it);
+- hang watchdog (``BWSTACK_HANG_WATCH``, on unless ``0``): adds ``--enable-metrics`` to the server's argv
+  and, once SGLang is ready, reads its ``/metrics`` every second (healthchecks/progress.py); requests in
+  flight with no token for ``BWSTACK_HC_STALL_AFTER`` seconds are ``unhealthy: hang: ...``, written beside
+  the state file for the healthcheck, and fail-fast stops the server on it;
 - exports the variant's env switches from ``BWSTACK_ENV_FILE`` (``KEY=VALUE`` lines) to the child, where the
   environment does not set them already.
 
@@ -52,7 +56,7 @@ from healthchecks import imagelayout, signatures
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, verdict
+from healthchecks import common, progress, verdict
 
 PREFIX = verdict.MARKER
 READ_BYTES = 64 * 1024
@@ -355,6 +359,74 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 LOCAL_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
 
 
+def wait_ready(url: str, done: threading.Event) -> bool:
+    """Polls GET /health until 200; False when the server is gone first."""
+    while not done.is_set():
+        try:
+            with LOCAL_OPENER.open(url + "/health", timeout=5) as resp:
+                if resp.status == 200:
+                    return True
+        except (OSError, urllib.error.HTTPError):
+            pass
+        done.wait(READY_POLL_S)
+    return False
+
+
+def with_metrics(args: list[str]) -> list[str]:
+    """The server argv with ``--enable-metrics`` (the hang watchdog reads SGLang's counters)."""
+    return args if "--enable-metrics" in args else [*args, "--enable-metrics"]
+
+
+class HangWatch:
+    """Samples /metrics every second once ready; a stall past the bound is recorded and fails fast."""
+
+    def __init__(self, url: str, tee: Tee, watcher: FailFast, fail_fast: bool, stall_after: float) -> None:
+        self.url = url
+        self.tee = tee
+        self.watcher = watcher
+        self.fail_fast = fail_fast
+        self.stall_after = stall_after
+        self.path = watcher.state_file + progress.SUFFIX
+        self.tracker = progress.Tracker()
+        key_file = common.env_or(common.ENV_API_KEY_FILE, common.DEFAULT_API_KEY_FILE)
+        self.api_key = common.read_secret(key_file)
+
+    def _scrape(self) -> progress.Sample | None:
+        request = urllib.request.Request(self.url + "/metrics")  # noqa: S310 - http(s) URL
+        if self.api_key:
+            request.add_header("Authorization", f"Bearer {self.api_key}")
+        try:
+            with LOCAL_OPENER.open(request, timeout=5) as resp:
+                return progress.parse(resp.read(4 << 20).decode("utf-8", errors="replace"))
+        except (OSError, urllib.error.HTTPError, ValueError):
+            return None
+
+    def run(self) -> None:
+        if not wait_ready(self.url, self.watcher.done):
+            return
+        if self._scrape() is None:
+            self.tee.say("hang watchdog off: GET /metrics has no SGLang counters")
+            return
+        self.tee.say(f"hang watchdog on: requests in flight with no token for {self.stall_after:g} s = hang")
+        while not self.watcher.done.wait(WATCH_INTERVAL_S):
+            sample = self._scrape()
+            if sample is None:
+                continue  # the main process is busy or gone: the healthcheck and the log speak for it
+            stalled = self.tracker.update(sample, time.monotonic())
+            hang = None
+            if stalled >= self.stall_after:
+                hang = progress.hang_line(sample.in_flight, stalled)
+            with contextlib.suppress(OSError):
+                common.write_json_atomic(
+                    self.path,
+                    progress.record(sample.in_flight, stalled, self.stall_after, WATCH_INTERVAL_S, hang),
+                )
+            found = verdict.Verdict.parse(hang) if hang is not None else None
+            if found is not None and self.fail_fast:
+                self.watcher.stop(f"the hang watchdog reported '{hang}'", found)
+                return
+
+
 class Readiness:
     """Runs one full healthcheck as soon as SGLang reports ready; a fatal verdict stops the server at once."""
 
@@ -374,16 +446,7 @@ class Readiness:
         self.verdict: str | None = None
 
     def _ready(self) -> bool:
-        """Polls GET /health until 200 (no proxy, no redirect followed); False when the server is gone."""
-        while not self.watcher.done.is_set():
-            try:
-                with LOCAL_OPENER.open(self.url + "/health", timeout=5) as resp:
-                    if resp.status == 200:
-                        return True
-            except (OSError, urllib.error.HTTPError):
-                pass
-            self.watcher.done.wait(READY_POLL_S)
-        return False
+        return wait_ready(self.url, self.watcher.done)
 
     def _probe(self) -> verdict.Verdict:
         argv = [
@@ -444,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     """Start the server, tee its output, forward signals; returns the server's exit code."""
     args = sys.argv[1:] if argv is None else argv
     state_file = common.env_or(common.ENV_HC_STATE, imagelayout.HC_STATE)
-    for stale in (state_file, state_file + common.STOPPED_SUFFIX):
+    for stale in (state_file, state_file + common.STOPPED_SUFFIX, state_file + progress.SUFFIX):
         with contextlib.suppress(OSError):
             os.unlink(stale)
     log_path = common.env_or(common.ENV_LOG, imagelayout.SERVER_LOG)
@@ -452,8 +515,9 @@ def main(argv: list[str] | None = None) -> int:
         max_bytes = max(1024, int(common.env_or(common.ENV_LOG_MAX_BYTES, str(common.DEFAULT_LOG_MAX_BYTES))))
     except ValueError:
         max_bytes = common.DEFAULT_LOG_MAX_BYTES
+    hang_watch = common.env_or(common.ENV_HANG_WATCH, "1") != "0"
     try:
-        spec = build_child(args)
+        spec = build_child(with_metrics(args) if hang_watch else args)
     except StartRefused as exc:
         line = " ".join(str(exc).split())
         print(f"{PREFIX} not starting: {line}", flush=True)
@@ -495,6 +559,12 @@ def main(argv: list[str] | None = None) -> int:
     if common.env_or(common.ENV_READY_PROBE, "1") != "0":
         readiness = Readiness(probe_url(args), tee, watcher, fail_fast, on_ready=spec.forget_key_config)
         threading.Thread(target=readiness.run, daemon=True).start()
+    if hang_watch:
+        stall_after = common.parse_seconds(
+            common.env_or(common.ENV_HC_STALL_AFTER, ""), common.DEFAULT_HC_STALL_AFTER
+        )
+        hang = HangWatch(probe_url(args), tee, watcher, fail_fast, stall_after)
+        threading.Thread(target=hang.run, daemon=True).start()
     code = wait_for(proc.pid)
     spec.forget_key_config()
     exited_at = time.time()

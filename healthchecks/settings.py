@@ -32,6 +32,11 @@ class Config:
     stall_after: float = common.DEFAULT_HC_STALL_AFTER
     baseline: tuple[str, float] | None = None
     margin: float = judging.DEFAULT_MARGIN
+    #: the long-context probe (healthchecks/longprobe.py): its calibrated ``repeat-N=SCORE``, its length
+    #: (from that id, else --long-len, else the default window's), seconds between two runs
+    long_baseline: tuple[str, float] | None = None
+    long_len: int | None = None
+    long_every: float = common.DEFAULT_HC_LONG_EVERY
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,6 +102,9 @@ def parse_args(argv: list[str] | None) -> Config:
     )
     p.add_argument("--baseline", default=None, metavar="PASSAGE_ID=SCORE", help="calibrated passage score")
     p.add_argument("--margin", type=_positive, default=None, help="nats/token below the baseline = garbage")
+    p.add_argument("--long-baseline", default=None, metavar="repeat-N=SCORE", help="calibrated long score")
+    p.add_argument("--long-len", type=_positive, default=None, help="long-context probe length in tokens")
+    p.add_argument("--long-every", type=_positive, default=None, help="seconds between long-context probes")
     args = p.parse_args(argv)
     timeout = args.timeout or _positive(env(common.ENV_HC_TIMEOUT, str(common.DEFAULT_HC_TIMEOUT)))
     decode_every = args.decode_every or _positive(
@@ -114,7 +122,17 @@ def parse_args(argv: list[str] | None) -> Config:
         expect_text = os.environ.get(common.ENV_HC_EXPECT_TEXT)
     baseline = parse_baseline(args.baseline if args.baseline is not None else env(common.ENV_HC_BASELINE, ""))
     margin = args.margin or _positive(env(common.ENV_HC_MARGIN, str(judging.DEFAULT_MARGIN)))
+    long_baseline = parse_baseline(
+        args.long_baseline if args.long_baseline is not None else env(common.ENV_HC_LONG_BASELINE, "")
+    )
+    long_len = args.long_len or float(env(common.ENV_HC_LONG_LEN, "0") or 0) or None
+    long_every = args.long_every or _positive(
+        env(common.ENV_HC_LONG_EVERY, str(common.DEFAULT_HC_LONG_EVERY))
+    )
     return Config(
+        long_baseline=long_baseline,
+        long_len=int(long_len) if long_len else None,
+        long_every=long_every,
         url=args.url,
         timeout=timeout,
         expect=parse_expect(expect_items),

@@ -37,7 +37,7 @@ from typing import Any
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, judging, signatures, startup
+from healthchecks import common, judging, longprobe, progress, signatures, startup
 from healthchecks.judging import Unhealthy
 from healthchecks.settings import Config, UsageError, parse_args
 from healthchecks.verdict import Verdict, read_json
@@ -486,6 +486,71 @@ def check_quality(run: Run) -> str:
     return judging.judge_passage(values, run.cfg.baseline, run.cfg.margin)
 
 
+def context_length(run: Run) -> int | None:
+    """The served context length (``max_model_len`` of GET /v1/models, 0.5.9 and 0.5.23); None if unknown."""
+    with contextlib.suppress(Unhealthy, Refused, Dropped, Unreachable):
+        reply, data = _call_json(run, "GET", "/v1/models")
+        cards = data.get("data") if reply.status == 200 and isinstance(data, dict) else None
+        if isinstance(cards, list) and cards and isinstance(cards[0], dict):
+            value = cards[0].get("max_model_len")
+            return value if isinstance(value, int) and value > 0 else None
+    return None
+
+
+def long_length(run: Run) -> int:
+    """The long probe's length: the calibrated id's, else --long-len, else past the default window (both
+    capped by the served context length)."""
+    if run.cfg.long_baseline is not None:
+        named = longprobe.length_of(run.cfg.long_baseline[0])
+        if named is not None:
+            return named
+    context = context_length(run)
+    if run.cfg.long_len:
+        return min(run.cfg.long_len, context - 8) if context else run.cfg.long_len
+    return longprobe.length_for(None, context)
+
+
+def score_long(run: Run, length: int) -> list[float]:
+    """One prefill of the long prompt; its second copy's logprobs. No answer within the stall bound (or the
+    run's budget) is ``hang``: long requests stuck while short ones flow."""
+    run.stage = f"POST /generate (long context, {length} tokens)"
+    started = time.monotonic()
+    try:
+        reply, data = _call_json(run, "POST", "/generate", longprobe.payload(length))
+    except (Unhealthy, DeadlineExceeded) as exc:
+        if isinstance(exc, Unhealthy) and exc.cls != "timeout":
+            raise
+        waited = time.monotonic() - started
+        raise Unhealthy(
+            "hang", f"long-context probe ({length} tokens): 1 request in flight, no token for {waited:.0f} s"
+        ) from None
+    if reply.status != 200:
+        raise _http_failure(run, f"POST /generate (long context, {length} tokens)", reply)
+    if isinstance(data, list) and data:
+        data = data[0]
+    if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
+        raise Unhealthy(
+            "warmup_failed", f"long-context probe: unexpected answer {_snippet(json.dumps(data))!r}"
+        )
+    return longprobe.scores(data["meta_info"])
+
+
+def check_long(run: Run) -> str:
+    """The long-context probe, judged against its calibrated baseline."""
+    length = long_length(run)
+    values = score_long(run, length)
+    run.state["last_long"] = time.time()
+    return longprobe.judge(values, length, run.cfg.long_baseline, run.cfg.margin)
+
+
+def _long_due(run: Run) -> bool:
+    """At start-up (before the first healthy pass), then every --long-every seconds; never on each probe."""
+    last = run.state.get("last_long")
+    if not run.state.get("healthy_once") or not isinstance(last, int | float):
+        return True
+    return time.time() - last >= run.cfg.long_every
+
+
 def _decode_due(run: Run) -> bool:
     if run.cfg.mode == "full" or not run.state.get("healthy_once"):
         return True
@@ -531,6 +596,9 @@ def run_checks(run: Run) -> str:
     stopped = _stopped_verdict(run)
     if stopped is not None:
         raise stopped
+    hang = progress.hang_from_record(run.cfg.state_path + progress.SUFFIX)
+    if hang is not None:
+        raise Unhealthy("hang", f"{hang} (the serve wrapper's watchdog over SGLang's /metrics counters)")
     run.stage = "log scan"
     match = scan_log(run).result(strong_only=True)
     if match is not None and match.cls not in signatures.NOT_FATAL_WHILE_ALIVE:
@@ -551,6 +619,8 @@ def run_checks(run: Run) -> str:
         parts.insert(0, check_decode(run))
         parts.insert(1, check_quality(run))
         run.state["last_decode"] = time.time()
+    if _long_due(run):
+        parts.insert(2, check_long(run))
     else:
         age = time.time() - float(run.state["last_decode"])
         parts.insert(0, f"alive, last sampled decode {age:.0f}s ago")

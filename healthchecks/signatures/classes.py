@@ -183,6 +183,16 @@ CLASS_INFO: tuple[ClassInfo, ...] = (
         2,
     ),
     ClassInfo(
+        "hang",
+        "busy and stuck: requests in flight and no token generated for --stall-after seconds (SGLang's own "
+        "/metrics counters), or a streamed probe/soak request with no token within the stall bound",
+        "a livelocked kernel (FlashInfer SM120 sparse MLA under load): another DSA decode backend or the "
+        "dense fallback; read a py-spy dump of the scheduler",
+        None,
+        True,
+        2,
+    ),
+    ClassInfo(
         "health_timeout",
         "SGLang's own /health got no detokenizer output in time (server hung or unhealthy)",
         "the scheduler is hung or busy past SGLANG_HEALTH_CHECK_TIMEOUT: read the log",

@@ -38,6 +38,7 @@ def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
             "BWSTACK_HF_TOKEN_FILE": str(tmp_path / "hf_token"),
             "BWSTACK_HC_STATE": str(tmp_path / "hc-state.json"),
             "BWSTACK_READY_PROBE": "0",  # test_hc_readiness.py covers it, against a fake server of its own
+            "BWSTACK_HANG_WATCH": "0",  # test_hc_hang.py covers it
         }
     )
     env.update(extra)

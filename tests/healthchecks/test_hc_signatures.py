@@ -48,7 +48,8 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "gpu_fault_xid.log": ("gpu_fault", set()),
 }
 HEALTHY = ["healthy_0.5.9_dense.log", "healthy_0.5.23_dsa.log"]
-LOG_CLASSES = set(signatures.CLASSES) - {"backend_override", "garbage", "starting", "healthy"}  # from HTTP
+#: classes a log line can carry (the others come from HTTP answers or the hang watchdog: no rank)
+LOG_CLASSES = set(signatures.CLASS_PRIORITY)
 
 # One line per alternative of every pattern (texts from the pinned wheels and the cited issues).
 EXAMPLES: list[tuple[str, str]] = [

@@ -81,7 +81,7 @@ def test_healthy_server_exits_0_with_summary(tmp_path: Path, era: str) -> None:
     assert result.last.startswith("healthy: sampled decode ok (8 tokens, finish length")
     assert f"sglang {era}" in result.last
     generate = [r for r in fake.requests if r[1] == "/generate"]
-    assert len(generate) == 2  # the sampled decode, then the quality probe's passage
+    assert len(generate) == 3  # the sampled decode, the quality probe's passage, the long-context probe
     payload = json.loads(generate[0][3])
     assert payload["return_logprob"] is True
     assert payload["sampling_params"]["temperature"] > 0
@@ -90,6 +90,10 @@ def test_healthy_server_exits_0_with_summary(tmp_path: Path, era: str) -> None:
     passage = json.loads(generate[1][3])
     assert passage["logprob_start_len"] == 0 and passage["return_logprob"] is True
     assert passage["sampling_params"]["max_new_tokens"] == 1
+    long = json.loads(generate[2][3])
+    assert len(long["input_ids"]) == 2304 and long["logprob_start_len"] == 1152  # past the 2048 window
+    assert long["input_ids"][1152:] == long["input_ids"][:1152]  # the block, then the block again
+    assert "long context (2304 tokens)" in result.last
 
 
 def test_expectations_match_through_key_and_value_aliases_of_the_0_5_9_era(tmp_path: Path) -> None:
@@ -464,16 +468,16 @@ def test_key_echoed_across_the_snippet_cut_leaves_no_prefix(tmp_path: Path, offs
 def test_light_mode_skips_the_decode_until_it_is_due(tmp_path: Path) -> None:
     with FakeSGLang() as fake:
         assert run_hc(tmp_path, fake.url, "--mode", "light").code == 0  # first pass is always full
-        assert len([r for r in fake.requests if r[1] == "/generate"]) == 2  # decode + passage
+        assert len([r for r in fake.requests if r[1] == "/generate"]) == 3  # decode + passage + long
         result = run_hc(tmp_path, fake.url, "--mode", "light", "--decode-every", "300")
         assert result.code == 0 and "last sampled decode" in result.last
-        assert len([r for r in fake.requests if r[1] == "/generate"]) == 2
+        assert len([r for r in fake.requests if r[1] == "/generate"]) == 3  # the long one not every time
         state_file = tmp_path / "state.json"
         state = json.loads(state_file.read_text())
         state["last_decode"] -= 301  # age the last decode instead of sleeping
         state_file.write_text(json.dumps(state))
         assert run_hc(tmp_path, fake.url, "--mode", "light", "--decode-every", "300").code == 0
-        assert len([r for r in fake.requests if r[1] == "/generate"]) == 4  # the passage goes with the decode
+        assert len([r for r in fake.requests if r[1] == "/generate"]) == 5  # the passage goes with the decode
 
 
 # --- units --------------------------------------------------------------------------------------------------

@@ -613,6 +613,12 @@ def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
 )
 @click.option("--tag", "tags", multiple=True, help="Only the profiles carrying this tag (repeatable).")
 @click.option("--bench", is_flag=True, help="Measure each healthy profile's speed (stack.bench settings).")
+@click.option(
+    "--soak",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    help="Seconds of sustained load with a stall watchdog on each healthy profile (stack.soak settings).",
+)
 def sweep(
     file: Path,
     profiles: Sequence[str],
@@ -626,6 +632,7 @@ def sweep(
     standin_load_seconds: float | None,
     tags: Sequence[str],
     bench: bool,
+    soak: float,
 ) -> None:
     """Try every profile, stop each as soon as the verdict is decisive, and write a compatibility matrix.
 
@@ -639,7 +646,7 @@ def sweep(
     sys.exit(
         sweep_mod.run_sweep(stack, [*profiles, *stack.tagged(tags)], variant=variant, fast=fast,
                             standin=standin, out=out, resume=resume, timeout=timeout, keep=keep,
-                            standin_load_seconds=standin_load_seconds, bench=bench)
+                            standin_load_seconds=standin_load_seconds, bench=bench, soak=soak)
     )  # fmt: skip
 
 

@@ -11,15 +11,32 @@ from typing import Any
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
 from bwstack.host import netwait
-from bwstack.stack import baselines
+from bwstack.stack import baselines, modelconfig
 from bwstack.stack.schema import Stack
-from healthchecks import judging, settings, warmup
+from healthchecks import judging, longprobe, settings, warmup
 
 DEFAULT_TIMEOUT = 120.0
 
 
-def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None) -> dict[str, Any]:
-    """Probe a running server: liveness, a sampled decode, the passage score. ExternalError when unfit."""
+def model_window(stack: Stack) -> int | None:
+    """The model's sparse window (``index_topk`` of its config, when ``model.config`` names one)."""
+    ref = getattr(stack.model, "config", None)
+    if not ref:
+        return None
+
+    try:
+        value = modelconfig.load(str(ref), base=stack.root).get("index_topk")
+    except UserError:
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def measure(
+    url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None, window: int | None = None
+) -> dict[str, Any]:
+    """Probe a running server: liveness, a sampled decode, the passage score, the long-context score past
+    ``window`` (the model's sparse window; default :data:`longprobe.DEFAULT_WINDOW`). ExternalError when
+    unfit."""
     cfg = settings.Config(
         url=url,
         timeout=timeout,
@@ -35,7 +52,7 @@ def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None =
         cfg=cfg, deadline=time.monotonic() + timeout, api_key=api_key, state={"healthy_once": True}
     )
 
-    def probe() -> tuple[dict[str, Any], list[float]]:
+    def probe() -> tuple[dict[str, Any], list[float], int, list[float]]:
         dead = warmup.check_liveness(run)
         if dead is not None:
             raise dead
@@ -43,10 +60,12 @@ def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None =
         warmup.check_decode(run)
         values, _meta = warmup.score_passage(run)
         judging.judge_passage(values, None, judging.DEFAULT_MARGIN)  # a flat passage is no baseline
-        return info, values
+        length = longprobe.length_for(window, warmup.context_length(run))
+        long_values = warmup.score_long(run, length)
+        return info, values, length, long_values
 
     try:  # the budget holds as a wall clock: a server that trickles bytes cannot stretch it
-        info, values = netwait.within(timeout + 1.0, probe)
+        info, values, length, long_values = netwait.within(timeout + 1.0, probe)
     except netwait.TooSlow:
         raise ExternalError(f"the server at {url} did not answer within the {timeout:g}s budget") from None
     except judging.Unhealthy as exc:
@@ -64,6 +83,9 @@ def measure(url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None =
     return {
         "score": sum(values) / len(values),
         "tokens": len(values),
+        "long": (longprobe.probe_id(length), sum(long_values) / len(long_values), len(long_values))
+        if long_values
+        else None,
         "sglang": str(info.get("version", "")),
         "model_path": str(info.get("model_path", "")),
     }
@@ -77,7 +99,7 @@ def calibrate(
     if not margin > 0:
         raise UserError("must be > 0", field="--margin")
     target = url or f"http://127.0.0.1:{stack.settings.port}"
-    found = measure(target)
+    found = measure(target, window=model_window(stack))
     if found["model_path"] and found["model_path"] != stack.model.path:
         raise UserError(
             f"the server at {target} serves {found['model_path']}, not this stack's model {stack.model.path}",
@@ -93,11 +115,16 @@ def calibrate(
         profile=profile,
         sglang=found["sglang"],
         calibrated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        long=(found["long"][0], round(found["long"][1], 4)) if found["long"] else None,
     )
     path = baselines.baselines_path(stack)
     data = baselines.load_file(path)
-    entry = {k: v for k, v in baseline.__dict__.items() if k != "passage"}
-    data["models"].setdefault(stack.model.path, {})[judging.PASSAGE_ID] = entry
+    entry = {k: v for k, v in baseline.__dict__.items() if k not in ("passage", "long")}
+    models = data["models"].setdefault(stack.model.path, {})
+    models[judging.PASSAGE_ID] = entry
+    if found["long"]:
+        long_id, long_score, long_tokens = found["long"]
+        models[long_id] = {**entry, "score": round(long_score, 4), "tokens": long_tokens}
 
     atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return baseline, path

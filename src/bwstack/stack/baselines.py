@@ -12,7 +12,7 @@ from typing import Any
 
 from bwstack.errors import UserError
 from bwstack.stack.schema import Stack
-from healthchecks import common, judging
+from healthchecks import common, judging, longprobe
 
 BASELINES_FILE = "baselines.json"
 SCHEMA = "bwstack.baselines/1"
@@ -29,13 +29,18 @@ class Baseline:
     profile: str
     sglang: str
     calibrated: str
+    #: the long-context probe's id (``repeat-N``) and score, recorded beside the passage's
+    long: tuple[str, float] | None = None
 
     def env(self) -> dict[str, str]:
         """What the rendered container passes to warmup.py (and serve.py's readiness probe)."""
-        return {
+        out = {
             common.ENV_HC_BASELINE: f"{self.passage}={self.score:.4f}",
             common.ENV_HC_MARGIN: f"{self.margin:g}",
         }
+        if self.long is not None:
+            out[common.ENV_HC_LONG_BASELINE] = f"{self.long[0]}={self.long[1]:.4f}"
+        return out
 
 
 def baselines_path(stack: Stack) -> Path:
@@ -57,9 +62,11 @@ def load_file(path: Path) -> dict[str, Any]:
 def load_baseline(stack: Stack) -> Baseline | None:
     """The baseline of the stack's model for the healthcheck's current passage; None when not calibrated."""
     path = baselines_path(stack)
-    entry = load_file(path)["models"].get(stack.model.path, {}).get(judging.PASSAGE_ID)
+    entries = load_file(path)["models"].get(stack.model.path, {})
+    entry = entries.get(judging.PASSAGE_ID)
     if entry is None:
         return None
+    long = _long_entry(entries)
     where = f"models.{stack.model.path}.{judging.PASSAGE_ID}"
     try:
         baseline = Baseline(
@@ -70,6 +77,7 @@ def load_baseline(stack: Stack) -> Baseline | None:
             profile=str(entry["profile"]),
             sglang=str(entry.get("sglang", "")),
             calibrated=str(entry.get("calibrated", "")),
+            long=long,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(
@@ -78,6 +86,18 @@ def load_baseline(stack: Stack) -> Baseline | None:
     if not baseline.score <= 0 or not baseline.margin > 0:
         raise UserError("score must be a logprob <= 0 and margin > 0", file=path, field=where)
     return baseline
+
+
+def _long_entry(entries: dict[str, Any]) -> tuple[str, float] | None:
+    """The long probe's recorded (id, score), the longest when several lengths were calibrated."""
+    found = [(longprobe.length_of(k) or 0, k, v) for k, v in entries.items() if longprobe.length_of(k)]
+    if not found:
+        return None
+    _length, key, value = max(found)
+    try:
+        return key, float(value["score"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def describe(stack: Stack) -> str:
@@ -90,8 +110,11 @@ def describe(stack: Stack) -> str:
             "PROFILE'"
             " on a known-good server"
         )
-    return (
+    line = (
         f"quality baseline: passage {baseline.passage} scores {baseline.score:.3f} nats/token on "
         f"{stack.model.path} (calibrated on {baseline.profile}); "
         f"below {baseline.score - baseline.margin:.3f} is garbage"
     )
+    if baseline.long is not None:
+        line += f"; long context {baseline.long[0]} {baseline.long[1]:.3f} nats/token"
+    return line

@@ -90,6 +90,24 @@ class BenchSettings(_Strict):
         return self
 
 
+class SoakSettings(_Strict):
+    """The load ``bwstack sweep --soak SECONDS`` keeps on each healthy profile (:mod:`bwstack.sweep.soak`)."""
+
+    concurrency: int = Field(default=4, ge=1, le=64, description="streamed requests in flight at once")
+    lengths: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
+        default=[128, 2304],
+        min_length=1,
+        max_length=16,
+        description="prompt lengths in tokens, cycled; include one past the model's sparse window (2048)",
+    )
+    output_len: int = Field(default=64, ge=1, le=65_536, description="sampled tokens per request")
+    duration_s: int = Field(default=60, ge=1, le=86_400, description="seconds of load when --soak has none")
+    stall_after_s: float = Field(
+        default=60.0, gt=0, le=3600, description="a request with no token for this long ends the soak: hang"
+    )
+    window_s: float = Field(default=10.0, gt=0, le=3600, description="seconds per window of the figures")
+
+
 class StackSettings(_Strict):
     """How the stack is deployed: image, ports, secrets, volumes, compose features."""
 
@@ -114,6 +132,7 @@ class StackSettings(_Strict):
     compose_features: list[Literal["start_interval"]] = []
     healthcheck: HealthcheckSettings = HealthcheckSettings()
     bench: BenchSettings = BenchSettings()
+    soak: SoakSettings = SoakSettings()
 
     @field_validator("model_cache_path")
     @classmethod

@@ -27,6 +27,8 @@ CPU_STACK_FILE = "profiles.cpu.yaml"
 REAL_PART = "real-cpu"
 #: the CPU profiles the demo runs (tagged in profiles.cpu.yaml); `bwstack -f profiles.cpu.yaml sweep` runs all
 DEMO_TAG = "demo"
+#: seconds of soak (stall watchdog, logprob checks) on each healthy real CPU profile of the demo
+DEMO_SOAK_S = 10.0
 STANDIN_PART = "stand-in"
 
 
@@ -66,6 +68,7 @@ def run_demo(
                 keep=keep,
                 bench=True,  # the speed column: a bounded load against each healthy real profile
                 console=console,
+                soak=DEMO_SOAK_S,  # a short soak with the stall watchdog on each healthy real profile
             )
         )
         parts.append((REAL_PART, out_dir / REAL_PART))

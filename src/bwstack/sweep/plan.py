@@ -115,6 +115,17 @@ class Options:
     #: ``--bench``: a bounded load against each healthy profile before it is stopped
     # (:mod:`bwstack.sweep.bench`)
     bench: bool = False
+    #: ``--soak SECONDS``: sustained load with a stall watchdog on each healthy profile
+    # (:mod:`bwstack.sweep.soak`)
+    soak_s: float = 0.0
+
+
+#: what a stand-in row's load and long-context checks are worth (report rows say it beside the verdict)
+STANDIN_IMITATES = (
+    "long-context probe, soak and hang watchdog ran against the stand-in's imitation (pseudo-generation on "
+    "the CPU; its /metrics has no token counters, so the serve wrapper's hang watchdog is off): they test "
+    "bwstack's plumbing, not the SM120 sparse-attention kernels"
+)
 
 
 def source_label(stack: Stack, options: Options) -> str:

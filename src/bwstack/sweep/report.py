@@ -42,8 +42,8 @@ from typing import Any
 
 from bwstack.errors import UserError
 from bwstack.files import atomic_write, read_bounded
-from bwstack.sweep import bench
-from healthchecks import vocabulary
+from bwstack.sweep import bench, soak
+from healthchecks import judging, vocabulary
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
@@ -53,7 +53,7 @@ HTML_FILE = "matrix.html"
 MAX_RESULTS_BYTES = 64 << 20
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
-VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed")
+VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed", "soak")
 #: evidence keys that are stable for the same outcome
 STABLE_EVIDENCE_KEYS = ("exit_code", "oom_killed", "requested", "effective", "server_version", "timeout_s")
 
@@ -400,7 +400,7 @@ def render_markdown(doc: Document) -> str:
         )
     out += ["", "## Evidence", ""]
     for name in decided(doc):
-        out += _markdown_evidence(name, doc["results"][name])
+        out += _markdown_evidence(name, doc["results"][name], long_facts(doc).get(name))
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -487,7 +487,37 @@ def _markdown_grids(doc: Document) -> list[str]:
     return out
 
 
-def _markdown_evidence(name: str, row: Mapping[str, Any]) -> list[str]:
+def score_words(scores: Mapping[str, Any]) -> str:
+    """The row's probe scores in words: short passage and long context (nats/token)."""
+    parts = []
+    if scores.get("short") is not None:
+        parts.append(f"short {scores['short']:.3f}")
+    if scores.get("long") is not None:
+        parts.append(f"long ({scores.get('long_tokens')} tokens) {scores['long']:.3f}")
+    return ", ".join(parts) + " nats/token" if parts else ""
+
+
+def long_facts(doc: Document, margin: float = judging.DEFAULT_MARGIN) -> dict[str, str]:
+    """profile -> ``healthy, long context -X nats/token vs PROFILE`` where a healthy profile scores lower
+    at length than the best other healthy profile of the same model by more than the margin (a fact for
+    choosing, not a failure)."""
+    healthy = [
+        (name, row) for name, row in doc["results"].items()
+        if row.get("verdict") == "healthy" and (row.get("scores") or {}).get("long") is not None
+    ]  # fmt: skip
+    facts: dict[str, str] = {}
+    for name, row in healthy:
+        same = [(other, o) for other, o in healthy if other != name and o.get("model") == row.get("model")]
+        if not same:
+            continue
+        best_name, best = max(same, key=lambda item: float(item[1]["scores"]["long"]))
+        gap = float(best["scores"]["long"]) - float(row["scores"]["long"])
+        if gap > margin:
+            facts[name] = f"healthy, long context -{gap:.2f} nats/token vs {best_name}"
+    return facts
+
+
+def _markdown_evidence(name: str, row: Mapping[str, Any], fact: str | None = None) -> list[str]:
     evidence = row.get("evidence") or {}
     lines = [
         f'<a id="evidence-{name}"></a>',
@@ -530,6 +560,15 @@ def _markdown_evidence(name: str, row: Mapping[str, Any]) -> list[str]:
         lines.append(f"- backend_override: {_cell(override['message'], 300)}")
     if row.get("speed"):
         lines.append(f"- speed: {_cell(bench.speed_words(row['speed']), 800)}")
+    scores = row.get("scores") or {}
+    if scores.get("short") is not None or scores.get("long") is not None:
+        lines.append(f"- scores: {score_words(scores)}")
+    if fact:
+        lines.append(f"- {fact}")
+    if row.get("soak"):
+        lines.append(f"- soak: {_cell(soak.words(row['soak']), 800)}")
+    if row.get("imitated"):
+        lines.append(f"- imitated: {_cell(str(row['imitated']), 400)}")
     lines.append("")
     return lines
 
@@ -610,6 +649,9 @@ def html_context(doc: Document) -> dict[str, Any]:
                 "elapsed": f"{float(row.get('elapsed_s') or 0):.1f} s",
                 "speed_short": bench.short_words(row.get("speed")),
                 "speed_words": bench.speed_words(row.get("speed")),
+                "soak_words": soak.words(row.get("soak")),
+                "score_words": score_words(row.get("scores") or {}),
+                "long_fact": long_facts(doc).get(name),
                 "evidence": evidence,
                 "overrides": (evidence.get("startup") or {}).get("overrides") or [],
                 "backends": [

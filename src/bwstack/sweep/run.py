@@ -92,6 +92,7 @@ def document_for(plan: Plan, options: Options, variant: str | None) -> report.Do
             "standin": options.standin,
             "fast": options.fast,
             "bench": options.bench,
+            "soak_s": options.soak_s,
             "variant": variant,
             "timeout_s": options.timeout_s,
         },
@@ -308,6 +309,7 @@ def run_sweep(
     standin_load_seconds: float | None = None,
     bench: bool = False,
     console: Any = None,
+    soak: float = 0.0,
 ) -> int:
     """Sweep ``profiles`` (all when empty): 0 when every verdict matches, 1 otherwise, 128+N on a signal.
 
@@ -324,6 +326,7 @@ def run_sweep(
         keep=keep,
         load_seconds=standin_load_seconds,
         bench=bench,
+        soak_s=soak,
     )
     out_dir = out if out is not None else default_out(stack)
     plan, doc = open_document(stack, profiles, options, out_dir, resume=resume, variant=variant)
@@ -405,4 +408,5 @@ def profile_detail(stack: Stack, name: str, options: Options) -> str:
     detail = f"expect {stack.profile(name).expect}, {stack.variant_name_for(name)}"
     if options.standin:
         detail += f", fault {standin_fault(stack, name)}"
-    return detail + (", fast" if options.fast else "") + (", bench" if options.bench else "")
+    detail += (", fast" if options.fast else "") + (", bench" if options.bench else "")
+    return detail + (f", soak {options.soak_s:g} s" if options.soak_s else "")

@@ -14,10 +14,10 @@ from bwstack.host import operate
 from bwstack.host.dockercompose import Project
 from bwstack.launch import launch_spec
 from bwstack.stack.schema import Stack
-from bwstack.sweep import bench, report
+from bwstack.sweep import bench, report, soak
 from bwstack.sweep.display import Display, status_text
 from bwstack.sweep.judge import Exited, HealthChange, Judge, LogEnd, LogLine, Probe, Verdict
-from bwstack.sweep.plan import Options, source_label, standin_fault
+from bwstack.sweep.plan import STANDIN_IMITATES, Options, source_label, standin_fault
 from bwstack.sweep.streams import (
     Streams,
     effective_from,
@@ -26,6 +26,20 @@ from bwstack.sweep.streams import (
     int_or_none,
     pending_server_info,
 )
+from healthchecks import imagelayout, longprobe
+
+
+def probe_scores(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """The short and long-context scores of the last healthy probe that reported them (the readiness probe's
+    full pass reports both); None each when no probe did."""
+    found: dict[str, Any] = {"short": None, "long": None, "long_tokens": None}
+    for probe in (evidence.get("health") or {}).get("last") or []:
+        line = str(probe.get("output") or "")
+        if line.startswith("healthy"):
+            seen = longprobe.scores_in(line)
+            found.update({k: v for k, v in seen.items() if v is not None})
+    return found
+
 
 #: seconds a stand-in container gets to stop before SIGKILL (the real stack keeps stop_grace_period)
 STANDIN_STOP_S = 5
@@ -101,6 +115,7 @@ class Runner:
         judge = Judge(self.options.timeout_s, now=t0, confirm=self.stack.settings.healthcheck.retries)
         watch = Watch(name, judge, Streams(self.client))
         speed: dict[str, Any] | None = None
+        soaked: dict[str, Any] | None = None
         try:
             self.start(watch)
             self.follow(watch)
@@ -108,6 +123,10 @@ class Runner:
             verdict = watch.judge.verdict()
             if self.bench is not None and verdict.cls == "healthy":
                 speed = self.measure(watch)
+            if self.options.soak_s > 0 and verdict.cls == "healthy":
+                soaked = self.soak(watch)
+                if soaked.get("verdict") in soak.FAILING:
+                    verdict = Verdict(str(soaked["verdict"]), "soak", f"soak: {soaked.get('reason', '')}")
         finally:
             watch.streams.close()
             self.remove_service(name)
@@ -116,7 +135,28 @@ class Runner:
         row = self.row(name, verdict, evidence, started_at, elapsed)
         if speed is not None:
             row["speed"] = speed
+        if soaked is not None:
+            row["soak"] = soaked
+        if self.options.standin:
+            row["imitated"] = STANDIN_IMITATES
+        if verdict.cls == "healthy":
+            row["scores"] = probe_scores(evidence)
         return row
+
+    def soak(self, watch: Watch) -> dict[str, Any]:
+        """The soak step (``--soak``) against the healthy, still running container."""
+        seconds = self.options.soak_s
+        self.display.status(
+            f"healthy; soaking for {seconds:g} s ({self.stack.settings.soak.concurrency} streams)"
+        )
+        key = f"{imagelayout.SECRETS_DIR}/api_key" if self.stack.settings.api_key else None
+        try:
+            return soak.measure(
+                self.stack.settings.soak, watch.container.id, port=self.stack.settings.port, seconds=seconds,
+                api_key_file=key,
+            )  # fmt: skip
+        except (OSError, ValueError) as exc:
+            return {"verdict": "error", "reason": f"soak step failed: {' '.join(str(exc).split())[:300]}"}
 
     def measure(self, watch: Watch) -> dict[str, Any]:
         """The bench step (``--bench``) against the healthy, still running container."""

@@ -1,0 +1,70 @@
+"""The sweep's soak step (``--soak``): the client's argv, its JSON result into the row, the matrix words."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Sequence
+
+from bwstack.stack.schema import SoakSettings
+from bwstack.sweep import soak
+
+RESULT = {
+    "verdict": "ok", "reason": "", "duration_s": 20.1, "requests": 18, "failed": 0, "errors": [], "tokens": 860,
+    "itl_ms_p50": 41.5, "itl_ms_p99": 180.2, "stalls": 0, "windows": 5,
+    "worst_window": {"start_s": 4.0, "tokens": 120, "itl_ms_p99": 180.2},
+}  # fmt: skip
+
+
+def test_the_step_runs_the_client_in_the_container_and_keeps_its_record() -> None:
+    seen: list[tuple[list[str], float]] = []
+
+    def run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        seen.append((list(argv), timeout))
+        return subprocess.CompletedProcess(list(argv), 0, "noise\n" + json.dumps(RESULT) + "\n", "")
+
+    settings = SoakSettings(concurrency=3, lengths=[32, 2304], output_len=48, stall_after_s=10)
+    record = soak.measure(settings, "c1", port=30000, seconds=20, api_key_file=None, run=run)
+    argv, timeout = seen[0]
+    assert argv[:4] == ["docker", "exec", "c1", "python3"]
+    assert argv[argv.index("--lengths") + 1] == "32,2304" and argv[argv.index("--stall-after") + 1] == "10"
+    assert argv[argv.index("--url") + 1] == "http://127.0.0.1:30000"
+    assert timeout == 20 + 10 + soak.EXEC_GRACE_S
+    assert record["tokens"] == 860 and record["settings"]["lengths"] == [32, 2304]
+    words = soak.words(record)
+    assert words.startswith("ok 20 s, 18 req, 860 tok, ITL p50 42 / p99 180 ms, 0 stalls"), words
+
+
+def test_a_client_without_a_result_is_an_error_not_a_verdict() -> None:
+    def run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(list(argv), 124, "", "timed out after 60 s")
+
+    record = soak.measure(
+        SoakSettings(), "c1", port=1, seconds=1, api_key_file="/run/secrets/api_key", run=run
+    )
+    assert record["verdict"] == "error" and "exit 124" in record["reason"]
+    assert record["verdict"] not in soak.FAILING
+    assert soak.words({"verdict": "hang", "reason": "3 requests in flight, no token for 11 s"}).startswith(
+        "hang: 3"
+    )
+
+
+def test_rows_carry_short_and_long_scores_and_the_long_context_fact() -> None:
+    from bwstack.sweep import report
+    from bwstack.sweep.runner import probe_scores
+
+    line = (
+        "healthy: sampled decode ok (8 tokens, finish length, min logprob -7.16); passage gettysburg-1 score "
+        "-0.021 nats/token over 63 tokens (baseline -0.020, margin 1); long context (2304 tokens) score -0.410 "
+        "nats/token over 1152 tokens (baseline -0.400, margin 1); attention_backend=torch_native"
+    )
+    evidence = {"health": {"last": [{"output": "unhealthy: starting: x"}, {"output": line}]}}
+    assert probe_scores(evidence) == {"short": -0.021, "long": -0.41, "long_tokens": 2304}
+    rows = {
+        "dense": {"verdict": "healthy", "model": "m", "scores": {"short": -0.02, "long": -2.9, "long_tokens": 2304}},
+        "sparse": {"verdict": "healthy", "model": "m", "scores": {"short": -0.02, "long": -0.4, "long_tokens": 2304}},
+        "other": {"verdict": "nan", "model": "m", "scores": {"long": -9.0}},
+    }  # fmt: skip
+    facts = report.long_facts({"results": rows})  # type: ignore[arg-type]
+    assert facts == {"dense": "healthy, long context -2.50 nats/token vs sparse"}
+    assert report.score_words(rows["dense"]["scores"]) == "short -0.020, long (2304 tokens) -2.900 nats/token"
