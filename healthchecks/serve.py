@@ -51,12 +51,10 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, BinaryIO
 
-from healthchecks import imagelayout, signatures
-
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, progress, verdict
+from healthchecks import common, imagelayout, progress, signatures, verdict
 
 PREFIX = verdict.MARKER
 READ_BYTES = 64 * 1024

@@ -21,7 +21,7 @@ from healthchecks import common
 DURATION_PATTERN = "^" + common.DURATION_PATTERN + "$"
 SIZE_PATTERN = r"^\d{1,9}(?:[bkmg]|kb|mb|gb)?$"
 PATTERN_HINTS = {
-    DURATION_PATTERN: "a duration: numbers of at most 6 digits, each with a unit, e.g. 500ms, 30s, 1h30m",
+    DURATION_PATTERN: "a duration of at most 6 digits per number, each with a unit, e.g. 500ms, 30s, 1h30m",
     SIZE_PATTERN: "a size of at most 9 digits and a unit, e.g. 32gb, 512m",
 }
 _SHELL_HINT = (
