@@ -7,6 +7,7 @@ huggingface_hub, jinja2, jsonschema, docker) may still be imported where they ar
 from __future__ import annotations
 
 import ast
+import re
 
 from support.stack import ROOT
 
@@ -47,3 +48,15 @@ def test_own_modules_are_imported_at_the_top() -> None:
 def test_a_function_level_import_is_found() -> None:
     source = "import os\n\ndef f():\n    import json\n    from bwstack import launch\n    return launch\n"
     assert function_level_own_imports(source) == [5]
+
+
+def test_in_image_scripts_import_healthchecks_after_their_path_bootstrap() -> None:
+    """A script the image runs as ``python3 healthchecks/x.py`` makes its folder's parent importable first
+    (``if not __package__: sys.path.insert(…)``); a ``healthchecks`` import above that line fails there."""
+    late = []
+    for path in sorted((ROOT / "healthchecks").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        bootstrap = source.find("if not __package__")
+        if bootstrap >= 0 and re.search(r"^(from|import) healthchecks\b", source[:bootstrap], flags=re.M):
+            late.append(path.name)
+    assert late == []
