@@ -18,7 +18,7 @@ floor, runs interleaved.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
 import resource
 import statistics
 import subprocess
@@ -31,7 +31,6 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "healthchecks" / "corpus"
 SIZE = 100 * 1024
-FILES = ("__init__.py", "common.py", "signatures.py", "warmup.py")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -39,32 +38,43 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--base", default="d1be1f3", help="the commit whose healthchecks/ is the baseline")
     parser.add_argument("--repeat", type=int, default=200, help="classifications per catalog")
     parser.add_argument("--starts", type=int, default=30, help="interpreter starts per variant")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("logs", nargs="*", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
 def old_healthchecks(base: str, into: Path) -> Path:
-    """The baseline's healthchecks package, written under ``into``."""
-    pkg = into / "healthchecks"
-    pkg.mkdir(parents=True)
-    for name in FILES:
-        text = subprocess.run(
-            ["git", "show", f"{base}:healthchecks/{name}"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        (pkg / name).write_text(text, encoding="utf-8")
+    """The baseline's whole healthchecks package (a module or a package of its catalog), under ``into``."""
+    archive = subprocess.run(
+        ["git", "archive", base, "healthchecks"], cwd=ROOT, capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return into
 
 
-def load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def measure_in(root: Path, logs: dict[str, Path], repeat: int) -> dict[str, list[float | int | str]]:
+    """Each log's (median, fastest, class, signature count), classified by ``root``'s catalog in a fresh
+    interpreter (two catalogs of one package name cannot share a process)."""
+    argv = [sys.executable, __file__, "--worker", str(root), "--repeat", str(repeat)]
+    argv += [f"{label}={path}" for label, path in logs.items()]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    result: dict[str, list[float | int | str]] = json.loads(done.stdout)
+    return result
+
+
+def worker(root: str, repeat: int, logs: list[str]) -> int:
+    """``--worker ROOT``: time ROOT's catalog on each ``label=path`` log; prints JSON."""
+    sys.path.insert(0, root)
+    from healthchecks import signatures
+
+    out = {}
+    for item in logs:
+        label, _, path = item.partition("=")
+        text = Path(path).read_text(encoding="utf-8")
+        median, fastest = time_classify(signatures, text, repeat)
+        out[label] = [median, fastest, signatures.classify_text(text).cls, len(signatures.SIGNATURES)]
+    print(json.dumps(out))
+    return 0
 
 
 def serving_log() -> str:
@@ -109,21 +119,27 @@ def time_classify(module: ModuleType, text: str, repeat: int) -> tuple[float, fl
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.worker:
+        return worker(args.worker, args.repeat, args.logs)
     with tempfile.TemporaryDirectory() as tmp:
         base_root = old_healthchecks(args.base, Path(tmp))
-        before = load(base_root / "healthchecks" / "signatures.py", "signatures_before")
-        after = load(ROOT / "healthchecks" / "signatures.py", "signatures_after")
+        logs = {"serving log + crash": Path(tmp) / "serving.log", "failures only": Path(tmp) / "failures.log"}
+        logs["serving log + crash"].write_text(serving_log(), encoding="utf-8")
+        logs["failures only"].write_text(failure_log(), encoding="utf-8")
+        before = measure_in(base_root, logs, args.repeat)
+        after = measure_in(ROOT, logs, args.repeat)
+        counts = (before["failures only"][3], after["failures only"][3])
         print(
             f"classify 100 KB in-process, CPU time, median (fastest) of {args.repeat}, "
-            f"{len(before.SIGNATURES)} signatures before, {len(after.SIGNATURES)} now:"
+            f"{counts[0]} signatures before, {counts[1]} now:"
         )
-        for label, text in (("serving log + crash", serving_log()), ("failures only", failure_log())):
-            b_med, b_min = time_classify(before, text, args.repeat)
-            a_med, a_min = time_classify(after, text, args.repeat)
+        for label in logs:
+            b_med, b_min, b_cls = (float(before[label][0]), float(before[label][1]), before[label][2])
+            a_med, a_min, a_cls = (float(after[label][0]), float(after[label][1]), after[label][2])
             print(
                 f"  {label:20} before {b_med * 1e3:5.2f} ({b_min * 1e3:5.2f}) ms   now {a_med * 1e3:5.2f} "
                 f"({a_min * 1e3:5.2f}) ms   now / before {a_med / b_med:4.2f} ({a_min / b_min:4.2f})   "
-                f"class {before.classify_text(text).cls} / {after.classify_text(text).cls}"
+                f"class {b_cls} / {a_cls}"
             )
         variants = {
             "floor (python3 -c pass)": [sys.executable, "-c", "pass"],
