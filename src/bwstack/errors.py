@@ -39,3 +39,13 @@ class UserError(Exception):
 
 class ExternalError(Exception):
     """A tool or service bwstack depends on failed (Docker, Compose, a registry); exit status 1, one line."""
+
+    #: the command leaves worker threads it cannot stop (a library's download pool stuck in a read): the CLI
+    #: ends the process after printing the line instead of waiting for them at interpreter exit
+    abandons_threads = False
+
+
+class AbandonedWork(ExternalError):
+    """An ExternalError whose command stops waiting for work it cannot interrupt (see abandons_threads)."""
+
+    abandons_threads = True

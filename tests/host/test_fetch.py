@@ -442,3 +442,22 @@ def test_failed_download_says_what_is_left_and_how_to_resume(hub: Hub, repo: Rep
     resumed = run_fetch(hub, profiles)
     assert resumed.returncode == 0, resumed.stderr
     assert modelcache.status(location(profiles), REPO, repo.commit).state == "present"
+
+
+def test_a_download_that_trickles_is_stopped_by_its_progress_bound(repo: Repo, stack_copy: Path) -> None:
+    """Each 16 KiB chunk arrives within huggingface_hub's per-read timeout, so only progress bounds it: under
+    1 MiB in BWSTACK_FETCH_STALL_S seconds ends the fetch with exit 1, one line, and a resumable cache."""
+    profiles = _profiles(stack_copy, repo.commit, token=None)
+    with serve(Hub(repos={REPO: repo}, throttle_bps=4096)) as hub:
+        env = {**_env(hub, profiles.parent), "BWSTACK_FETCH_STALL_S": "4"}
+        started = time.monotonic()
+        stalled = subprocess.run(
+            _fetch_cmd(profiles), env=env, capture_output=True, text=True, timeout=120, cwd=profiles.parent
+        )
+        took = time.monotonic() - started
+    assert stalled.returncode == 1, stalled.stderr
+    lines = errors_of(stalled.stderr)
+    assert len(lines) == 1 and "Traceback" not in stalled.stderr, stalled.stderr
+    assert "download stalled (less than 1.0 MB in the last 4 s" in lines[0], lines[0]
+    assert "run 'bwstack fetch' again to resume" in lines[0]
+    assert took < 60, took

@@ -7,6 +7,7 @@ Bad input raises :class:`bwstack.errors.UserError`, printed here as one line wit
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,6 +64,10 @@ class _Group(click.Group):
             sys.exit(EXIT_USAGE)
         except ExternalError as exc:
             _err(" ".join(str(exc).split()))
+            if exc.abandons_threads:  # a library's worker threads would keep the interpreter from exiting
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(1)
             sys.exit(1)
         except KeyboardInterrupt:
             _err("interrupted")

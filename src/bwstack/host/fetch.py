@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from bwstack import __version__
-from bwstack.errors import ExternalError, UserError
+from bwstack.errors import AbandonedWork, ExternalError, UserError
 from bwstack.files import atomic_write
 from bwstack.host import modelcache, netwait
 from bwstack.host.modelcache import Location, human_bytes
 from bwstack.stack.schema import Stack
 from bwstack.sweep.report import utc_now
-from healthchecks import imagelayout
+from healthchecks import common, imagelayout
 
 #: file names SGLang (transformers' config/tokenizer loaders) reads besides the weights
 NEEDED_NAMES = frozenset(
@@ -59,6 +59,11 @@ SKIPPED_DIRS = frozenset({"original"})
 DISK_MARGIN = 1.02  # 2 % for the Hub's lock files, refs and the filesystem's own rounding
 POLL_SECONDS = 0.5
 PLAIN_EVERY_SECONDS = 10.0
+#: a download that grows by less than STALL_MIN_BYTES in this many seconds is stalled (a server that trickles
+#: bytes keeps every read under huggingface_hub's per-read timeout, so only progress can bound it)
+STALL_ENV = "BWSTACK_FETCH_STALL_S"
+DEFAULT_STALL_S = 300.0
+STALL_MIN_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -464,13 +469,17 @@ def _download(  # noqa: PLR0917 - one call site
 
     worker = threading.Thread(target=run, name="bwstack-fetch", daemon=True)
     worker.start()
+    watch = StallWatch(progress, common.parse_seconds(os.environ.get(STALL_ENV, ""), DEFAULT_STALL_S))
     try:
         while worker.is_alive():
             worker.join(POLL_SECONDS)
             progress.tick()
+            if watch.stalled():
+                progress.tick(final=True)
+                raise AbandonedWork(_left_words(progress, watch.words()))
     except KeyboardInterrupt:
         progress.tick(final=True)
-        raise ExternalError(_left_words(progress, "interrupted")) from None
+        raise AbandonedWork(_left_words(progress, "interrupted")) from None
     progress.tick(final=True)
     if failure:
         exc = failure[0]
@@ -484,6 +493,30 @@ def _download(  # noqa: PLR0917 - one call site
             raise hub_error(exc, stack, commit) from None
         text = " ".join(f"{exc.__class__.__name__}: {exc}".split())[:240]
         raise ExternalError(_left_words(progress, f"download failed ({text})")) from None
+
+
+class StallWatch:
+    """Progress bounds a download: less than ``STALL_MIN_BYTES`` more on disk in ``seconds`` is a stall."""
+
+    def __init__(self, progress: Progress, seconds: float) -> None:
+        self.progress = progress
+        self.seconds = seconds
+        self.mark_bytes, _ = progress.measure()
+        self.mark_time = time.monotonic()
+
+    def stalled(self) -> bool:
+        done, _ = self.progress.measure()
+        now = time.monotonic()
+        if done - self.mark_bytes >= STALL_MIN_BYTES:
+            self.mark_bytes, self.mark_time = done, now
+            return False
+        return now - self.mark_time >= self.seconds
+
+    def words(self) -> str:
+        return (
+            f"download stalled (less than {human_bytes(STALL_MIN_BYTES)} in the last {self.seconds:g} s: a "
+            f"server that trickles or a dead connection; {STALL_ENV} sets the bound)"
+        )
 
 
 def resume_partials(
