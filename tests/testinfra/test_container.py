@@ -40,7 +40,8 @@ def test_server_runs_exactly_the_rendered_argv(service: Service) -> None:
     cmdline = proc_file(service.host, process.pid, "cmdline")
     assert cmdline[1:3] == ["-m", SERVER_MODULE]
     argv = launch.launch_spec(service.stack, service.profile).argv
-    assert cmdline[3:-2] == argv and cmdline[-2] == "--config"  # the API key's private config file
+    # the wrapper adds the hang watchdog's metrics and the API key's private config file, nothing else
+    assert cmdline[3:-2] == [*argv, "--enable-metrics"] and cmdline[-2] == "--config"
     assert service.api_key not in "\n".join(cmdline)
     wrapper = proc_file(service.host, 1, "cmdline")
     assert wrapper[:2] == ["python3", f"{imagelayout.HC_DIR}/serve.py"]
