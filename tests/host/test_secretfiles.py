@@ -18,6 +18,7 @@ from bwstack.errors import UserError
 from bwstack.host import operate, secretfiles
 from bwstack.host.doctor.host import check_secrets
 from bwstack.stack import loader
+from healthchecks import imagelayout
 from support.stack import copy_stack
 
 ROOT_WITH_SETPRIV = os.geteuid() == 0 and shutil.which("setpriv") is not None
@@ -70,19 +71,19 @@ def test_created_secret_is_0600_plus_one_acl_entry_for_the_serving_user(folder: 
     assert stat.S_IMODE(mode) == 0o640  # group bits show the ACL mask: r for the named user
     entries = secretfiles.parse_acl(os.getxattr(path, secretfiles.ACL_XATTR))
     named = [e for e in entries if e.tag == 0x02]
-    assert [(e.id, e.perm) for e in named] == [(secretfiles.SERVING_UID, 4)]
+    assert [(e.id, e.perm) for e in named] == [(imagelayout.UID, 4)]
     assert secretfiles.readable_by(path)
     assert not secretfiles.readable_by(path, uid=10002, gid=10002)
     assert secretfiles.grant_serving_user(path) is None  # idempotent
     if ROOT_WITH_SETPRIV:
         path.write_text("the-key\n")
-        assert kernel_lets_read(path, secretfiles.SERVING_UID)
+        assert kernel_lets_read(path, imagelayout.UID)
         assert not kernel_lets_read(path, 10002)
 
 
 @pytest.mark.parametrize(
     ("mode", "owner", "expected"),
-    [(0o600, 0, False), (0o644, 0, True), (0o640, 0, False), (0o400, secretfiles.SERVING_UID, True)],
+    [(0o600, 0, False), (0o644, 0, True), (0o640, 0, False), (0o400, imagelayout.UID, True)],
 )
 def test_readable_by_follows_the_mode_bits_without_an_acl(
     folder: Path, mode: int, owner: int, expected: bool
@@ -97,7 +98,7 @@ def test_readable_by_follows_the_mode_bits_without_an_acl(
     path.chmod(mode)
     assert secretfiles.readable_by(path) is expected
     if ROOT_WITH_SETPRIV:
-        assert kernel_lets_read(path, secretfiles.SERVING_UID) is expected
+        assert kernel_lets_read(path, imagelayout.UID) is expected
 
 
 def test_an_existing_0600_file_is_granted_and_others_lose_read(tmp_path: Path) -> None:
@@ -148,5 +149,5 @@ def test_state_of_reads_the_real_file(tmp_path: Path) -> None:
     path.unlink()
     path.write_text("key")
     path.chmod(0o600)
-    expected = "ok" if os.getuid() == secretfiles.SERVING_UID else "unreadable"
+    expected = "ok" if os.getuid() == imagelayout.UID else "unreadable"
     assert secretfiles.state_of("api_key", path).state == expected

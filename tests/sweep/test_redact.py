@@ -3,6 +3,7 @@ host identity on request, and no damage to the ordinary words of a log (tiktoken
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,15 @@ def test_host_redaction_drops_names_addresses_and_users() -> None:
         assert kept in out, kept
     plain = redact.Redactor(values=[])
     assert plain.text(text) == text  # without --redact-host the host stays named
+
+
+def test_a_key_with_quotes_is_found_and_redacted_in_its_json_escaped_form() -> None:
+    """results.json holds argv as JSON: a key with a backslash and a quote is escaped there, so redaction and the
+    last leak check use every printed form of a value (healthchecks.common.printed_forms), not its bytes alone."""
+    key = 'sk-a\\b"c\tend'
+    redactor = redact.Redactor(values=[key])
+    doc = json.dumps({"argv": ["--tokenizer-path", f"/x/{key}"]})
+    assert key not in doc and json.dumps(key)[1:-1] in doc
+    assert redactor.leaks(doc.encode())
+    out = redactor.text(doc)
+    assert json.dumps(key)[1:-1] not in out and not redactor.leaks(out.encode())

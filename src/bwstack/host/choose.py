@@ -33,12 +33,11 @@ from bwstack.host.doctor.detect import Host, detect_host
 from bwstack.host.doctor.probe import HostProbe
 from bwstack.know import rules
 from bwstack.stack.schema import Stack
+from bwstack.sweep import report
 
 PIN_ENV = "BWSTACK_PROFILE"
 #: where a sweep records a measured speed in a results.json row: row[SPEED_KEY[0]][SPEED_KEY[1]]
 SPEED_KEY = ("speed", "output_tokens_per_s")
-#: a results.json larger than this is not read (report.MAX_RESULTS_BYTES)
-REPORT_MAX_BYTES = 64 << 20
 
 
 @dataclass
@@ -95,7 +94,7 @@ def measured(stack: Stack, arch: str) -> dict[str, Measured]:
     speeds: dict[str, Measured] = {}
     for folder, path in _report_files(stack):
         try:  # a FIFO, a huge or a hostile file is skipped like a malformed one, never waited on
-            doc = json.loads(read_bounded(path, REPORT_MAX_BYTES))
+            doc = json.loads(read_bounded(path, report.MAX_RESULTS_BYTES))
         except (OSError, ValueError, RecursionError):
             continue
         if not isinstance(doc, dict):

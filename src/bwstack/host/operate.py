@@ -33,7 +33,7 @@ from bwstack.render import compose
 from bwstack.stack.baselines import describe
 from bwstack.stack.pins import Variant
 from bwstack.stack.schema import Stack
-from healthchecks import common
+from healthchecks import common, imagelayout
 
 POLL_SECONDS = 2.0
 
@@ -73,7 +73,7 @@ def ensure_secrets(stack: Stack) -> list[str]:
             secretfiles.create_secret(path)
             notes.append(
                 f"created empty secret file {path} (mode 0600, readable for the serving user uid "
-                f"{secretfiles.SERVING_UID} only); put your token there if needed"
+                f"{imagelayout.UID} only); put your token there if needed"
             )
             continue
         secretfiles.check_regular(path)

@@ -3,7 +3,8 @@ serving user only.
 
 Compose file secrets outside swarm are bind mounts that keep the host file's owner and mode (``uid``/``gid``/
 ``mode`` are ignored: docker/compose#12362, moby/moby#40046), so a 0600 file of the operator is unreadable for
-the image's serving user (uid :data:`SERVING_UID`). bwstack grants that one user read access with a POSIX ACL
+the image's serving user (uid :data:`healthchecks.imagelayout.UID`). bwstack grants that one user read access
+with a POSIX ACL
 entry (``user:10001:r--``; owner keeps read/write, group and others get nothing); as root without ACL support
 it hands the file to that user instead. :func:`readable_by` judges a file for ``doctor`` as the kernel will.
 """
@@ -18,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bwstack.errors import UserError
+from healthchecks import imagelayout
 
 #: the image's serving user (Dockerfile ``USER 10001:10001``; the k8s securityContext)
-SERVING_UID = 10001
-SERVING_GID = 10001
 
 ACL_XATTR = "system.posix_acl_access"
 _ACL_VERSION = 2
@@ -63,7 +63,7 @@ def _acl_of(path: Path) -> list[AclEntry] | None:
         return None
 
 
-def readable_by(path: Path, uid: int = SERVING_UID, gid: int = SERVING_GID) -> bool:
+def readable_by(path: Path, uid: int = imagelayout.UID, gid: int = imagelayout.GID) -> bool:
     """Whether ``uid`` (primary group ``gid``, no other groups) may read ``path``: mode bits and a POSIX
     access ACL, judged as the kernel does (owner, named user & mask, owning/named group & mask, other)."""
     info = path.stat()
@@ -92,15 +92,15 @@ def readable_by(path: Path, uid: int = SERVING_UID, gid: int = SERVING_GID) -> b
 
 
 def _grant_acl(path: Path, info: os.stat_result) -> None:
-    """Add ``user:SERVING_UID:r--`` to the file's access ACL, keeping the owner's bits and dropping the
+    """Add ``user:imagelayout.UID:r--`` to the file's access ACL, keeping the owner's bits and dropping the
     group's and others' (a secret is for its owner and the serving user only)."""
     current = _acl_of(path) or []
-    keep = [e for e in current if e.tag == _USER and e.id != SERVING_UID]
+    keep = [e for e in current if e.tag == _USER and e.id != imagelayout.UID]
     owner = (info.st_mode >> 6) & 7
     entries = [
         AclEntry(_USER_OBJ, owner, _UNDEFINED_ID),
         *keep,
-        AclEntry(_USER, _READ, SERVING_UID),
+        AclEntry(_USER, _READ, imagelayout.UID),
         AclEntry(_GROUP_OBJ, 0, _UNDEFINED_ID),
         AclEntry(_MASK, _READ, _UNDEFINED_ID),
         AclEntry(_OTHER, 0, _UNDEFINED_ID),
@@ -118,19 +118,20 @@ def grant_serving_user(path: Path) -> str | None:
         return None
     try:
         _grant_acl(path, info)
-        return f"{path}: readable for the serving user (uid {SERVING_UID}) by an ACL entry, no one else"
+        return f"{path}: readable for the serving user (uid {imagelayout.UID}) by an ACL entry, no one else"
     except OSError as exc:
         if exc.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
             raise UserError(
-                f"cannot grant uid {SERVING_UID} read access: {exc.strerror or exc}", file=path
+                f"cannot grant uid {imagelayout.UID} read access: {exc.strerror or exc}", file=path
             ) from None
     if os.geteuid() == 0:
-        os.chown(path, SERVING_UID, -1)
+        os.chown(path, imagelayout.UID, -1)
         os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
-        return f"{path}: owned by the serving user (uid {SERVING_UID}), mode 0600 (no ACL support here)"
+        return f"{path}: owned by the serving user (uid {imagelayout.UID}), mode 0600 (no ACL support here)"
     raise UserError(
-        f"the serving user (uid {SERVING_UID}) cannot read it and this file system takes no POSIX ACL; "
-        f"run `sudo chown {SERVING_UID} {path}` (keep mode 0600) or put stack.secrets_dir on ext4/xfs/btrfs",
+        f"the serving user (uid {imagelayout.UID}) cannot read it and this file system takes no POSIX ACL; "
+        f"run `sudo chown {imagelayout.UID} {path}` (keep mode 0600) or put stack.secrets_dir on "
+        "ext4/xfs/btrfs",
         file=path,
     )
 

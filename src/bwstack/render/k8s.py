@@ -25,7 +25,6 @@ from typing import Any
 
 from bwstack import launch
 from bwstack.errors import UserError
-from bwstack.host import secretfiles
 from bwstack.render import compose, multihost
 from bwstack.stack.schema import Stack
 from healthchecks import common, imagelayout
@@ -36,7 +35,6 @@ K8S_TEMPLATE = "k8s/leaderworkerset.yaml.j2"
 K8S_DIR = "k8s"
 CRD_RESOURCE = "data/schemas/leaderworkerset-crd.yaml"
 DIST_INIT_PORT = multihost.DIST_INIT_PORT
-UID = secretfiles.SERVING_UID
 READY_STATE = "/tmp/bwstack-hc-ready.json"  # noqa: S108 - a path inside the container
 STARTUP_PERIOD_S = 10
 JIT_CLAIM_SIZE = "32Gi"
@@ -264,7 +262,7 @@ def lws_context(stack: Stack, profile_name: str, nodes: int) -> dict[str, Any]:
         "annotations": profile_annotations(stack, profile_name),
         "leader": pod_context(spec, nodes, leader=True),
         "worker": pod_context(spec, nodes, leader=False),
-        "uid": UID,
+        "uid": imagelayout.UID,
         "shm_size": quantity(stack.settings.shm_size),
         "secrets": secret_sources(stack),
         "claims": [

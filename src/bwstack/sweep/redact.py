@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from healthchecks import common
+
 MARK = "[redacted]"
 HOST_MARK = "[host]"
 USER_MARK = "[user]"
@@ -123,10 +125,11 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """``text`` with every secret value and pattern (and host identity, when asked) replaced."""
-        for value in self.values:
-            if value in text:
-                self._count("secret value", text.count(value))
-                text = text.replace(value, MARK)
+        for value in self.values:  # every printed form: a key with a quote is escaped inside results.json
+            for form in common.printed_forms(value):
+                if form in text:
+                    self._count("secret value", text.count(form))
+                    text = text.replace(form, MARK)
         for path, shown in self.paths:
             if len(path) > 1 and path in text:
                 self._count("local path", text.count(path))
@@ -188,8 +191,7 @@ class Redactor:
         """What of the secrets still appears in ``blob`` (the last check before anything is written)."""
         found = []
         for value in self.values:
-            forms = {value, value.encode("unicode_escape").decode("ascii")}
-            if any(form.encode() in blob for form in forms):
+            if any(form.encode() in blob for form in common.printed_forms(value)):
                 found.append(f"a secret value of {len(value)} characters")
         text = blob.decode("utf-8", errors="replace")
         for name, pattern, keep in PATTERNS:

@@ -26,7 +26,7 @@ from bwstack.host.doctor.facts import (
     weights_of,
 )
 from bwstack.host.modelcache import CacheStatus
-from bwstack.host.secretfiles import SERVING_UID, SecretState
+from bwstack.host.secretfiles import SecretState
 from healthchecks import imagelayout
 
 SHM_FAIL_BYTES = 1 * GIB
@@ -148,16 +148,17 @@ def check_secrets(found: list[SecretState] | None) -> Check:
     words = {
         "missing": "missing (bwstack up creates it empty)",
         "not_regular": "not a regular file",
-        "unreadable": f"unreadable for the serving user (uid {SERVING_UID}): the server would not start",
+        "unreadable": f"unreadable for the serving user (uid {imagelayout.UID}): the server would not start",
         "empty": "empty",
         "open": "readable by every local user",
-        "ok": f"readable for uid {SERVING_UID}, no one else",
+        "ok": f"readable for uid {imagelayout.UID}, no one else",
     }
     detail = "; ".join(f"{s.path}: {words[s.state]}" for s in found)
     bad = [s for s in found if s.state in ("not_regular", "unreadable")]
     if bad:
         paths = " ".join(str(s.path) for s in bad)
-        fix = f"`bwstack up` grants uid {SERVING_UID} read (ACL), or `setfacl -m u:{SERVING_UID}:r {paths}`"
+        uid = imagelayout.UID
+        fix = f"`bwstack up` grants uid {uid} read (ACL), or `setfacl -m u:{uid}:r {paths}`"
         return Check("secrets", G_HOST, title, "fail", detail, fix)
     if any(s.state == "open" for s in found):
         paths = " ".join(str(s.path) for s in found if s.state == "open")
