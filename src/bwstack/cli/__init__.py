@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from bwstack.cli.bisect import bisect as bisect_command
-from bwstack.cli.options import DEFAULT_PROFILES, file_option
+from bwstack.cli.options import DEFAULT_PROFILES, file_option, keep_option, standin_load_option
 from bwstack.cli.report import bundle_cmd, merge_cmd, verify_cmd
 from bwstack.cli.upgrade import upgrade as upgrade_command
 from bwstack.cli.upgrade import variant as variant_command
@@ -609,13 +609,8 @@ def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
 @click.option(
     "--timeout", type=click.IntRange(min=1), default=None, help="Seconds per profile before 'timeout'."
 )
-@click.option("--keep", is_flag=True, help="--standin: keep the stand-in network and volumes at the end.")
-@click.option(
-    "--standin-load-seconds",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="--standin: simulated weight-load time of the stand-in server (default: the stand-in's own, 2 s).",
-)
+@keep_option
+@standin_load_option
 @click.option("--tag", "tags", multiple=True, help="Only the profiles carrying this tag (repeatable).")
 @click.option("--bench", is_flag=True, help="Measure each healthy profile's speed (stack.bench settings).")
 @click.option(
@@ -658,13 +653,8 @@ def sweep(
 @main.command()
 @file_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Report folder.")
-@click.option("--keep", is_flag=True, help="Keep the stand-in network and volumes at the end.")
-@click.option(
-    "--standin-load-seconds",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Simulated weight-load time of the stand-in server (default: the stand-in's own, 2 s).",
-)
+@keep_option
+@standin_load_option
 def demo(file: Path, out: Path | None, keep: bool, standin_load_seconds: float | None) -> None:
     """The stand-in sweep over every profile: the whole pipeline on a machine without a GPU."""
     from bwstack import sweep as sweep_mod

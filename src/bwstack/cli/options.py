@@ -1,4 +1,5 @@
-"""Options shared by the ``bwstack`` commands wherever they are defined (``cli.py``, ``bisect_cli.py``).
+"""Options shared by the ``bwstack`` commands wherever they are defined (``cli/__init__.py``, its command
+modules).
 
 Kept apart from ``cli.py`` so that a command module registered by ``cli.py`` can use them without importing
 ``cli.py`` back.
@@ -35,4 +36,21 @@ def file_option(func: F) -> F:
         callback=stack_file,
         help=f"The profiles file (default: the one given before the command, else {DEFAULT_PROFILES}).",
         type=click.Path(path_type=Path),
+    )(func)
+
+
+def keep_option(func: F) -> F:
+    """``--keep``: leave the stand-in's network and volumes in place (``sweep --standin``, ``demo``)."""
+    return click.option(
+        "--keep", is_flag=True, help="With the stand-in: keep its network and volumes at the end."
+    )(func)
+
+
+def standin_load_option(func: F) -> F:
+    """``--standin-load-seconds``: the stand-in's simulated load time (``sweep --standin``, ``demo``)."""
+    return click.option(
+        "--standin-load-seconds",
+        type=click.FloatRange(min=0),
+        default=None,
+        help="With the stand-in: its simulated weight-load time (default: the stand-in's own, 2 s).",
     )(func)
