@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -271,3 +272,95 @@ def test_list_shows_what_was_measured_with_its_host(stack_copy: Path) -> None:
     assert rows["dense-fi-bf16"]["measured"]["output_tokens_per_s"] == 1234.5
     assert rows["dense-fi-bf16"]["measured"]["report"] == "20260401T000000Z"
     assert rows["dsa-fi-sparse-fp8"]["measured"] is None
+
+
+def _scored(root: Path, folder: str, rows: dict[str, dict[str, Any]], *, gpu_arch: str = "sm120") -> None:
+    """A real report whose healthy rows carry the probes' scores (``scores``: short, long, long_tokens) and,
+    where given, a bench speed and a soak record, as the sweep writes them."""
+    doc = report.new_document(
+        stack={
+            "file": "profiles.yaml",
+            "project": "bwstack",
+            "model": "m",
+            "gpu_arch": gpu_arch,
+            "tp_size": 8,
+        },
+        mode={"kind": "real", "standin": False, "fast": False, "variant": None},
+        variants={},
+        plan=list(rows),
+        generated_by="test",
+    )
+    for name, extra in rows.items():
+        report.record(doc, {"profile": name, "verdict": "healthy", "match": True, "model": "m", **extra})
+    out = root / "reports" / folder
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
+SOAK = {
+    "verdict": "ok", "duration_s": 60.0, "requests": 42, "tokens": 5376, "itl_ms_p50": 21.0, "itl_ms_p99": 80.0,
+    "stalls": 0, "worst_window": {"start_s": 40, "itl_ms_p99": 95.0},
+}  # fmt: skip
+
+
+def test_a_profile_weaker_at_length_ranks_after_one_that_keeps_its_quality(stack_copy: Path) -> None:
+    root = stack_copy.parent
+    speed = {"speed": {"output_tokens_per_s": 2000.0}}
+    _scored(root, "20260601T000000Z", {
+        # faster, but 1.9 nats/token worse on the long-context probe than the sparse profile (margin 1.0)
+        "dense-fi-bf16": {**speed, "scores": {"short": -0.02, "long": -2.10, "long_tokens": 4100}},
+        "dsa-fi-sparse-fp8": {"scores": {"short": -0.03, "long": -0.20, "long_tokens": 4100}, "soak": SOAK},
+        "dense-triton-bf16": {"scores": {"short": -0.02, "long": -0.95, "long_tokens": 4100}},  # within margin
+    })  # fmt: skip
+    result = up_dry_run(FIXTURES / "rtx-pro-6000-8x", profiles=stack_copy)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = " ".join(result.stdout.split())
+    assert "choice: dsa-fi-sparse-fp8: " in text, text
+    assert "keeps its quality at length (profiles weaker at length rank last)" in text
+    reasons = passed_over(result.stdout)
+    assert reasons["dense-fi-bf16"] == (
+        "usable, weaker at length: long context -1.90 nats/token vs dsa-fi-sparse-fp8 (reports/20260601T000000Z)"
+    )
+    assert reasons["dense-triton-bf16"] == "usable, after dsa-fi-sparse-fp8 in profiles.yaml order"
+
+    env = {k: v for k, v in os.environ.items() if k != "BWSTACK_DOCTOR_FIXTURE"}
+    run = [sys.executable, "-m", "bwstack.cli", "list", "-f", str(stack_copy)]
+    short = subprocess.run(run, capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "200"})
+    assert short.returncode == 0, short.stderr
+    lines = " ".join(short.stdout.split())
+    assert "at length and under load (real sweeps; bwstack sweep --soak):" in lines
+    assert (
+        "dense-fi-bf16: short -0.020, long (4100 tokens) -2.100 nats/token; long context -1.90 nats/token vs "
+        "dsa-fi-sparse-fp8 (reports/20260601T000000Z)"
+    ) in lines
+    assert (
+        "dsa-fi-sparse-fp8: short -0.030, long (4100 tokens) -0.200 nats/token; keeps its quality at length; "
+        "soak: ok 60 s, 42 req, 5376 tok, ITL p50 21 / p99 80 ms, 0 stalls, worst window @40 s p99 95 ms "
+        "(reports/20260601T000000Z)"
+    ) in lines
+    wide = subprocess.run([*run, "--wide"], capture_output=True, text=True, timeout=120, env=env)
+    assert "at length: short -0.020, long (4100 tokens) -2.100" in " ".join(wide.stdout.split())
+    data = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, timeout=120).stdout)
+    rows = {row["profile"]: row for row in data["profiles"]}
+    assert rows["dense-fi-bf16"]["at_length"]["long_fact"].startswith("healthy, long context -1.90")
+    assert rows["dsa-fi-sparse-fp8"]["at_length"]["soak"]["requests"] == 42
+    assert rows["legacy-dense-fi-bf16"]["at_length"] is None
+
+
+def test_stand_in_and_other_arch_scores_never_steer_the_choice_and_bad_scores_are_skipped(
+    stack_copy: Path,
+) -> None:
+    from bwstack.host import choose
+    from bwstack.stack import loader
+
+    root = stack_copy.parent
+    weak = {"dense-fi-bf16": {"scores": {"long": -3.0}}, "dsa-fi-sparse-fp8": {"scores": {"long": -0.1}}}
+    _scored(root, "20260601T000000Z", weak, gpu_arch="sm100")  # another arch
+    _scored(root, "20260602T000000Z", {"dense-fi-bf16": {"scores": {"long": "x"}}, "dsa-fi-sparse-fp8": {}})
+    stack = loader.load_stack(stack_copy)
+    assert choose.at_length(stack, "sm120") == {}
+    found = choose.at_length(stack, "sm100")
+    assert found["dense-fi-bf16"].weaker_at_length and not found["dsa-fi-sparse-fp8"].weaker_at_length
+    result = up_dry_run(FIXTURES / "rtx-pro-6000-8x", profiles=stack_copy)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "weaker at length" not in result.stdout

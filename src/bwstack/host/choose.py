@@ -14,6 +14,12 @@
    with verdict ``healthy`` in a report whose ``mode.standin`` and ``mode.fast`` are false and whose
    ``stack.gpu_arch`` is this arch, carrying ``speed.output_tokens_per_s`` (:data:`SPEED_KEY`, a number;
    higher is faster). Rows without it rank after measured ones, in profiles.yaml order.
+   Before speed comes length: a profile whose newest such report says it scored lower at length than another
+   healthy profile of the same model by more than the probe's margin (the long-context probe, the row's
+   ``scores.long``; :func:`bwstack.sweep.report.long_facts`, "healthy, long context -X nats/token vs
+   PROFILE") ranks after every profile without that fact. Serving long prompts is what a sparse-attention
+   model is for, and the dense fallbacks lose exactly that; a faster profile that does not keep its quality at
+   length is passed over, with the figure.
 
 ``BWSTACK_PROFILE`` pins the choice (it must name a profile; a known-bad one still needs ``--force``).
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +88,25 @@ class Measured:
         return float(self.speed[SPEED_KEY[1]])
 
 
+@dataclass(frozen=True)
+class AtLength:
+    """One profile's newest real scores at length and under load: the row's ``scores`` (short, long,
+    long_tokens), the long-context fact of that run (None: no healthy profile of the same model did better
+    by more than the margin), the row's ``soak`` record (None: no soak) and the report they are in."""
+
+    scores: dict[str, Any]
+    long_fact: str | None
+    soak: dict[str, Any] | None
+    report: str
+
+    @property
+    def weaker_at_length(self) -> bool:
+        return self.long_fact is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scores": self.scores, "long_fact": self.long_fact, "soak": self.soak, "report": self.report}
+
+
 def _report_files(stack: Stack) -> list[tuple[str, Path]]:
     """(report folder relative to reports/, results.json path), newest report first."""
     reports = stack.root / "reports"
@@ -89,9 +115,9 @@ def _report_files(stack: Stack) -> list[tuple[str, Path]]:
     return sorted(keyed, key=lambda item: (item[0].split("/")[0], item[0]), reverse=True)
 
 
-def measured(stack: Stack, arch: str) -> dict[str, Measured]:
-    """profile -> its newest measured speed on real hardware of ``arch`` (see the module docstring)."""
-    speeds: dict[str, Measured] = {}
+def _real_reports(stack: Stack, arch: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(report folder, results.json document) of the real, complete reports of ``arch``, newest first: no
+    stand-in, no ``--fast`` and no combined ``mixed`` report (its parts are read instead)."""
     for folder, path in _report_files(stack):
         try:  # a FIFO, a huge or a hostile file is skipped like a malformed one, never waited on
             doc = json.loads(read_bounded(path, report.MAX_RESULTS_BYTES))
@@ -106,14 +132,49 @@ def measured(stack: Stack, arch: str) -> dict[str, Measured]:
             continue
         if about.get("gpu_arch") != arch:
             continue
-        for name, row in results.items():
-            speed = row.get(SPEED_KEY[0]) if isinstance(row, dict) else None
-            if not isinstance(speed, dict) or name in speeds or row.get("verdict") != "healthy":
+        yield folder, doc
+
+
+def _healthy_rows(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, row in doc["results"].items():
+        if isinstance(row, dict) and row.get("verdict") == "healthy":
+            yield name, row
+
+
+def measured(stack: Stack, arch: str) -> dict[str, Measured]:
+    """profile -> its newest measured speed on real hardware of ``arch`` (see the module docstring)."""
+    speeds: dict[str, Measured] = {}
+    for folder, doc in _real_reports(stack, arch):
+        for name, row in _healthy_rows(doc):
+            speed = row.get(SPEED_KEY[0])
+            if not isinstance(speed, dict) or name in speeds:
                 continue
             value = speed.get(SPEED_KEY[1])
             if isinstance(value, int | float) and not isinstance(value, bool) and not speed.get("standin"):
                 speeds[name] = Measured(dict(speed), folder)
     return speeds
+
+
+def at_length(stack: Stack, arch: str) -> dict[str, AtLength]:
+    """profile -> its newest real long-context score (and that run's long-context fact and soak record) on
+    ``arch``; a row without a long score does not count (a sweep whose probe could not reach the length)."""
+    found: dict[str, AtLength] = {}
+    for folder, doc in _real_reports(stack, arch):
+        try:
+            facts = report.long_facts(doc)
+        except (TypeError, ValueError, KeyError, AttributeError):  # a hand-edited score that is no number
+            continue
+        for name, row in _healthy_rows(doc):
+            scores = row.get("scores")
+            if name in found or not isinstance(scores, dict) or not _number(scores.get("long")):
+                continue
+            soak = row.get("soak") if isinstance(row.get("soak"), dict) else None
+            found[name] = AtLength(dict(scores), facts.get(name), soak, folder)
+    return found
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def measured_speeds(stack: Stack, arch: str) -> dict[str, tuple[float, str]]:
@@ -166,16 +227,26 @@ def choose(stack: Stack, probe: HostProbe, *, pinned: str | None = None) -> Choi
             passed,
         )
     speeds = measured_speeds(stack, host.arch)
+    length = at_length(stack, host.arch)
+    weaker = {n for n in usable if n in length and length[n].weaker_at_length}
     order = {name: index for index, name in enumerate(stack.profiles)}
-    ranked = sorted(usable, key=lambda n: (n not in speeds, -speeds.get(n, (0.0, ""))[0], order[n]))
+    ranked = sorted(
+        usable, key=lambda n: (n in weaker, n not in speeds, -speeds.get(n, (0.0, ""))[0], order[n])
+    )
     best = ranked[0]
     fits = f"expected and predicted healthy on {host.arch}, {stack.model.tp_size} of {host.count} GPUs"
     if best in speeds:
         why = f"{fits}; fastest measured: {speeds[best][0]:g} output tokens/s (reports/{speeds[best][1]})"
     else:
         why = f"{fits}; first usable in profiles.yaml order (no measured speed)"
+    if best in weaker:
+        why += f"; every usable profile is weaker at length, this one: {_at_length_words(length[best])}"
+    elif weaker:
+        why += "; keeps its quality at length (profiles weaker at length rank last)"
     for name in ranked[1:]:
-        if name in speeds:
+        if name in weaker and best not in weaker:
+            reason = f"usable, weaker at length: {_at_length_words(length[name])}"
+        elif name in speeds:
             reason = f"usable, slower: {speeds[name][0]:g} output tokens/s (reports/{speeds[name][1]})"
         elif best in speeds:
             reason = "usable, no measured speed"
@@ -184,6 +255,11 @@ def choose(stack: Stack, probe: HostProbe, *, pinned: str | None = None) -> Choi
         passed.append((name, reason))
     passed.sort(key=lambda item: order[item[0]])
     return Choice(host, best, why, passed)
+
+
+def _at_length_words(found: AtLength) -> str:
+    fact = (found.long_fact or "").removeprefix("healthy, ")
+    return f"{fact} (reports/{found.report})"
 
 
 def pinned_profile() -> str | None:

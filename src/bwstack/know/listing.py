@@ -6,7 +6,10 @@ work / known to fail, each with its reason. With ``--arch``: each profile also g
 that GPU arch from the rules engine (explain + audit + rules), marked ``!`` where it disagrees with the
 profile's own ``expect``. Where a ``bwstack sweep --bench`` on real hardware of the arch (``--arch``, else the
 stack's: ``cpu`` for a CPU stack) measured a healthy profile, its newest figures are shown as "measured"
-(:func:`bwstack.host.choose.measured`), with the host they were measured on.
+(:func:`bwstack.host.choose.measured`), with the host they were measured on. Likewise the newest real scores
+at length and under load (:func:`bwstack.host.choose.at_length`): the short and long-context probe scores, the
+long-context fact where a profile scored lower at length than another healthy profile of the same model
+("long context -X nats/token vs PROFILE", which ``bwstack up``'s choice ranks last) and the soak's figures.
 """
 
 from __future__ import annotations
@@ -14,17 +17,21 @@ from __future__ import annotations
 from typing import Any
 
 from bwstack import textlayout
-from bwstack.host.choose import measured
+from bwstack.host.choose import at_length, measured
 from bwstack.know import evidence, rules
 from bwstack.stack.baselines import describe, load_baseline
 from bwstack.stack.schema import Stack
+from bwstack.sweep import soak
 from bwstack.sweep.bench import short_words, speed_words
+from bwstack.sweep.report import score_words
 
 
 def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
     """Machine-readable listing (``bwstack list --json``)."""
 
-    speeds = measured(stack, arch or ("cpu" if stack.is_cpu else stack.settings.gpu_arch))
+    measured_on = arch or ("cpu" if stack.is_cpu else stack.settings.gpu_arch)
+    speeds = measured(stack, measured_on)
+    length = at_length(stack, measured_on)
     shipped = evidence.load(stack.root)
     rows = []
     for name, profile in stack.profiles.items():
@@ -38,6 +45,7 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
             "backends": {k: v for k, v in profile.backends().items() if v is not None},
             "measured": ({**speeds[name].speed, "report": speeds[name].report} if name in speeds else None),
             "seen": evidence.seen_words(evidence.cells_for(stack, name, shipped)),
+            "at_length": length[name].to_json() if name in length else None,
         }
         if arch is not None:
             row["prediction"] = _predict(stack, name, arch)
@@ -118,7 +126,15 @@ def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = 
         for row in seen:
             text = f"{row['profile']}: expect {row['expect']} — {row['seen']}"
             lines.extend(textlayout.wrap(text, width, "  "))
-    hosts = sorted({str(r["measured"]["host"]) for r in data["profiles"] if r.get("measured")})
+    long_rows = [r for r in data["profiles"] if r.get("at_length")]
+    if long_rows and not wide:
+        lines.append("at length and under load (real sweeps; bwstack sweep --soak):")
+        for row in long_rows:
+            text = f"{row['profile']}: {at_length_words(row['at_length'])}"
+            lines.extend(textlayout.wrap(text, width, "  "))
+    hosts = sorted(
+        {str(r["measured"]["host"]) for r in data["profiles"] if (r.get("measured") or {}).get("host")}
+    )
     if hosts:
         lines.extend(textlayout.wrap(f"measured (bwstack sweep --bench) on: {'; '.join(hosts)}", width))
     hint = "start one: bwstack up PROFILE (or bwstack up: picks one for this host)"
@@ -165,6 +181,8 @@ def _wide_block(row: dict[str, Any], arch: str | None, width: int) -> list[str]:
             parts.append(f"differs: {pred['why_differs']}")
     if row.get("measured"):
         parts.append(f"measured: {speed_words(row['measured'])} (reports/{row['measured']['report']})")
+    if row.get("at_length"):
+        parts.append(f"at length: {at_length_words(row['at_length'])}")
     if row.get("seen"):
         parts.append(f"recorded: {row['seen']}")
     parts.extend(f"evidence: {item}" for item in row["evidence"])
@@ -172,3 +190,13 @@ def _wide_block(row: dict[str, Any], arch: str | None, width: int) -> list[str]:
         lines = textlayout.wrap(part, width - 2, indent)
         out.extend([lines[0], *("  " + line for line in lines[1:])])
     return out
+
+
+def at_length_words(found: dict[str, Any]) -> str:
+    """``short …, long (N tokens) … nats/token; <long-context fact>; soak: … (reports/…)``: one profile."""
+    parts = [score_words(found.get("scores") or {})]
+    fact = found.get("long_fact")
+    parts.append(str(fact).removeprefix("healthy, ") if fact else "keeps its quality at length")
+    if found.get("soak"):
+        parts.append(f"soak: {soak.words(found['soak'])}")
+    return "; ".join(p for p in parts if p) + f" (reports/{found.get('report')})"
