@@ -45,7 +45,7 @@ def test_idle_and_progressing_stay_healthy_a_frozen_scheduler_is_hang(
         assert server.proc.poll() is None
 
         running = soak(server, 120.0)
-        hold(server)  # a user's request that stays in flight after the soak has closed its own
+        hold(server.url)  # a user's request that stays in flight after the soak has closed its own
         time.sleep(4)
         scheduler = server.scheduler_pid()
         os.kill(scheduler, signal.SIGSTOP)

@@ -128,15 +128,16 @@ def result(proc: subprocess.Popen[str]) -> dict[str, object]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def hold(server: Served, seconds: float = 180.0) -> threading.Thread:
-    """A user's streamed request that stays open (for ``seconds`` at most): what a livelock leaves in flight
-    after the soak, which closes its own requests once it has seen the hang."""
+def hold(url: str, seconds: float = 180.0) -> threading.Thread:
+    """A user's streamed request to the server at ``url`` that stays open (for ``seconds`` at most): what a
+    livelock leaves in flight after the soak, which closes its own requests once it has seen the hang (a
+    client that disconnects ends its request in SGLang). Also used against a container's published port."""
 
     def read() -> None:
         body = {"text": "The quick brown fox", "stream": True,
                 "sampling_params": {"max_new_tokens": 1500, "ignore_eos": True, "temperature": 0.7}}  # fmt: skip
         request = urllib.request.Request(
-            server.url + "/generate",
+            url + "/generate",
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )
