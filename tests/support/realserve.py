@@ -1,5 +1,6 @@
 """The image's serve wrapper (``healthchecks/serve.py``) around real SGLang on the CPU, on 127.0.0.1, with
-the hang watchdog on (imported as ``support.realserve``; tests/real/test_real_hang.py, benchmarks).
+the hang watchdog on (imported as ``support.realserve``; benchmarks/health_under_load.py; ``hold`` also by
+tests/sweep/test_cpu_stack.py, against a container's port).
 
 The wrapper runs from the host venv of the CPU variant's closure, so it starts the real
 ``sglang.launch_server`` exactly as the image's entrypoint does; the healthcheck (``warmup.py``) and the soak
