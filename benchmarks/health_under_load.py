@@ -79,7 +79,7 @@ def main() -> int:
                 f"x{soak_s / ready_s:.2f} a sweep step's time to its verdict"
             )
             running = soak(server, 300.0)
-            hold(server)  # a user's request that stays in flight after the soak has closed its own
+            hold(server.url)  # a user's request that stays in flight after the soak has closed its own
             time.sleep(4)
             os.kill(server.scheduler_pid(), signal.SIGSTOP)
             frozen = time.monotonic()

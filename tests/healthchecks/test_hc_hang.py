@@ -1,7 +1,7 @@
 """Busy and stuck: the stall clock over SGLang's /metrics counters, the watcher's record, the healthcheck.
 
-The metric lines are in the shape real SGLang 0.5.23 served them (tests/real/test_real_hang.py runs the real
-thing: a SIGSTOPped scheduler under a soak).
+The metric lines are in the shape real SGLang 0.5.23 served them (tests/sweep/test_cpu_stack.py runs the real
+thing in the v0.5.23-cpu container: a SIGSTOPped scheduler under a soak).
 """
 
 from __future__ import annotations

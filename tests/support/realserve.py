@@ -1,5 +1,6 @@
 """The image's serve wrapper (``healthchecks/serve.py``) around real SGLang on the CPU, on 127.0.0.1, with
-the hang watchdog on (imported as ``support.realserve``; tests/real/test_real_hang.py, benchmarks).
+the hang watchdog on (imported as ``support.realserve``; benchmarks/health_under_load.py; ``hold`` also by
+tests/sweep/test_cpu_stack.py, against a container's port).
 
 The wrapper runs from the host venv of the CPU variant's closure, so it starts the real
 ``sglang.launch_server`` exactly as the image's entrypoint does; the healthcheck (``warmup.py``) and the soak
@@ -128,15 +129,16 @@ def result(proc: subprocess.Popen[str]) -> dict[str, object]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def hold(server: Served, seconds: float = 180.0) -> threading.Thread:
-    """A user's streamed request that stays open (for ``seconds`` at most): what a livelock leaves in flight
-    after the soak, which closes its own requests once it has seen the hang."""
+def hold(url: str, seconds: float = 180.0) -> threading.Thread:
+    """A user's streamed request to the server at ``url`` that stays open (for ``seconds`` at most): what a
+    livelock leaves in flight after the soak, which closes its own requests once it has seen the hang (a
+    client that disconnects ends its request in SGLang). Also used against a container's published port."""
 
     def read() -> None:
         body = {"text": "The quick brown fox", "stream": True,
                 "sampling_params": {"max_new_tokens": 1500, "ignore_eos": True, "temperature": 0.7}}  # fmt: skip
         request = urllib.request.Request(
-            server.url + "/generate",
+            url + "/generate",
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )

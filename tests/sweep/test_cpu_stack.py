@@ -4,25 +4,37 @@ compose.cpu.yaml in real Docker + Compose v2, real SGLang's verdicts, and the sw
 One scratch copy of the stack per module (its own compose project name, an ephemeral host port): the image is
 built by ``bwstack build`` there (the wheelhouse is linked from the host cache; the Docker layer cache makes
 the second build of the session cheap). Everything the module made is removed at the end, also on failure.
+
+Healthy under sustained load (issue 23): one container of that image, started by ``bwstack up --soak`` from a
+scratch stack with a 10 s stall bound, stays healthy busy and idle; its real scheduler frozen with SIGSTOP in
+the middle of a soak is ``hang`` for the soak, the container's healthcheck and fail-fast (exit 3).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
 
-from bwstack.sweep import bench
+from bwstack.stack import loader
+from bwstack.sweep import bench, soak
 from support import dockerstack
 from support.dockerstack import TrackedContainer
-from support.stack import copy_stack
+from support.realserve import hold
+from support.stack import copy_stack, edit_yaml
 
 pytestmark = [pytest.mark.docker, pytest.mark.real, pytest.mark.slow]
 
@@ -198,3 +210,137 @@ def assert_sane_speed(name: str, speed: dict[str, Any], settings: dict[str, int]
     assert "datasets" in speed["client_note"]
     assert speed["host"].startswith("CPU: ") and speed["host"].endswith("(real SGLang, no GPU)")
     assert speed["standin"] is False and speed["settings"] == settings
+
+
+# --- healthy under sustained load, a frozen scheduler is hang (issue 23) ------------------------------------
+
+STALL_AFTER = 10  # the hang bound of the wrapper's watchdog, the healthcheck and the soak
+HC_INTERVAL = 3  # seconds between Docker's health probes
+
+
+@dataclass
+class HangStack:
+    root: Path
+    frozen: list[int]  # host pids the test froze: thawed (SIGCONT) before the teardown stops anything
+
+
+@pytest.fixture()
+def hang_stack(built: object, tmp_path: Path) -> Iterator[HangStack]:
+    """A scratch CPU stack whose healthy profile runs with a 10 s stall bound and 3 s health probes (the
+    profile's env and stack.healthcheck, as an operator sets them), soak settings to match; its own project,
+    a free port; the module's image. Everything it started is removed at the end (the scheduler thawed first)."""
+    copy_stack(tmp_path)
+    project = dockerstack.unique_name("bwstack-hang-test")
+
+    def edit(data: Any) -> None:
+        settings = data["stack"]
+        settings.update({"project": project, "port": dockerstack.free_port()})
+        settings["healthcheck"].update({"interval": f"{HC_INTERVAL}s", "retries": 3})
+        settings["soak"].update({"concurrency": 2, "lengths": [32, 1500], "output_len": 32,
+                                 "stall_after_s": STALL_AFTER, "window_s": 2})  # fmt: skip
+        data["profiles"][HEALTHY]["env"] = {"BWSTACK_HC_STALL_AFTER": str(STALL_AFTER)}
+
+    edit_yaml(tmp_path / "profiles.cpu.yaml", edit)
+    rendered = bwstack(tmp_path, "-f", "profiles.cpu.yaml", "render")
+    assert rendered.returncode == 0, rendered.stderr
+    made = bwstack(tmp_path, "-f", "profiles.cpu.yaml", "fetch")
+    assert made.returncode == 0, made.stderr
+    made_stack = HangStack(tmp_path, [])
+    try:
+        yield made_stack
+    finally:
+        for pid in made_stack.frozen:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        compose(tmp_path, "--profile", "*", "down", "-v", "--remove-orphans", "--timeout", "5")
+        dockerstack.force_clean(project)
+
+
+def scheduler_pid(container: str) -> int:
+    """The host pid of the real SGLang scheduler process in the container (``docker top``)."""
+    rows = dockerstack.docker("top", container, "-eo", "pid,args").stdout.splitlines()[1:]
+    found = [int(row.split(None, 1)[0]) for row in rows if "sglang::scheduler" in row]
+    assert len(found) == 1, rows
+    return found[0]
+
+
+def test_healthy_idle_and_under_a_soak_a_frozen_scheduler_is_hang_and_the_container_stops(
+    hang_stack: HangStack,
+) -> None:
+    """One container, started by ``bwstack up --soak`` as an operator would: busy and progressing under a
+    soak twice the stall bound, then idle past it, it stays ``healthy``; with the real scheduler process
+    SIGSTOPped in the middle of a second soak (one user request held open, as a livelock leaves it), the soak
+    says ``hang`` within the bound + 5 s, Docker's healthcheck turns ``unhealthy: hang``, and fail-fast
+    stops the container (exit 3)."""
+    root = hang_stack.root
+    stack = loader.load_stack(root / "profiles.cpu.yaml")
+    port = stack.settings.port
+    began = time.monotonic()
+    up = bwstack(root, "-f", "profiles.cpu.yaml", "up", HEALTHY, "--soak", str(2 * STALL_AFTER), timeout=900)
+    up_s = time.monotonic() - began
+    out = up.stdout + up.stderr
+    assert up.returncode == 0, out[-4000:]
+    assert f"{HEALTHY}: healthy" in out and "soak verdict: ok" in out, out[-3000:]
+    figures = re.search(
+        r"soak figures: (\d+) requests, (\d+) tokens, ITL p50 \d+ / p99 \d+ ms, (\d+) stalls", out
+    )
+    assert figures is not None, out[-3000:]
+    requests, tokens, stalls = (int(n) for n in figures.groups())
+    assert requests > 0 and tokens > 0 and stalls == 0, figures.group(0)
+    assert re.search(r"soak: 15 of 20 s, container running/healthy", out), out[-3000:]
+    cid = dockerstack.docker(
+        "ps", "-q", "--filter", f"label=com.docker.compose.project={stack.settings.project}"
+    ).stdout.split()
+    assert len(cid) == 1, cid
+    container = TrackedContainer(cid[0])
+    busy_log = container.health_log()  # the last five probes: the soak's 20 s
+    assert container.health() == "healthy" and all(line.startswith("healthy") for line in busy_log), busy_log
+
+    time.sleep(STALL_AFTER + 2 * HC_INTERVAL)  # idle past the stall bound
+    idle_log = container.health_log()
+    assert container.health() == "healthy" and all(line.startswith("healthy") for line in idle_log), idle_log
+    logs = container.logs()
+    assert "hang watchdog on: requests in flight with no token for 10 s = hang" in logs, logs[-3000:]
+    # the wrapper's readiness probe was a full pass: sampled decode, passage, long context (capped at 2048)
+    ready = re.search(r"readiness probe: (.*)", logs)
+    assert ready is not None and ready.group(1).startswith("healthy: "), logs[-3000:]
+    assert "long context (2040 tokens) score" in ready.group(1), ready.group(1)
+
+    settings = stack.settings.soak
+    client = soak.argv(settings, port=port, seconds=120, api_key_file=None)
+    running = subprocess.Popen(
+        bench.exec_argv(container.id, client), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    hold(f"http://127.0.0.1:{port}")  # a user's request that stays in flight after the soak closed its own
+    time.sleep(4)
+    pid = scheduler_pid(container.id)
+    hang_stack.frozen.append(pid)
+    os.kill(pid, signal.SIGSTOP)
+    frozen = time.monotonic()
+    stdout, stderr = running.communicate(timeout=120)
+    seen = time.monotonic() - frozen
+    stuck = soak.parse(stdout)
+    assert stuck is not None, stderr
+    assert stuck["verdict"] == "hang" and "requests in flight, no token for" in stuck["reason"], stuck
+    assert seen <= STALL_AFTER + 5, (seen, stuck)
+
+    assert dockerstack.wait_until(lambda: container.health() == "unhealthy", timeout=90, interval=0.5)
+    unhealthy = time.monotonic() - frozen
+    assert container.verdict() == "hang", container.health_log()
+    line = next(line for line in reversed(container.health_log()) if line.startswith("unhealthy: hang: "))
+    assert "requests in flight, no token for" in line, line
+    assert dockerstack.wait_until(lambda: container.state()["Status"] == "exited", timeout=120, interval=0.5)
+    stopped = time.monotonic() - frozen
+    state = container.state()
+    logs = container.logs()
+    assert state["ExitCode"] == 3, logs[-3000:]  # the serve wrapper's fail-fast
+    assert "fail-fast: the hang watchdog reported 'unhealthy: hang:" in logs, logs[-3000:]
+    last = container.health_log()[-1]
+    down = compose(root, "--profile", "*", "down", "-v", "--remove-orphans")
+    assert down.returncode == 0, down.stderr
+    assert dockerstack.leftovers(stack.settings.project) == {}
+    soaked = [line for line in out.splitlines() if line.startswith("bwstack: soak")]
+    print("\n" + "\n".join(soaked) + f"\nup --soak {2 * STALL_AFTER} took {up_s:.0f} s")
+    print(f"soak hang after {seen:.1f} s, health unhealthy after {unhealthy:.1f} s, container exited "
+          f"(code {state['ExitCode']}) after {stopped:.1f} s (stall bound {STALL_AFTER} s, probes every "
+          f"{HC_INTERVAL} s); last probe: {last}")  # fmt: skip

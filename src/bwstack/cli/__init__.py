@@ -258,6 +258,14 @@ def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -
     is_flag=True,
     help="Start even when 'bwstack fetch' has not verified the model (SGLang then downloads it).",
 )
+@click.option(
+    "--soak",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Once healthy, keep the sweep's soak (stack.soak settings) on the service for SECONDS; "
+    "exit 1 unless its verdict is ok.",
+)
 def up(
     file: Path,
     profile: str | None,
@@ -266,16 +274,25 @@ def up(
     no_wait: bool,
     dry_run: bool,
     skip_model_check: bool,
+    soak: float | None,
 ) -> None:
     """Start one profile's service and wait until it is healthy (or print why it is not).
 
     Without PROFILE (and without BWSTACK_PROFILE), pick one for this host: its GPUs' arch and count, the
     profiles expected and predicted healthy there, the fastest measured, else the first in profiles.yaml.
     Refuses (exit 1) while the model is not fetched: run 'bwstack fetch' first.
+
+    With --soak SECONDS, the healthy service then carries the sweep's soak: stack.soak.concurrency streamed
+    requests from inside the container against 127.0.0.1, every logprob checked, a request with no token for
+    stack.soak.stall_after_s ending it as hang; a progress line every 15 s, then the figures (requests,
+    tokens, ITL p50/p99, stalls, worst window) and 'soak verdict: ...'. Exit 0 when the verdict is ok, 1 on
+    hang, nan, garbage or no result (the service is left as it is), 2 on bad input.
     """
     from bwstack.host import choose, operate
     from bwstack.stack import loader
 
+    if soak is not None:
+        _check_soak(soak, dry_run=dry_run, no_wait=no_wait)
     stack = loader.load_stack(file)
     loader.emit_warnings(stack)
     if profile is None:
@@ -315,8 +332,25 @@ def up(
             timeout=timeout,
             wait=not no_wait,
             skip_model_check=skip_model_check,
+            soak_s=soak or 0.0,
         )
     )
+
+
+#: the longest ``up --soak`` (a day, as ``stack.soak.duration_s``)
+MAX_SOAK_S = 86_400
+
+
+def _check_soak(seconds: float, *, dry_run: bool, no_wait: bool) -> None:
+    """``up --soak``: a positive, finite number of seconds on a start that waits for health."""
+    import math
+
+    if dry_run:
+        raise UserError("up: --soak runs load against the started service; --dry-run starts nothing")
+    if no_wait:
+        raise UserError("up: --soak needs a healthy service; --no-wait does not wait for one")
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_SOAK_S:
+        raise UserError(f"up: --soak wants seconds, more than 0 and at most {MAX_SOAK_S}, got {seconds:g}")
 
 
 @main.command()

@@ -2,11 +2,14 @@
 
 ``up`` starts one profile's service through Compose, stops any other profile's container first (one backend at
 a time on the same GPUs and port), and waits for the container's health with live progress; when it fails it
-prints the healthcheck's one-line reason and the server log's classified root cause.
+prints the healthcheck's one-line reason and the server log's classified root cause. ``up --soak S`` then
+keeps the sweep's soak (:mod:`bwstack.sweep.soak`, ``stack.soak`` settings) on the healthy service for S
+seconds and prints its figures and verdict.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -33,9 +36,15 @@ from bwstack.render import compose
 from bwstack.stack.baselines import describe
 from bwstack.stack.pins import Variant
 from bwstack.stack.schema import Stack
+from bwstack.sweep import soak
 from healthchecks import common, imagelayout
 
 POLL_SECONDS = 2.0
+#: seconds between two progress lines of ``up --soak``
+SOAK_PROGRESS_S = 15.0
+#: ``up --soak``: the exit status when the soak's verdict is not ``ok`` (hang, nan, garbage, or no result),
+#: the same as a start that does not get healthy
+EXIT_SOAK_FAILED = 1
 
 
 HOST_OVERRIDE_FILE = "compose.host.yaml"
@@ -132,8 +141,11 @@ def up(
     project: Project | None = None,
     out: Any = None,
     skip_model_check: bool = False,
+    soak_s: float = 0.0,
 ) -> int:
-    """Start one profile and wait for health; 0 healthy (or started with wait=False), 1 otherwise.
+    """Start one profile and wait for health; 0 healthy (or started with wait=False), 1 otherwise. With
+    ``soak_s`` (and ``wait``) the healthy service is then soaked (:func:`soak_service`): 1 unless its verdict
+    is ``ok``.
 
     Without ``project`` (the real stack) the model must be fetched first (:func:`modelcache.service_env`
     refuses with ExternalError otherwise), so the start period never covers a download."""
@@ -169,7 +181,51 @@ def up(
     if not wait:
         return 0
     limit = float(timeout) if timeout else default_wait_seconds(stack)
-    return wait_healthy(project, profile_name, limit, echo, stack=stack)
+    status = wait_healthy(project, profile_name, limit, echo, stack=stack)
+    if status != 0 or soak_s <= 0:
+        return status
+    return soak_service(stack, project, profile_name, soak_s, echo)
+
+
+def soak_service(stack: Stack, project: Project, service: str, seconds: float, echo: Any) -> int:
+    """The sweep's soak step against the started, healthy service: ``soak_client.py`` inside its container
+    against 127.0.0.1 (``docker exec``), ``stack.soak`` settings, a progress line every
+    :data:`SOAK_PROGRESS_S`; prints the figures and the verdict line. 0 when the verdict is ``ok``, else
+    :data:`EXIT_SOAK_FAILED`."""
+    settings = stack.settings.soak
+    cid = container_id(project, service)
+    if cid is None:
+        print(f"bwstack: {service}: no container to soak", file=echo)
+        return EXIT_SOAK_FAILED
+    lengths = ",".join(str(n) for n in settings.lengths)
+    print(
+        f"bwstack: {service}: soaking for {seconds:g} s ({settings.concurrency} streams, prompts of "
+        f"{lengths} tokens, {settings.output_len} sampled tokens each, no token for "
+        f"{settings.stall_after_s:g} s = hang)",
+        file=echo,
+        flush=True,
+    )
+
+    def tick(elapsed: float) -> None:
+        state = inspect(cid)["State"]
+        health = (state.get("Health") or {}).get("Status", "none")
+        print(f"bwstack: soak: {elapsed:.0f} of {seconds:g} s, container {state.get('Status')}/{health}",
+              file=echo, flush=True)  # fmt: skip
+
+    key = f"{imagelayout.SECRETS_DIR}/api_key" if stack.settings.api_key else None
+    found = soak.measure(
+        settings, cid, port=stack.settings.port, seconds=seconds, api_key_file=key,
+        run=soak.with_progress(tick, SOAK_PROGRESS_S),
+    )  # fmt: skip
+    for line in soak.summary(found):
+        print(f"bwstack: {line}", file=echo, flush=True)
+    if found.get("verdict") == "ok":
+        return 0
+    if found.get("verdict") in soak.FAILING:
+        # the verdict stands without a hint
+        with contextlib.suppress(UserError, ExternalError, OSError, ValueError):
+            print(f"bwstack: {next_try.suggest(stack, service, str(found['verdict'])).line()}", file=echo)
+    return EXIT_SOAK_FAILED
 
 
 def default_wait_seconds(stack: Stack) -> float:

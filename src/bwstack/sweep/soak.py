@@ -8,12 +8,17 @@ stall bound, window), for ``--soak`` seconds. The client checks every streamed t
 step as ``hang`` once a request has had no token for the stall bound. The row's ``soak`` (results.json):
 verdict, reason, tokens, requests, ITL p50/p99, stalls, the worst window, the settings, ``soak_s``; a soak
 verdict other than ``ok`` (``hang``, ``nan``, ``garbage``) replaces the row's ``healthy``.
+
+``bwstack up --soak S`` runs the same step against the service it started (:func:`measure` with
+:func:`with_progress`, then :func:`summary`).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bwstack.stack.schema import SoakSettings
@@ -103,3 +108,57 @@ def words(soak: Any) -> str:
     if isinstance(worst.get("itl_ms_p99"), int | float):
         parts.append(f"worst window @{worst.get('start_s')} s p99 {worst['itl_ms_p99']:.0f} ms")
     return ", ".join(parts)
+
+
+def with_progress(tick: Callable[[float], None], every: float) -> bench.Run:
+    """A :data:`bench.Run` like :func:`bench.run_host` that calls ``tick(elapsed seconds)`` every ``every``
+    seconds while the command runs (progress lines on a long soak)."""
+
+    def run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except OSError as exc:
+            return subprocess.CompletedProcess(list(argv), 127, "", str(exc))
+        with proc:
+            while True:
+                left = timeout - (time.monotonic() - started)
+                try:
+                    out, err = proc.communicate(timeout=max(0.01, min(every, left)))
+                    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() - started >= timeout:
+                        proc.kill()
+                        out, _err = proc.communicate()
+                        return subprocess.CompletedProcess(
+                            list(argv), 124, out, f"timed out after {timeout:g} s"
+                        )
+                    tick(time.monotonic() - started)
+
+    return run
+
+
+def summary(soak: dict[str, Any]) -> list[str]:
+    """What ``bwstack up --soak`` prints: the figures (when the client measured any), then the verdict line
+    ``soak verdict: ok`` or ``soak verdict: CLASS: REASON``."""
+    lines = []
+    if "tokens" in soak:
+        p50, p99 = soak.get("itl_ms_p50"), soak.get("itl_ms_p99")
+        parts = [f"{soak.get('requests', 0)} requests", f"{soak.get('tokens', 0)} tokens"]
+        if soak.get("failed"):
+            parts.append(f"{soak['failed']} failed")
+        itl = [f"{v:.0f}" if isinstance(v, int | float) else "-" for v in (p50, p99)]
+        parts.append(f"ITL p50 {itl[0]} / p99 {itl[1]} ms")
+        parts.append(f"{soak.get('stalls', 0)} stalls")
+        worst = soak.get("worst_window") or {}
+        if isinstance(worst.get("itl_ms_p99"), int | float):
+            parts.append(
+                f"worst window @{worst.get('start_s')} s: p99 {worst['itl_ms_p99']:.0f} ms, "
+                f"{worst.get('tokens', 0)} tokens"
+            )
+        parts.append(f"{soak.get('duration_s', 0):g} s")
+        lines.append("soak figures: " + ", ".join(parts))
+    verdict = str(soak.get("verdict", "error"))
+    reason = " ".join(str(soak.get("reason") or "").split())
+    lines.append(f"soak verdict: {verdict}" + (f": {reason}" if verdict != "ok" and reason else ""))
+    return lines
