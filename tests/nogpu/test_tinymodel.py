@@ -63,6 +63,23 @@ def test_qwen2_has_attention_biases(tmp_path: Path) -> None:
     assert "model.layers.0.self_attn.q_proj.bias" in weights
 
 
+def test_olmo2_has_the_layout_sglang_loads_and_a_window_only_in_config(tmp_path: Path) -> None:
+    """The long-context pair (bwstack.nogpu.tinycopy): same tensors, the twin's config.json names a window."""
+    full = tinymodel.TinySpec(arch="olmo2")
+    windowed = tinymodel.TinySpec(arch="olmo2", sliding_window=1024)
+    assert tinymodel.weight_shapes(full) == tinymodel.weight_shapes(windowed)
+    weights = load_file(str(tinymodel.write(tmp_path / "o", windowed) / "model.safetensors"))
+    for name in ("self_attn.q_norm.weight", "self_attn.k_norm.weight", "self_attn.o_proj.bias",
+                 "post_feedforward_layernorm.weight"):  # fmt: skip
+        assert f"model.layers.1.{name}" in weights
+    assert "model.layers.0.input_layernorm.weight" not in weights
+    config = json.loads((tmp_path / "o" / "config.json").read_text())
+    assert config["architectures"] == ["Olmo2ForCausalLM"] and config["attention_bias"] is True
+    assert config["layer_types"] == ["sliding_attention"] * 2 and config["sliding_window"] == 1024
+    plain = tinymodel.config_json(full)
+    assert plain["layer_types"] == ["full_attention"] * 2 and "sliding_window" not in plain
+
+
 def test_cli_refuses_an_unknown_fault_with_exit_2(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "bwstack.cli", "tiny-model", str(tmp_path / "x"), "--fault", "nan-everything"],

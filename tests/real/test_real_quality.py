@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,12 @@ from bwstack.nogpu import tinytrain
 from bwstack.render import compose
 from bwstack.stack import loader
 from healthchecks import common
+from support.realhc import healthcheck, stack_for
 from support.realsglang import CPU_ENV, CPU_FLAGS, START_TIMEOUT, free_port, real_server, venv_python
 from support.stack import ROOT
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
-WARMUP = ROOT / "healthchecks" / "warmup.py"
 PROFILE = "dense-fi-bf16"
 
 
@@ -40,27 +39,6 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("trained")
     targets = {fault: folder / fault for fault in ("none", "noise", "nan-lm-head")}
     return tinytrain.write_in_venv(venv_python(), targets)
-
-
-def healthcheck(url: str, tmp: Path, log: Path, env: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """warmup.py as the container runs it (full mode), with only the given BWSTACK_* environment."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("BWSTACK_")}
-    done = subprocess.run(
-        [sys.executable, str(WARMUP), "--url", url, "--mode", "full", "--timeout", "90", "--log", str(log),
-         "--state", str(tmp / "hc-state.json"), "--api-key-file", str(tmp / "no-key")],
-        capture_output=True, text=True, timeout=150, env={**base, **dict(env or {})}, check=False,
-    )  # fmt: skip
-    return done.returncode, done.stdout.strip().splitlines()[-1]
-
-
-def stack_for(tiny: Path, folder: Path) -> Path:
-    """profiles.yaml of the repository with the tiny model as the stack's model, beside images/ + templates/."""
-    text = (ROOT / "profiles.yaml").read_text(encoding="utf-8")
-    assert "  path: nvidia/GLM-5-NVFP4\n" in text
-    (folder / "profiles.yaml").write_text(text.replace("  path: nvidia/GLM-5-NVFP4\n", f"  path: {tiny}\n"))
-    for name in ("images", "templates"):
-        (folder / name).symlink_to(ROOT / name)
-    return folder / "profiles.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,9 @@ Faults change weights, never code, so a failure comes from SGLang's own code pat
 - ``nan-norm``: the final RMSNorm weight NaN -> NaN hidden states, then NaN logits;
 - ``noise``: finite but wrong: Gaussian noise of ``noise_scale`` added to every weight (garbage, not NaN).
 
-Architectures: ``llama`` (LlamaForCausalLM) and ``qwen2`` (Qwen2ForCausalLM: q/k/v biases).
+Architectures: ``llama`` (LlamaForCausalLM), ``qwen2`` (Qwen2ForCausalLM: q/k/v biases) and ``olmo2``
+(Olmo2ForCausalLM: post-norms, q/k norms, attention biases; of the three, the one whose SGLang 0.5.23 model
+file passes a ``sliding_window`` to the attention backend: ``bwstack.nogpu.tinycopy`` uses it).
 """
 
 from __future__ import annotations
@@ -30,7 +32,11 @@ from bwstack.errors import UserError
 if TYPE_CHECKING:
     from bwstack.stack.schema import Stack
 
-ARCHS: dict[str, str] = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+ARCHS: dict[str, str] = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "olmo2": "Olmo2ForCausalLM",
+}
 FAULTS: tuple[str, ...] = ("none", "nan-lm-head", "nan-norm", "noise")
 #: the files a tiny model folder holds (also what ``bwstack fetch``-style checks can expect)
 FILES: tuple[str, ...] = (
@@ -73,6 +79,9 @@ class TinySpec:
     seed: int = 0
     fault: str = "none"
     noise_scale: float = 0.5
+    rope_theta: float = 10000.0
+    #: olmo2 only: every layer a sliding-window layer of this many tokens (``layer_types`` says so)
+    sliding_window: int | None = None
 
     def check(self) -> None:
         if self.arch not in ARCHS:
@@ -106,7 +115,7 @@ def config_json(spec: TinySpec) -> dict[str, Any]:
         "vocab_size": spec.vocab,
         "max_position_embeddings": spec.max_positions,
         "rms_norm_eps": 1e-6,
-        "rope_theta": 10000.0,
+        "rope_theta": spec.rope_theta,
         "hidden_act": "silu",
         "tie_word_embeddings": False,
         "torch_dtype": "float16",
@@ -116,6 +125,12 @@ def config_json(spec: TinySpec) -> dict[str, Any]:
     }
     if spec.arch == "qwen2":
         config["use_sliding_window"] = False
+    if spec.arch == "olmo2":
+        config["attention_bias"] = True
+        kind = "full_attention" if spec.sliding_window is None else "sliding_attention"
+        config["layer_types"] = [kind] * spec.layers
+        if spec.sliding_window is not None:
+            config["sliding_window"] = spec.sliding_window
     return config
 
 
@@ -125,16 +140,23 @@ def weight_shapes(spec: TinySpec) -> dict[str, tuple[int, ...]]:
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (spec.vocab, spec.hidden)}
     for i in range(spec.layers):
         p = f"model.layers.{i}"
-        shapes[f"{p}.input_layernorm.weight"] = (spec.hidden,)
+        if spec.arch == "olmo2":
+            shapes[f"{p}.self_attn.q_norm.weight"] = (spec.hidden,)
+            shapes[f"{p}.self_attn.k_norm.weight"] = (kv,)
+            shapes[f"{p}.post_feedforward_layernorm.weight"] = (spec.hidden,)
+        else:
+            shapes[f"{p}.input_layernorm.weight"] = (spec.hidden,)
         shapes[f"{p}.post_attention_layernorm.weight"] = (spec.hidden,)
         shapes[f"{p}.self_attn.q_proj.weight"] = (spec.hidden, spec.hidden)
         shapes[f"{p}.self_attn.k_proj.weight"] = (kv, spec.hidden)
         shapes[f"{p}.self_attn.v_proj.weight"] = (kv, spec.hidden)
         shapes[f"{p}.self_attn.o_proj.weight"] = (spec.hidden, spec.hidden)
-        if spec.arch == "qwen2":
+        if spec.arch in ("qwen2", "olmo2"):
             shapes[f"{p}.self_attn.q_proj.bias"] = (spec.hidden,)
             shapes[f"{p}.self_attn.k_proj.bias"] = (kv,)
             shapes[f"{p}.self_attn.v_proj.bias"] = (kv,)
+        if spec.arch == "olmo2":
+            shapes[f"{p}.self_attn.o_proj.bias"] = (spec.hidden,)
         shapes[f"{p}.mlp.gate_proj.weight"] = (spec.intermediate, spec.hidden)
         shapes[f"{p}.mlp.up_proj.weight"] = (spec.intermediate, spec.hidden)
         shapes[f"{p}.mlp.down_proj.weight"] = (spec.hidden, spec.intermediate)
