@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from markupsafe import escape
 from ruamel.yaml import YAML
 
 from bwstack.stack import loader
-from bwstack.sweep import bench, soak
+from bwstack.sweep import bench, report, soak
 from support import dockerstack
 from support.dockerstack import TrackedContainer
 from support.realserve import hold
@@ -161,7 +162,17 @@ def test_sweep_matches_every_expect_from_the_real_server(
     cpu_stack: Path, built: object, tmp_path: Path
 ) -> None:
     out = tmp_path / "report"
-    result = bwstack(cpu_stack, "-f", "profiles.cpu.yaml", "sweep", "--bench", "--out", str(out))
+    result = bwstack(
+        cpu_stack,
+        "-f",
+        "profiles.cpu.yaml",
+        "sweep",
+        "--bench",
+        "--soak",
+        str(SWEEP_SOAK_S),
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     doc = json.loads((out / "results.json").read_text())
     assert doc["mode"]["kind"] == "real" and doc["mode"]["standin"] is False and doc["mode"]["bench"] is True
@@ -175,8 +186,9 @@ def test_sweep_matches_every_expect_from_the_real_server(
         if row["verdict"] == "healthy":
             assert row["evidence"]["server_version"] == "0.5.23"
             assert_sane_speed(name, row["speed"], settings)
+            assert_scored_and_soaked(name, row)
         else:
-            assert "speed" not in row, name  # only a healthy profile is measured
+            assert "speed" not in row and "soak" not in row, name  # only a healthy profile is measured
     html = (out / "matrix.html").read_text()
     assert "real SGLang 0.5.23" in html
     speed_table = html.split('<section id="speed">', 1)[1].split("</section>", 1)[0]
@@ -186,7 +198,26 @@ def test_sweep_matches_every_expect_from_the_real_server(
         assert f"{bench.figure(figures['output_tokens_per_s'])}</td>" in speed_table
         assert figures["host"] in speed_table
         assert f"{bench.short_words(figures)}</span>" in html.split('<table class="grid">', 1)[1]
+        # the evidence section shows the probes' short and long scores and the soak's figures
+        evidence = html.split(f'id="evidence-{name}"', 1)[1]
+        assert f"<dt>scores</dt><dd>{escape(report.score_words(doc['results'][name]['scores']))}" in evidence
+        assert f"<dt>soak</dt><dd>{escape(soak.words(doc['results'][name]['soak']))}</dd>" in evidence
     assert dockerstack.leftovers(project_of(cpu_stack)) == {}
+
+
+SWEEP_SOAK_S = 8  # seconds of soak on each healthy profile of the real sweep
+
+
+def assert_scored_and_soaked(name: str, row: dict[str, Any]) -> None:
+    """A healthy real row carries the readiness probe's short and long scores and the soak's figures."""
+    scores = row["scores"]
+    assert isinstance(scores["short"], float) and isinstance(scores["long"], float), (name, scores)
+    assert scores["long_tokens"] > 2000, (name, scores)  # past the default sparse window (2048, capped)
+    soaked = row["soak"]
+    assert soaked["verdict"] == "ok", (name, soaked)
+    assert soaked["requests"] > 0 and soaked["tokens"] > 0 and soaked["stalls"] == 0, (name, soaked)
+    assert 0 < soaked["itl_ms_p50"] <= soaked["itl_ms_p99"], (name, soaked)
+    assert soaked["duration_s"] >= SWEEP_SOAK_S - 1, (name, soaked)
 
 
 def assert_sane_speed(name: str, speed: dict[str, Any], settings: dict[str, int]) -> None:
