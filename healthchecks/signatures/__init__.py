@@ -274,6 +274,28 @@ _FOLDED_SIGS: tuple[tuple[int, ...] | None, ...] = tuple(
     for groups in _FOLDED_KEYS
     for sigs in [set().union(*(_KEY_SIGS[k] for _, g in groups for k in g))]
 )
+_GROUPS: dict[tuple[int, ...], tuple[tuple[str, tuple[int, ...]], ...]] = {}
+
+
+def _key_groups_of(words: list[int]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The key groups of several folded scan words, each key once."""
+    held = tuple(words)
+    found = _GROUPS.get(held)
+    if found is None:
+        if len(_GROUPS) >= 4096:  # a bound for a long-lived process fed odd logs
+            _GROUPS.clear()
+        taken: set[int] = set()
+        merged = []
+        for w in words:
+            for spelt, keys in _FOLDED_KEYS[w]:
+                fresh = tuple(k for k in keys if k not in taken)
+                taken.update(fresh)
+                if fresh:
+                    merged.append((spelt, fresh))
+        found = _GROUPS[held] = tuple(merged)
+    return found
+
+
 _CANDIDATES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
@@ -315,10 +337,12 @@ class Scanner:
         self._seen_strong: dict[str, tuple[int, int]] = {}
         self.serving = 0  # serving evidence after the start banner (SERVING lines), counted up to SERVING_MIN
         self.host_arch: str | None = None  # the last host arch the log stated (sm_120)
-        #: signature index -> whether its match would change anything, kept until the state changes (valid
-        #: for lines after _horizon, the latest line the state refers to)
+        #: remembered until the state changes: signature index -> whether its match would change anything,
+        #: folded scan word index -> whether a line holding it is settled (see _settled). A later line and a
+        #: state that only grew can make a signature unable to change anything, never able again: a
+        #: remembered "no" stays right until a start banner or the ready line drops what was seen
         self._changes: dict[int, bool] = {}
-        self._horizon = 0
+        self._quiet: dict[int, bool] = {}
 
     @property
     def ready(self) -> bool:
@@ -337,7 +361,7 @@ class Scanner:
             self._previous = self._best or self._previous
             self._best = self._strong = None
             self._seen, self._seen_strong = {}, {}
-            self._changes = {}
+            self._changes, self._quiet = {}, {}
             return
         if not _HOST_KEYS.isdisjoint(keys):
             self.host_arch = shapes.host_arch(line) or self.host_arch
@@ -346,7 +370,7 @@ class Scanner:
             # 0.5.9 logs a ModuleNotFoundError for openai_harmony, then serves); specific signatures stay
             self.ready_line = line_no
             self._best, self._seen = self._strong, dict(self._seen_strong)
-            self._changes = {}
+            self._changes, self._quiet = {}, {}
         candidates = _candidates(keys)
         # only signatures whose match could still change what the scanner holds are matched (a class already
         # seen as early in the causal chain gains nothing from one more line), and the generic ones only when
@@ -366,7 +390,7 @@ class Scanner:
         ):
             found = [sig for sig in generic if sig.pattern.search(line)]
         if found:
-            self._changes, self._horizon = {}, max(self._horizon, line_no)
+            self._changes, self._quiet = {}, {}
         for sig in found:
             rank = (sig.priority, line_no)
             if sig.cls not in self._seen or rank < self._seen[sig.cls]:
@@ -395,10 +419,7 @@ class Scanner:
         )
 
     def _changing(self, indexes: tuple[int, ...], line_no: int) -> list[int]:
-        """The signatures among ``indexes`` whose match on line ``line_no`` would change anything, remembered
-        until the state changes (the answer is the same for every line after all the lines it refers to)."""
-        if line_no <= self._horizon:  # a restored state that refers to later lines: nothing remembered
-            return [i for i in indexes if self._would_change(SIGNATURES[i], line_no)]
+        """The signatures among ``indexes`` whose match on line ``line_no`` would change anything."""
         known = self._changes
         for i in indexes:
             if i not in known:
@@ -409,8 +430,11 @@ class Scanner:
         """Whether a line that holds (only) these folded scan words cannot change anything: none of the
         signatures their keys lead to could, and none of their keys is a start, ready or host-arch key."""
         for w in words:
-            sigs = _FOLDED_SIGS[w]
-            if sigs is None or self._changing(sigs, line_no):
+            quiet = self._quiet.get(w)
+            if quiet is None:
+                sigs = _FOLDED_SIGS[w]
+                quiet = self._quiet[w] = sigs is not None and not self._changing(sigs, line_no)
+            if not quiet:
                 return False
         return True
 
@@ -456,25 +480,9 @@ class Scanner:
                         {k for i, word in enumerate(_SCAN_BYTES) if word in low for k in word_keys[i]}
                     )
                     keys = [k for k in keys if _KEYS[k] in line]
-                elif len(words) == 1:
-                    keys = [
-                        k
-                        for spelt, group in _FOLDED_KEYS[words[0]]
-                        if spelt in line
-                        for k in group
-                        if _KEYS[k] in line
-                    ]
                 else:
-                    keys = sorted(
-                        {
-                            k
-                            for w in words
-                            for spelt, group in _FOLDED_KEYS[w]
-                            if spelt in line
-                            for k in group
-                            if _KEYS[k] in line
-                        }
-                    )
+                    groups = _FOLDED_KEYS[words[0]] if len(words) == 1 else _key_groups_of(words)
+                    keys = [k for spelt, group in groups if spelt in line for k in group if _KEYS[k] in line]
                 if keys:
                     self._consider(line, self.lines_seen + index + 1, keys)
                     if not _START_KEYS.isdisjoint(keys):
@@ -563,8 +571,6 @@ class Scanner:
                 for k, v in dict(state.get("seen_strong", {})).items()
                 if k in CLASS_PRIORITY
             }
-            held = [*scanner._seen.values(), *scanner._seen_strong.values(), scanner._best, scanner._strong]
-            scanner._horizon = max((found[1] for found in held if found is not None), default=0)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             return cls()
         return scanner
