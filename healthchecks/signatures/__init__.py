@@ -274,28 +274,6 @@ _FOLDED_SIGS: tuple[tuple[int, ...] | None, ...] = tuple(
     for groups in _FOLDED_KEYS
     for sigs in [set().union(*(_KEY_SIGS[k] for _, g in groups for k in g))]
 )
-_GROUPS: dict[tuple[int, ...], tuple[tuple[str, tuple[int, ...]], ...]] = {}
-
-
-def _key_groups_of(words: list[int]) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """The key groups of several folded scan words, each key once."""
-    held = tuple(words)
-    found = _GROUPS.get(held)
-    if found is None:
-        if len(_GROUPS) >= 4096:  # a bound for a long-lived process fed odd logs
-            _GROUPS.clear()
-        taken: set[int] = set()
-        merged = []
-        for w in words:
-            for spelt, keys in _FOLDED_KEYS[w]:
-                fresh = tuple(k for k in keys if k not in taken)
-                taken.update(fresh)
-                if fresh:
-                    merged.append((spelt, fresh))
-        found = _GROUPS[held] = tuple(merged)
-    return found
-
-
 _CANDIDATES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
@@ -481,8 +459,10 @@ class Scanner:
                     )
                     keys = [k for k in keys if _KEYS[k] in line]
                 else:
-                    groups = _FOLDED_KEYS[words[0]] if len(words) == 1 else _key_groups_of(words)
+                    groups = [group for w in words for group in _FOLDED_KEYS[w]]
                     keys = [k for spelt, group in groups if spelt in line for k in group if _KEYS[k] in line]
+                    if len(words) > 1:  # a key two of the words lead to is there once
+                        keys = list(dict.fromkeys(keys))
                 if keys:
                     self._consider(line, self.lines_seen + index + 1, keys)
                     if not _START_KEYS.isdisjoint(keys):
