@@ -354,6 +354,8 @@ class Scanner:
         # seen as early in the causal chain gains nothing from one more line), and the generic ones only when
         # no specific one matches the line (they would not count): the same outcome, fewer regexes run
         live = self._changing(candidates, line_no)
+        if not live:
+            return
         found = [
             SIGNATURES[i] for i in live if not SIGNATURES[i].generic and SIGNATURES[i].pattern.search(line)
         ]
