@@ -172,10 +172,6 @@ _SCAN: tuple[str, ...] = (
     *(low for low in _KEYS_LOW if not any(word in low for word in _SCAN_WORDS)),
 )
 _SCAN_BYTES: tuple[bytes, ...] = tuple(word.encode() for word in _SCAN)
-#: scan word index -> indexes (in _KEYS) of the keys that contain it
-_WORD_KEYS: tuple[tuple[int, ...], ...] = tuple(
-    tuple(i for i, low in enumerate(_KEYS_LOW) if word in low) for word in _SCAN
-)
 _START_KEYS = frozenset(range(len(START_TEXTS)))
 _READY_KEY = len(START_TEXTS)
 _HOST_KEYS = frozenset(_KEYS.index(key) for key in shapes.HOST_ARCH_KEYS)
@@ -188,6 +184,110 @@ for _i, _sig_entry in enumerate(SIGNATURES):
     for _key in _sig_entry.keys:
         _SIGS_OF[_KEY_INDEX[_key]].add(_i)
 _KEY_SIGS: tuple[frozenset[int], ...] = tuple(frozenset(found) for found in _SIGS_OF)
+
+#: The scan reads the log folded: lower-cased, with every byte dropped but letters, newlines and four rare
+#: marks (white space, digits and punctuation are a third to two thirds of a log), each distinct folded line
+#: once (without digits and time stamps a log repeats its lines: SGLang's batch lines fold to a handful).
+#: A scan word is folded alike, so a line that holds a key holds its word's folded form: the scan finds every
+#: candidate line (and a few more), and the exact keys are then checked on the line itself.
+_FOLD = bytes(range(256)).lower()
+_FOLD_DROP = bytes(
+    sorted(set(range(256)) - set(b'\n"`({abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'))
+)
+_FOLDED_WORDS = [word.translate(None, _FOLD_DROP) for word in _SCAN_BYTES]  # scan words are lower-case
+
+
+def _holders(words: list[bytes]) -> set[bytes]:
+    """The words that hold another of ``words`` (the other's pass finds their lines)."""
+    lines = b"\n" + b"\n".join(words) + b"\n"
+    found = set()
+    for word in set(words):
+        at = lines.find(word)
+        while at >= 0:
+            holder = lines[lines.rfind(b"\n", 0, at) + 1 : lines.find(b"\n", at)]
+            if holder != word:
+                found.add(holder)
+            at = lines.find(word, at + 1)
+    return found
+
+
+_HOLDERS = _holders(_FOLDED_WORDS)
+#: the folded scan words, each once, without one that holds another
+_SCAN_FOLDED: tuple[bytes, ...] = tuple(word for word in dict.fromkeys(_FOLDED_WORDS) if word not in _HOLDERS)
+#: every key lower-cased, and folded, one a line (_FOLDED_KEY_AT: the offset of a line -> its key's index)
+_KEYS_LOW_BYTES = [key.lower().encode() for key in _KEYS]
+_FOLDED_KEY_LIST = [low.translate(None, _FOLD_DROP) for low in _KEYS_LOW_BYTES]
+_FOLDED_KEYS_ALL = b"\n".join(_FOLDED_KEY_LIST)
+_FOLDED_KEY_AT: dict[int, int] = {}
+_at = 0
+for _i, _folded_key in enumerate(_FOLDED_KEY_LIST):
+    _FOLDED_KEY_AT[_at] = _i
+    _at += len(_folded_key) + 1
+
+
+def _key_groups(word: bytes) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The keys whose folded form holds a folded scan word, grouped by their spelling of it (``Error``,
+    ``error``, ``ERROR``; dropped characters included): a line can hold a key only if it holds that text."""
+    groups: dict[str, list[int]] = {}
+    plain = _SCAN[_FOLDED_WORDS.index(word)]  # a scan word that folds to ``word``
+    at = _FOLDED_KEYS_ALL.find(word)
+    while at >= 0:
+        line_at = _FOLDED_KEYS_ALL.rfind(b"\n", 0, at) + 1
+        k = _FOLDED_KEY_AT[line_at]
+        low = _KEYS_LOW[k]
+        if plain in low:  # the usual case: the key holds the scan word itself
+            spelt = _KEYS[k][low.index(plain) :][: len(plain)]
+        else:  # only its folded form: map the folded offsets back to the key's
+            kept = [i for i, char in enumerate(_KEYS_LOW_BYTES[k]) if char not in _FOLD_DROP]
+            start = at - line_at
+            spelt = _KEYS[k][kept[start] : kept[start + len(word) - 1] + 1]
+        groups.setdefault(spelt, []).append(k)
+        at = _FOLDED_KEYS_ALL.find(b"\n", at)
+        at = -1 if at < 0 else _FOLDED_KEYS_ALL.find(word, at)
+    return tuple((spelt, tuple(keys)) for spelt, keys in groups.items())
+
+
+#: folded scan word index -> its keys (indexes in _KEYS) by their spelling of the word
+_FOLDED_KEYS: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...] = tuple(
+    _key_groups(word) for word in _SCAN_FOLDED
+)
+#: scan word index -> indexes (in _KEYS) of the keys that contain it; built when first needed (text with lone
+#: surrogates: a key then counts where the raw line holds one of its scan words, as it always did)
+_WORD_KEYS: list[tuple[int, ...]] = []
+
+
+def _word_keys() -> list[tuple[int, ...]]:
+    """_WORD_KEYS, built on first use."""
+    if not _WORD_KEYS:
+        _WORD_KEYS.extend(tuple(i for i, low in enumerate(_KEYS_LOW) if word in low) for word in _SCAN)
+    return _WORD_KEYS
+
+
+#: folded scan word index -> the signatures (indexes) its keys lead to, when they are few and none of its keys
+#: is a start, ready or host-arch key (else None): a line holding only such words is skipped, unread, once
+#: none of those signatures could change the verdict
+_FOLDED_SIGS: tuple[tuple[int, ...] | None, ...] = tuple(
+    None
+    if len(sigs) > 4
+    or any(k in _START_KEYS or k in _HOST_KEYS or k == _READY_KEY for _, g in groups for k in g)
+    else tuple(sorted(sigs))
+    for groups in _FOLDED_KEYS
+    for sigs in [set().union(*(_KEY_SIGS[k] for _, g in groups for k in g))]
+)
+_CANDIDATES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+def _candidates(keys: list[int]) -> tuple[int, ...]:
+    """The indexes (in SIGNATURES, in order) of the signatures that list one of ``keys``."""
+    held = tuple(keys)
+    found = _CANDIDATES.get(held)
+    if found is None:
+        if len(_CANDIDATES) >= 4096:  # a bound for a long-lived process fed odd logs
+            _CANDIDATES.clear()
+        found = _CANDIDATES[held] = tuple(sorted(frozenset().union(*(_KEY_SIGS[k] for k in keys))))
+    return found
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _Best = tuple[int, int, str, Signature]
 
@@ -215,6 +315,12 @@ class Scanner:
         self._seen_strong: dict[str, tuple[int, int]] = {}
         self.serving = 0  # serving evidence after the start banner (SERVING lines), counted up to SERVING_MIN
         self.host_arch: str | None = None  # the last host arch the log stated (sm_120)
+        #: remembered until the state changes: signature index -> whether its match would change anything,
+        #: folded scan word index -> whether a line holding it is settled (see _settled). A later line and a
+        #: state that only grew can make a signature unable to change anything, never able again: a
+        #: remembered "no" stays right until a start banner or the ready line drops what was seen
+        self._changes: dict[int, bool] = {}
+        self._quiet: dict[int, bool] = {}
 
     @property
     def ready(self) -> bool:
@@ -233,6 +339,7 @@ class Scanner:
             self._previous = self._best or self._previous
             self._best = self._strong = None
             self._seen, self._seen_strong = {}, {}
+            self._changes, self._quiet = {}, {}
             return
         if not _HOST_KEYS.isdisjoint(keys):
             self.host_arch = shapes.host_arch(line) or self.host_arch
@@ -241,10 +348,29 @@ class Scanner:
             # 0.5.9 logs a ModuleNotFoundError for openai_harmony, then serves); specific signatures stay
             self.ready_line = line_no
             self._best, self._seen = self._strong, dict(self._seen_strong)
-        candidates = sorted(frozenset().union(*(_KEY_SIGS[k] for k in keys)))
-        found = [SIGNATURES[i] for i in candidates if SIGNATURES[i].pattern.search(line)]
-        if any(not sig.generic for sig in found):
-            found = [sig for sig in found if not sig.generic]
+            self._changes, self._quiet = {}, {}
+        candidates = _candidates(keys)
+        # only signatures whose match could still change what the scanner holds are matched (a class already
+        # seen as early in the causal chain gains nothing from one more line), and the generic ones only when
+        # no specific one matches the line (they would not count): the same outcome, fewer regexes run
+        live = self._changing(candidates, line_no)
+        if not live:
+            return
+        found = [
+            SIGNATURES[i] for i in live if not SIGNATURES[i].generic and SIGNATURES[i].pattern.search(line)
+        ]
+        generic = [SIGNATURES[i] for i in live if SIGNATURES[i].generic]
+        if (
+            generic
+            and not found
+            and not any(
+                not SIGNATURES[i].generic and i not in live and SIGNATURES[i].pattern.search(line)
+                for i in candidates
+            )
+        ):
+            found = [sig for sig in generic if sig.pattern.search(line)]
+        if found:
+            self._changes, self._quiet = {}, {}
         for sig in found:
             rank = (sig.priority, line_no)
             if sig.cls not in self._seen or rank < self._seen[sig.cls]:
@@ -256,39 +382,101 @@ class Scanner:
             if not sig.weak and (sig.cls not in self._seen_strong or rank < self._seen_strong[sig.cls]):
                 self._seen_strong[sig.cls] = rank
 
+    def _would_change(self, sig: Signature, line_no: int) -> bool:
+        """Whether a match of ``sig`` on line ``line_no`` changes anything (the updates of _consider)."""
+        rank = (sig.priority, line_no)
+        seen = self._seen.get(sig.cls)
+        if seen is None or rank < seen or self._best is None or rank < (self._best[0], self._best[1]):
+            return True
+        if sig.weak:
+            return False
+        strong = self._seen_strong.get(sig.cls)
+        return (
+            strong is None
+            or rank < strong
+            or self._strong is None
+            or rank < (self._strong[0], self._strong[1])
+        )
+
+    def _changing(self, indexes: tuple[int, ...], line_no: int) -> list[int]:
+        """The signatures among ``indexes`` whose match on line ``line_no`` would change anything."""
+        known = self._changes
+        for i in indexes:
+            if i not in known:
+                known[i] = self._would_change(SIGNATURES[i], line_no)
+        return [i for i in indexes if known[i]]
+
+    def _settled(self, words: list[int], line_no: int) -> bool:
+        """Whether a line that holds (only) these folded scan words cannot change anything: none of the
+        signatures their keys lead to could, and none of their keys is a start, ready or host-arch key."""
+        for w in words:
+            quiet = self._quiet.get(w)
+            if quiet is None:
+                sigs = _FOLDED_SIGS[w]
+                quiet = self._quiet[w] = sigs is not None and not self._changing(sigs, line_no)
+            if not quiet:
+                return False
+        return True
+
     def feed(self, text: str) -> None:
         """Scan ``text``; its first character starts a new line (a partial last line counts as a line).
 
-        Candidate lines are found with bytes.find (C speed) on the lower-cased UTF-8 text, once per scan word
-        (each signature key contains one); only the signatures whose keys a line holds are matched against it.
+        Candidate lines are found with bytes.find (C speed), once per scan word (each signature key contains
+        one), in the folded text: lower-cased, only letters and a few marks, each distinct line once. A
+        candidate line is checked for the exact keys of the words it holds, and only the signatures of those
+        keys are matched to it (none once nothing they could find would change the verdict).
         """
-        raw = text.encode("utf-8", "surrogatepass")  # bytes: one byte per ASCII char, lower() keeps offsets
-        low = raw.lower()
-        found: dict[int, set[int]] = {}
-        for index, word in enumerate(_SCAN_BYTES):
-            pos = low.find(word)
+        try:
+            raw = text.encode("utf-8")
+            odd = False
+        except UnicodeEncodeError:  # lone surrogates (dropped from the decoded lines, kept in the raw ones)
+            raw, odd = text.encode("utf-8", "surrogatepass"), True
+        folded = raw.translate(_FOLD, _FOLD_DROP).split(b"\n")  # line for line
+        distinct = b"\n".join(dict.fromkeys(folded)) + b"\n"  # each line ends with a newline
+        found: dict[int, list[int]] = {}  # offset of a distinct folded line -> the folded scan words on it
+        for index, word in enumerate(_SCAN_FOLDED):
+            pos = distinct.find(word)
             while pos >= 0:
-                found.setdefault(low.rfind(b"\n", 0, pos) + 1, set()).update(_WORD_KEYS[index])
-                end = low.find(b"\n", pos)
-                pos = -1 if end < 0 else low.find(word, end)
-        line_idx = self.lines_seen
-        counted = 0
-        last_start = -1
-        for start in sorted(found):
-            end = raw.find(b"\n", start)
-            end = min(len(raw) if end < 0 else end, start + MAX_LINE_BYTES)  # the cap holds inside a line
-            line = raw[start:end].decode("utf-8", "ignore")
-            keys = [k for k in sorted(found[start]) if _KEYS[k] in line]
-            if keys:
-                line_idx += raw.count(b"\n", counted, start)
-                counted = start
-                self._consider(line, line_idx + 1, keys)
-                if not _START_KEYS.isdisjoint(keys):
-                    last_start = start
+                start = distinct.rfind(b"\n", 0, pos) + 1
+                if start in found:
+                    found[start].append(index)
+                else:
+                    found[start] = [index]
+                pos = distinct.find(word, distinct.find(b"\n", pos))
+        held = {distinct[start : distinct.find(b"\n", start)]: words for start, words in found.items()}
+        del distinct
+        last_start = -1  # raw offset of the last start banner's line
+        if held:
+            lines = raw.split(b"\n")
+            offset = offset_line = 0  # line offset_line starts at raw offset ``offset``
+            for index, line_folded in enumerate(folded):
+                words = held.get(line_folded)
+                if words is None or self._settled(words, self.lines_seen + index + 1):
+                    continue
+                line = lines[index][:MAX_LINE_BYTES].decode("utf-8", "ignore")  # the cap holds inside a line
+                if odd:
+                    low, word_keys = lines[index].lower(), _word_keys()
+                    keys = sorted(
+                        {k for i, word in enumerate(_SCAN_BYTES) if word in low for k in word_keys[i]}
+                    )
+                    keys = [k for k in keys if _KEYS[k] in line]
+                else:
+                    groups = [group for w in words for group in _FOLDED_KEYS[w]]
+                    keys = [k for spelt, group in groups if spelt in line for k in group if _KEYS[k] in line]
+                    if len(words) > 1:  # a key two of the words lead to is there once
+                        keys = list(dict.fromkeys(keys))
+                if keys:
+                    self._consider(line, self.lines_seen + index + 1, keys)
+                    if not _START_KEYS.isdisjoint(keys):
+                        offset += sum(map(len, lines[offset_line:index])) + index - offset_line
+                        offset_line = index
+                        last_start = offset
+            del lines
         if last_start >= 0 or self.serving < SERVING_MIN:
             # serving evidence: C-speed counts of SERVING lines after the last start banner, until enough
+            low = raw.lower()
             self.serving += sum(low.count(word, last_start + 1) for word in SERVING)
-        self.lines_seen += text.count("\n")
+        self.lines_seen += len(folded) - 1  # the newlines
         if text and not text.endswith("\n"):
             self.lines_seen += 1
 
