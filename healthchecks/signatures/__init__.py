@@ -4,9 +4,9 @@ Stdlib only; imported by the in-container healthcheck (``warmup.py``), by the se
 tools (``from healthchecks import signatures``). No other module maps log text to a class.
 
 This module is the catalog's public face and its matcher (:class:`Scanner`); the parts it joins are
-``signatures_classes.py`` (the classes: meaning, fix, rank, fail-fast, severity tier), ``signatures_entry.py``
+``classes.py`` (the classes: meaning, fix, rank, fail-fast, severity tier), ``entry.py``
 (the :class:`Signature` record and its builder) and the signature tables by failure family,
-``signatures_gpu.py`` then ``signatures_runtime.py``. Import the names from here.
+``gpu.py`` then ``runtime.py``. Import the names from here.
 
 Each :class:`Signature` carries the public source of its text (an issue/PR reference, or the wheel file it was
 read in) and a priority taken from its class: when several signatures match one log, the root cause wins (the
@@ -17,7 +17,7 @@ classes seen are reported as ``also``. Generic traceback evidence (an exception 
 has stopped answering. Only what follows the last start banner counts. A log without any match is
 ``healthy`` when it reached SGLang's ready line or shows serving evidence (``SERVING``) and ``starting``
 otherwise -- never ``healthy`` because nothing matched. The rules by shape (fatal evidence, arch gates,
-resource limits, the host arch, serving evidence) live in ``signatures_shapes.py``.
+resource limits, the host arch, serving evidence) live in ``shapes.py``.
 
 Public API::
 
