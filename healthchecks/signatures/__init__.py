@@ -132,7 +132,7 @@ SIGNATURES: tuple[Signature, ...] = (
     *runtime.SIGNATURES,
     *shapes.SIGNATURES,
 )
-#: fatal evidence and serving evidence, each one rule (defined in signatures_shapes.py, documented in
+#: fatal evidence and serving evidence, each one rule (defined in shapes.py, documented in
 #: docs/healthcheck.md): a log with fatal evidence is never ``starting``; a run with serving evidence serves
 FATAL: tuple[Signature, ...] = shapes.FATAL
 SERVING: tuple[bytes, ...] = shapes.SERVING
