@@ -111,7 +111,9 @@ def owner(path):
 out = {
     "executable": sys.executable, "purelib": site, "sglang": origin,
     "editable": direct.get("dir_info", {}).get("editable", False),
-    "externally_managed": os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")),
+    # PEP 668 as pip judges it: the marker next to the stdlib, outside a venv
+    "externally_managed": os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+    and sys.prefix == sys.base_prefix,
     "in_venv": sys.prefix != sys.base_prefix,
     "site_owner": owner(site), "site_writable": os.access(site, os.W_OK),
     "sglang_owner": owner(origin), "sglang_writable": os.access(os.path.dirname(origin), os.W_OK),
