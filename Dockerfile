@@ -34,24 +34,6 @@ LABEL io.bwstack.stage="build-only"
 COPY images/build-sources.sh /usr/local/bin/bwstack-build-sources
 RUN if [ "${PINNED_INSTALL}" = "1" ]; then SOURCES="${SOURCES}" bwstack-build-sources /wheelhouse; \
     else mkdir -p /wheelhouse && : >/wheelhouse/REPLACES; fi
-# CPU variants (pins.toml [variant] device = "cpu") install their whole Python closure here, from the host-side
-# wheelhouse that `bwstack build` links into images/<variant>/wheelhouse/: --no-index --no-deps --require-hashes
-# against wheelhouse.lock, pip itself run from its wheel in that wheelhouse. Only /site reaches the final image.
-ARG PIN_VARIANT=""
-COPY images/${PIN_VARIANT}/ /tmp/bwstack-variant/
-RUN mkdir -p /site; \
-    if [ "${PINNED_INSTALL}" = "1" ] && [ -f /tmp/bwstack-variant/wheelhouse.lock ]; then \
-      wh=/tmp/bwstack-variant/wheelhouse; \
-      pipwhl=""; for found in "$wh"/pip-*.whl; do if [ -e "$found" ]; then pipwhl="$found"; fi; done; \
-      if [ -z "${pipwhl}" ]; then \
-        echo "bwstack: no wheelhouse in the build context; build with 'bwstack build --variant ${PIN_VARIANT}'" >&2; \
-        exit 1; \
-      fi; \
-      python3 "${pipwhl}/pip" install --no-index --find-links "$wh" --no-deps --require-hashes --no-cache-dir \
-        --disable-pip-version-check --no-warn-script-location --target /site -r /tmp/bwstack-variant/wheelhouse.lock; \
-      rm -rf /site/bin; \
-    fi; \
-    rm -rf /tmp/bwstack-variant
 # Names this build's build-only stage, so that `bwstack build` removes its own leftover and never another
 # build's stage image while that build is still running (the classic builder keeps it untagged).
 ARG BWSTACK_BUILD_ID=""
@@ -75,10 +57,13 @@ ARG TRANSFORMERS_VERSION=""
 ARG PYTHON_PINS=""
 ARG SOURCES=""
 ARG ENV_SWITCHES=""
-# gpu (the CUDA variants) or cpu (real SGLang on the CPU; no CUDA args); PYTHON_SITE: where /site lands
+# gpu (the CUDA variants) or cpu (real SGLang on the CPU). The one CPU difference in this file: a CPU variant
+# needs no CUDA args (its pins.toml has no [cuda]). Its base, [base] image, is made locally by `bwstack build`
+# (images/cpu-base/install.sh) from Debian + the variant's wheelhouse, laid out like the real base of its SGLang
+# (0.5.23: a venv at /opt/sglang; 0.5.9: system site-packages, editable SGLang in /sgl-workspace/sglang), so
+# every step below runs on it as it does on lmsysorg/sglang, everything but CUDA.
 ARG DEVICE=""
-ARG PYTHON_SITE=""
-# 1: install and verify the pinned overrides and source builds. 0 only for the CPU stand-in build (tests, demo),
+# 1: install and verify the pinned overrides and source builds. 0 only for the stand-in build (tests, demo),
 # whose Debian base carries none of the pinned packages and which must not reach PyPI from a build container.
 ARG PINNED_INSTALL=1
 
@@ -86,8 +71,8 @@ USER 0
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
 
 # Refuse a build without the pins (a plain `docker build .`): the values live in images/<variant>/pins.toml.
-RUN required="PIN_VARIANT PYTHON_SITE PIN_CUDA_VERSION PIN_TORCH_CUDA_ARCH_LIST PIN_FLASHINFER_CUDA_ARCH_LIST GPU_ARCHS"; \
-    if [ "${DEVICE}" = "cpu" ]; then required="PIN_VARIANT PYTHON_SITE"; fi; \
+RUN required="PIN_VARIANT PIN_CUDA_VERSION PIN_TORCH_CUDA_ARCH_LIST PIN_FLASHINFER_CUDA_ARCH_LIST GPU_ARCHS"; \
+    if [ "${DEVICE}" = "cpu" ]; then required="PIN_VARIANT"; fi; \
     for arg in ${required}; do \
       if [ -z "${!arg}" ]; then \
         echo "bwstack: build arg $arg is empty; build with 'bwstack build --variant V' or 'docker compose build'" >&2; \
@@ -96,9 +81,8 @@ RUN required="PIN_VARIANT PYTHON_SITE PIN_CUDA_VERSION PIN_TORCH_CUDA_ARCH_LIST 
     done; \
     if [ -z "${SGLANG_VERSION}${SGLANG_COMMIT}" ]; then echo "bwstack: SGLANG_VERSION or SGLANG_COMMIT required" >&2; exit 1; fi
 
-# A CPU variant's wheelhouse install (empty for the GPU variants), then Python overrides (hash-locked) and
-# source-built wheels replace what the base image ships.
-COPY --from=sources /site/ ${PYTHON_SITE}/
+# Python overrides (hash-locked) and source-built wheels replace what the base image ships. `python3` is the
+# base's interpreter through its PATH (first-contact.md 1.1): /opt/sglang/bin/python3 on a venv base.
 COPY --from=sources /wheelhouse /tmp/bwstack-wheelhouse
 COPY images/${PIN_VARIANT}/overrides.lock /tmp/bwstack-overrides.lock
 RUN if [ "${PINNED_INSTALL}" = "1" ] && grep -q '^[A-Za-z0-9]' /tmp/bwstack-overrides.lock; then \
@@ -196,7 +180,6 @@ LABEL io.bwstack.stage="serve" \
       io.bwstack.sources="${SOURCES}" \
       io.bwstack.env="${ENV_SWITCHES}" \
       io.bwstack.device="${DEVICE}" \
-      io.bwstack.python-site="${PYTHON_SITE}" \
       io.bwstack.pins-verified="${PINNED_INSTALL}"
 
 # numeric, so Kubernetes runAsNonRoot can verify it (the name is bwstack)

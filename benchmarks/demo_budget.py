@@ -1,8 +1,9 @@
 """The main job's budget: `bwstack demo` (real CPU sweep + stand-in sweep) cold and warm, in one run.
 
-Cold: the CPU serving image, its build cache (``bwstack/build-stage:…``) and the stand-in images are removed
-first, so the run includes the image builds (the host wheelhouse download is cached separately, as on any
-developer machine after the first `bwstack lock` or build). Warm: the same command again. Figures: wall time
+Cold: the CPU serving image, its local base (``bwstack/cpu-base:…``), its build cache
+(``bwstack/build-stage:…``) and the stand-in images are removed first, so the run includes the image builds
+(the host wheelhouse download is cached separately, as on any developer machine after the first `bwstack lock`
+or build). Warm: the same command again. Figures: wall time
 of each run, its two parts (from the sub-reports), each as a ratio against the budget (cold 10 min,
 warm 5 min) and warm against cold. Nothing is asserted.
 
@@ -21,7 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = {"cold": 600.0, "warm": 300.0}
-COLD_IMAGES = ("bwstack/sglang:v0.5.23-cpu", "bwstack/build-stage:bwstack_sglang_v0.5.23-cpu")
+COLD_IMAGES = (
+    "bwstack/sglang:v0.5.23-cpu",
+    "bwstack/build-stage:bwstack_sglang_v0.5.23-cpu",
+    "bwstack/cpu-base:v0.5.23-cpu",
+)
 
 
 def images_to_drop() -> list[str]:

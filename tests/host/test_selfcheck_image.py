@@ -5,6 +5,10 @@ caches, ``selfcheck.py --prepare`` and ``--build``) and then runs the full self-
 runs it again as uid 10001 with the service's mounts and passes. Planted faults (an unreadable secret, an
 unwritable cache folder, a cubin of another version than flashinfer-python, no HOME) each fail with their one
 line. SGLang's own import must leave every cache variable where the image put it (DG_JIT_CACHE_DIR included).
+
+Each CPU image stands on a local base laid out like the real base of its SGLang (images/<v>/pins.toml [base],
+images/cpu-base/install.sh): the layout tests read that layout back from the built image, and that the GPU
+path's steps ran on it (verify_pins.py, compileall, the user), as root and as the serving user.
 """
 
 from __future__ import annotations
@@ -73,6 +77,129 @@ def selfcheck(
     )  # fmt: skip
     lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.startswith("bwstack selfcheck:")]
     return done.returncode, lines
+
+
+#: the layout of each CPU image (first-contact.md rows 1.1, 1.3, 1.4): interpreter, site, where sglang lives
+LAYOUT = {
+    "v0.5.23-cpu": {
+        "executable": "/opt/sglang/bin/python3",
+        "purelib": "/opt/sglang/lib/python3.11/site-packages",
+        "sglang": "/opt/sglang/lib/python3.11/site-packages/sglang/__init__.py",
+        "editable": False,
+        "externally_managed": False,
+    },
+    "v0.5.9-cpu": {
+        "executable": "/usr/bin/python3",
+        "purelib": "/usr/local/lib/python3.11/dist-packages",
+        "sglang": "/sgl-workspace/sglang/python/sglang/__init__.py",
+        "editable": True,
+        "externally_managed": True,
+    },
+}
+#: run inside the image: what its python3 (the PATH's) says about itself, as the user the container runs as
+LAYOUT_PROBE = """
+import importlib.util, json, os, sys, sysconfig
+from importlib import metadata
+site = sysconfig.get_path("purelib")
+origin = importlib.util.find_spec("sglang").origin
+direct = json.loads(metadata.distribution("sglang").read_text("direct_url.json") or "{}")
+def owner(path):
+    try:
+        return os.stat(path).st_uid
+    except OSError as exc:
+        return type(exc).__name__
+out = {
+    "executable": sys.executable, "purelib": site, "sglang": origin,
+    "editable": direct.get("dir_info", {}).get("editable", False),
+    # PEP 668 as pip judges it: the marker next to the stdlib, outside a venv
+    "externally_managed": os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+    and sys.prefix == sys.base_prefix,
+    "in_venv": sys.prefix != sys.base_prefix,
+    "site_owner": owner(site), "site_writable": os.access(site, os.W_OK),
+    "sglang_owner": owner(origin), "sglang_writable": os.access(os.path.dirname(origin), os.W_OK),
+    "pyc": os.path.isfile(importlib.util.cache_from_source(origin)),
+    "root_readable": os.access("/root", os.R_OK | os.X_OK),
+    "cwd": os.getcwd(),
+}
+if os.getuid() == 0:
+    out["root_mode"] = oct(os.stat("/root").st_mode & 0o777)
+    out["root_caches"] = {p: owner(p) for p in ("/root/.cache/huggingface", "/root/.cache/sglang/kernels.lock")}
+    out["pip_config"] = open("/root/.config/pip/pip.conf").read() if os.path.isfile("/root/.config/pip/pip.conf") else ""
+else:
+    import sglang.srt.server_args  # the serving user imports SGLang from the root-owned tree
+print(json.dumps(out))
+"""
+
+
+def probe_layout(variant: str, user: str) -> dict[str, Any]:
+    done = dockerstack.docker(
+        "run", "--rm", "--network", "none", "--user", user, "--entrypoint", "python3",
+        f"bwstack/sglang:{variant}", "-c", LAYOUT_PROBE, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_the_image_has_the_layout_of_its_real_base(
+    built_variant: tuple[str, subprocess.CompletedProcess[str]],
+) -> None:
+    """0.5.23: SGLang in the venv /opt/sglang, first on PATH; 0.5.9: system site-packages, EXTERNALLY-MANAGED,
+    SGLang editable from /sgl-workspace/sglang/python. Both: root owns the code, uid 10001 cannot write it
+    and imports it anyway (byte-compiled at build), /root is 0700 with root-owned caches the server never
+    needs."""
+    variant = built_variant[0]
+    serving = probe_layout(variant, USER)
+    for key, want in LAYOUT[variant].items():
+        assert serving[key] == want, (key, serving)
+    assert serving["in_venv"] is (variant == "v0.5.23-cpu")
+    assert serving["site_owner"] == 0 and serving["sglang_owner"] == 0, serving
+    assert serving["site_writable"] is False and serving["sglang_writable"] is False, serving
+    assert serving["pyc"] is True, "selfcheck.py --prepare did not byte-compile SGLang"
+    assert serving["root_readable"] is False, serving
+    assert serving["cwd"] == imagelayout.HOME  # the serving image's WORKDIR, not the base's
+    root = probe_layout(variant, "0")
+    assert root["root_mode"] == "0o700", root
+    assert root["root_caches"] == {"/root/.cache/huggingface": 0, "/root/.cache/sglang/kernels.lock": 0}, root
+    if LAYOUT[variant]["externally_managed"]:  # PEP 668 lifted only by root's own pip config, as upstream
+        assert "break-system-packages = true" in root["pip_config"], root
+    base = dockerstack.docker(
+        "image", "inspect", "--format", "{{json .Config}}", f"bwstack/cpu-base:{variant}"
+    ).stdout
+    config = json.loads(base)
+    assert config["WorkingDir"] == "/sgl-workspace/sglang"
+    assert config["Labels"]["io.bwstack.cpu-base-layout"] == (
+        "venv" if variant == "v0.5.23-cpu" else "system"
+    )
+
+
+def test_the_gpu_path_ran_on_the_cpu_base(
+    built_variant: tuple[str, subprocess.CompletedProcess[str]],
+) -> None:
+    """The Dockerfile's pinned steps are in the image's history and hold now: verify_pins.py, the user, the
+    self-check; the labels say the pins were verified on the local base."""
+    variant = built_variant[0]
+    image = f"bwstack/sglang:{variant}"
+    labels = json.loads(
+        dockerstack.docker("image", "inspect", "--format", "{{json .Config.Labels}}", image).stdout
+    )
+    assert labels["io.bwstack.pins-verified"] == "1"
+    assert labels["org.opencontainers.image.base.name"] == f"bwstack/cpu-base:{variant}"
+    history = dockerstack.docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", image).stdout
+    for step in (
+        "verify_pins.py",
+        "selfcheck.py --prepare",
+        "selfcheck.py --build",
+        "useradd --system --uid 10001",
+    ):
+        assert step in history, step
+    assert "io.bwstack.python-site" not in labels  # the CPU-only copy of a closure (/site) is gone
+    verify = dockerstack.docker(
+        "run", "--rm", "--network", "none", "--user", USER, "--entrypoint", "python3",
+        "-e", f"SGLANG_VERSION={labels['io.bwstack.sglang']}", "-e", f"PYTHON_PINS={labels['io.bwstack.python-pins']}",
+        image, "/opt/bwstack/verify_pins.py", check=False,
+    )  # fmt: skip
+    assert verify.returncode == 0 and "3 pins verified" in verify.stdout, verify.stderr
 
 
 def test_build_ran_the_self_check_and_doctor_image_passes(

@@ -1,4 +1,5 @@
-"""The real path without a GPU, end to end: the v0.5.23-cpu image (real pinned install, verify_pins.py),
+"""The real path without a GPU, end to end: the v0.5.23-cpu image (its local venv base, the Dockerfile's GPU
+path on it: verify_pins.py, user, caches, self-check),
 compose.cpu.yaml in real Docker + Compose v2, real SGLang's verdicts, and the sweep in mode ``real``.
 
 One scratch copy of the stack per module (its own compose project name, an ephemeral host port): the image is
@@ -97,9 +98,18 @@ def project_of(stack: Path) -> str:
 
 def test_build_runs_the_real_pinned_install_and_verify_pins(built: subprocess.CompletedProcess[str]) -> None:
     out = built.stdout + built.stderr
-    assert (
-        "--require-hashes" in out and "--no-index" in out
-    )  # the Dockerfile's wheelhouse step ran (or is cached)
+    assert "cpu base bwstack/cpu-base:v0.5.23-cpu: " in out  # made (or found up to date) by bwstack build
+    base = json.loads(
+        dockerstack.docker(
+            "image", "inspect", "--format", "{{json .}}", "bwstack/cpu-base:v0.5.23-cpu"
+        ).stdout
+    )
+    assert base["Config"]["Labels"]["io.bwstack.cpu-base-layout"] == "venv"
+    # one committed layer over the root file system: images/cpu-base/install.sh, offline, --require-hashes
+    history = dockerstack.docker(
+        "history", "--no-trunc", "--format", "{{.CreatedBy}}", "bwstack/cpu-base:v0.5.23-cpu"
+    )
+    assert "bwstack-cpu-base.sh" in history.stdout
     labels = json.loads(
         dockerstack.docker("image", "inspect", "--format", "{{json .Config.Labels}}", IMAGE).stdout
     )

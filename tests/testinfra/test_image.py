@@ -40,7 +40,6 @@ LABEL_ARGS = {
     "io.bwstack.sources": "SOURCES",
     "io.bwstack.env": "ENV_SWITCHES",
     "io.bwstack.device": "DEVICE",
-    "io.bwstack.python-site": "PYTHON_SITE",
     "org.opencontainers.image.version": "PIN_VARIANT",
 }
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|CREDENTIAL", re.IGNORECASE)

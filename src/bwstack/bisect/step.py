@@ -39,7 +39,6 @@ from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
 from bwstack.host import operate
 from bwstack.lock import args as lock_args
-from bwstack.lock import wheelhouse
 from bwstack.stack import pins, snapshots
 from bwstack.stack.schema import Stack
 from bwstack.sweep import report, run_sweep
@@ -253,7 +252,7 @@ class StepRunner:
 
         context = self.out / CONTEXT_DIR
         shutil.rmtree(context, ignore_errors=True)
-        for item in wheelhouse.CONTEXT_ITEMS:
+        for item in operate.CONTEXT_ITEMS:
             source, dest = stack.root / item, context / item
             dest.parent.mkdir(parents=True, exist_ok=True)
             if source.is_dir():

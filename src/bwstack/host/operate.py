@@ -24,14 +24,13 @@ from typing import Any
 
 from bwstack import __version__, classify, launch
 from bwstack.errors import ExternalError, UserError
-from bwstack.host import modelcache, secretfiles
+from bwstack.host import cpubase, modelcache, secretfiles
 from bwstack.host.dockercompose import Project
 from bwstack.host.doctor import image
 from bwstack.host.gitinfo import git
 from bwstack.know import next_try
 from bwstack.lock import command as locking
-from bwstack.lock import wheelhouse
-from bwstack.nogpu import rootfs, tinymodel
+from bwstack.nogpu import tinymodel
 from bwstack.render import compose
 from bwstack.stack.baselines import describe
 from bwstack.stack.pins import Variant
@@ -344,10 +343,9 @@ def build(
 ) -> int:
     """``docker build`` of one variant with every pin as a build arg; returns docker's exit status."""
     variant = stack.variant(variant_name)
-    context = None
     if variant.is_cpu and not dry_run and base_image is None:
-        context = prepare_cpu_build(stack, variant, echo=(lambda _m: None) if quiet else print)
-    argv = docker_build_argv(stack, variant_name, tag=tag, base_image=base_image, context=context)
+        prepare_cpu_build(stack, variant, echo=(lambda _m: None) if quiet else print)
+    argv = docker_build_argv(stack, variant_name, tag=tag, base_image=base_image)
     if dry_run:
         print(" ".join(_shell_quote(a) for a in argv))
         return 0
@@ -360,14 +358,20 @@ def build(
     return result.returncode
 
 
-def prepare_cpu_build(stack: Stack, variant: Variant, *, echo: Callable[[str], object]) -> Path:
-    """A CPU variant's build inputs: its Debian base (mmdebstrap, no registry), its verified wheelhouse, and
-    the build context that carries both (the repository's context never holds the wheels)."""
+def prepare_cpu_build(stack: Stack, variant: Variant, *, echo: Callable[[str], object]) -> str:
+    """A CPU variant's base, ``[base] image``: made locally from the Debian root file system (mmdebstrap, no
+    registry) and the verified wheelhouse, laid out like the real base (:mod:`bwstack.host.cpubase`). The
+    serving image is then built from the repository's own context, as a GPU variant's is."""
+    return cpubase.ensure_base(stack.root, variant, echo=echo)
 
-    if variant.base_image == rootfs.ROOTFS_IMAGE:
-        rootfs.ensure_rootfs(echo=echo)
-    return wheelhouse.stage_context(stack.root, variant, echo=echo)
 
+#: what the Dockerfile reads from its build context (see .dockerignore); a staged context copies these
+CONTEXT_ITEMS = (
+    "Dockerfile",
+    "healthchecks",
+    "images/build-sources.sh",
+    "images/verify_pins.py",
+)
 
 BUILD_ID_ARG = "BWSTACK_BUILD_ID"
 #: the build ids of this process's builds (tests prune what a crashed build left)

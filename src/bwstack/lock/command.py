@@ -57,7 +57,7 @@ def lock(root: Path, *, variants: Sequence[str], digest: bool, python: bool, arg
             path = write_wheelhouse_lock(variant, echo)
             echo(f"  wheelhouse.lock: {len(variant.wheelhouse) + 1} package(s) + placeholders -> {path.name}")
         if digest and variant.is_cpu:
-            echo("  digest: none (the base is built locally by mmdebstrap, not pulled from a registry)")
+            echo(f"  digest: none ({variant.base_image} is made locally by bwstack build, not pulled)")
         elif digest:
             try:
                 resolved = resolve_digest(variant.base_image)

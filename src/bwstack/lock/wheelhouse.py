@@ -1,15 +1,20 @@
 """The host-side wheelhouse of a CPU image variant: every Python file its image installs, hash-locked.
 
 A ``device = "cpu"`` variant (``images/<v>/pins.toml`` ``[wheelhouse]``) installs its whole Python closure
-``--no-index --no-deps --require-hashes`` from ``images/<v>/wheelhouse.lock``. The files come from here:
+``--no-index --no-deps --require-hashes`` from ``images/<v>/wheelhouse.lock`` into its local CPU base
+(``bwstack.host.cpubase``, ``images/cpu-base/install.sh``). The files come from here:
 
-- ``stage_context(root, variant)`` downloads them with the host's pip (which sees a local CPU torch wheel, or
+- ``stage_wheelhouse(variant)`` downloads them with the host's pip (which sees a local CPU torch wheel, or
   PyTorch's CPU index) into ``$BWSTACK_CACHE/wheelhouse/<variant>/`` (cached between builds), builds the
-  project's own placeholder wheel, checks every file against the lock, and stages a build context under
-  ``$BWSTACK_CACHE/contexts/<variant>/`` with the set linked into ``images/<v>/wheelhouse/``, where the
-  Dockerfile's first stage installs it. The build container never reaches a network.
+  project's own placeholder wheel, checks every file against the lock, and stages exactly the locked files
+  (hard links into the cache) under ``$BWSTACK_CACHE/contexts/<variant>/wheelhouse/`` with ``closure.lock``,
+  the part of the lock pip installs with ``--require-hashes``. The base build mounts that folder read-only and
+  never reaches a network.
 - ``lock_text(variant, folder)`` is what ``bwstack lock`` writes to wheelhouse.lock: one line per file with
   its sha256, the placeholder's included (its wheel is byte-reproducible: fixed timestamps, sorted entries).
+  A variant whose SGLang is installed editable (``[sglang] install = "editable"``) locks SGLang's sdist
+  instead of its wheel, and its build backend (``[wheelhouse] build``): the base unpacks the sdist into
+  ``/sgl-workspace/sglang/python`` and runs ``pip install -e`` there, offline, as the real base does.
 
 The placeholder distribution ``bwstack-cpu-placeholders`` holds ``sgl_kernel`` (images/cpu-placeholders/:
 every kernel raises NotImplementedError) and ``bwstack_venv_shims`` (the torchvision placeholder of the
@@ -52,11 +57,31 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)
 MARKER = ".bwstack-complete"
 
 
+#: the file of the closure's requirements the base installs with --require-hashes (in the staged wheelhouse)
+CLOSURE_FILE = "closure.lock"
+
+
 def requirements(variant: pins.Variant) -> list[str]:
-    """Every distribution of the variant's image, ``name==version``: the closure, SGLang, the placeholders."""
-    out = [*variant.wheelhouse, f"sglang=={variant.sglang_version}"]
+    """Every file of the variant's wheelhouse, ``name==version``: the closure, SGLang (its sdist when it is
+    installed editable), the placeholders, the editable install's build backend."""
+    out = [*variant.wheelhouse, sglang_requirement(variant), *variant.wheelhouse_build]
     out += [f"{name}=={PLACEHOLDERS_VERSION}" for name in variant.local_wheels]
     return sorted(out, key=lambda r: pins.normalize_package(r.partition("==")[0]))
+
+
+def sglang_requirement(variant: pins.Variant) -> str:
+    return f"sglang=={variant.sglang_version}"
+
+
+def editable(variant: pins.Variant) -> bool:
+    return variant.sglang_install == "editable"
+
+
+def closure(variant: pins.Variant) -> list[str]:
+    """What pip installs ``--require-hashes`` into the base: every file but the build backend and an
+    editable SGLang's sdist."""
+    skip = set(variant.wheelhouse_build) | ({sglang_requirement(variant)} if editable(variant) else set())
+    return [req for req in requirements(variant) if req not in skip]
 
 
 def cache_dir(variant: pins.Variant) -> Path:
@@ -128,18 +153,29 @@ def files_by_requirement(variant: pins.Variant, folder: Path) -> dict[str, Path]
         except InvalidWheelFilename:
             continue
         found[(str(parsed[0]), str(parsed[1]))] = path
+    sdist = sdist_path(variant, folder)
     out: dict[str, Path] = {}
     missing = []
     for req in requirements(variant):
         req_name, _, req_version = req.partition("==")
         key = (str(canonicalize_name(req_name)), _normal_version(req_version))
-        if key in found:
+        if editable(variant) and req == sglang_requirement(variant):
+            if sdist.is_file():
+                out[req] = sdist
+            else:
+                missing.append(f"{req} (sdist)")
+        elif key in found:
             out[req] = found[key]
         else:
             missing.append(req)
     if missing:
         raise ExternalError(f"the wheelhouse {folder} lacks {len(missing)} file(s): {', '.join(missing[:6])}")
     return out
+
+
+def sdist_path(variant: pins.Variant, folder: Path) -> Path:
+    """Where an editable SGLang's source distribution lies in the wheelhouse (PyPI's name for it)."""
+    return folder / f"sglang-{variant.sglang_version}.tar.gz"
 
 
 def _normal_version(version: str) -> str:
@@ -194,6 +230,14 @@ def download(variant: pins.Variant, folder: Path, echo: Echo) -> None:
             req for req in requirements(variant) if _has_file(folder, req)
         }  # partial: only what is missing
     todo = [r for r in requirements(variant) if r not in present and not r.startswith(PLACEHOLDERS)]
+    if editable(variant):
+        if sglang_requirement(variant) in todo:
+            todo.remove(sglang_requirement(variant))
+        if not sdist_path(variant, folder).is_file():
+            echo(f"wheelhouse: downloading the source of {sglang_requirement(variant)} into {folder}")
+            argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:",
+                    "--progress-bar", "off", "-d", str(folder), sglang_requirement(variant)]  # fmt: skip
+            _pip(argv, "downloading SGLang's sdist")
     if not todo:
         return
     echo(f"wheelhouse: downloading {len(todo)} wheel(s) for {variant.name} into {folder}")
@@ -245,19 +289,18 @@ def verify(variant: pins.Variant, folder: Path) -> dict[str, Path]:
     return files
 
 
-#: what the Dockerfile reads from its context (see .dockerignore), copied into a CPU variant's staged context
-CONTEXT_ITEMS = (
-    "Dockerfile",
-    "healthchecks",
-    "images/build-sources.sh",
-    "images/verify_pins.py",
-)
+def closure_text(variant: pins.Variant) -> str:
+    """``closure.lock``: the lines of wheelhouse.lock pip installs ``--require-hashes`` (:func:`closure`)."""
+    hashes = locked_hashes(variant)
+    lines = [LOCK_HEADER.replace("wheelhouse.lock", CLOSURE_FILE)]
+    lines += [f"{req} \\\n    --hash=sha256:{hashes[req]}\n" for req in closure(variant)]
+    return "".join(lines)
 
 
-def stage_context(root: Path, variant: pins.Variant, echo: Echo = print) -> Path:
-    """The build context of a CPU variant: the files the Dockerfile reads plus ``images/<v>/wheelhouse/``
-    holding exactly the locked, verified wheels (hard links into the cache). Staged under the cache, rebuilt
-    each time, so the repository's own context (and every other build's upload) never carries the wheels."""
+def stage_wheelhouse(variant: pins.Variant, echo: Echo = print) -> Path:
+    """A folder holding exactly the variant's locked, verified files (hard links into the cache) and
+    ``closure.lock``: what the CPU base build mounts read-only. Rebuilt each time under
+    ``$BWSTACK_CACHE/contexts/<variant>/wheelhouse``; the repository's build context never carries wheels."""
     if not variant.is_cpu:
         raise UserError(f"variant {variant.name} is not a CPU variant: it has no wheelhouse")
     locked_hashes(variant)  # a stale lock is the user's to fix before any download
@@ -267,27 +310,17 @@ def stage_context(root: Path, variant: pins.Variant, echo: Echo = print) -> Path
     target = venvs.cache_root() / "contexts" / variant.name
     staging = target.with_name(f".{target.name}.{os.getpid()}.partial")
     shutil.rmtree(staging, ignore_errors=True)
-    for item in CONTEXT_ITEMS:
-        source = root / item
-        dest = staging / item
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, dest)
-    shutil.copytree(
-        variant.dir, staging / "images" / variant.name, ignore=shutil.ignore_patterns("wheelhouse")
-    )
-    wheels = staging / "images" / variant.name / pins.WHEELHOUSE_DIR
-    wheels.mkdir()
+    wheels = staging / pins.WHEELHOUSE_DIR
+    wheels.mkdir(parents=True)
     for path in files.values():
         try:
             os.link(path, wheels / path.name)
         except OSError:
             shutil.copy2(path, wheels / path.name)
+    (wheels / CLOSURE_FILE).write_text(closure_text(variant), encoding="utf-8")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
-    return target
+    return target / pins.WHEELHOUSE_DIR
 
 
 # --- the same closure on the host ---------------------------------------------------------------------------
@@ -314,12 +347,16 @@ def host_venv(variant: pins.Variant, echo: Echo = print) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     _pip([venvs.base_python(), "-m", "venv", "--without-pip", str(staging)], "creating the venv")
     pip_wheel = next(folder.glob("pip-*.whl"))
+    (staging / CLOSURE_FILE).write_text(closure_text(variant), encoding="utf-8")
+    install = [str(staging / "bin" / "python"), str(pip_wheel / "pip"), "install", "--no-index",
+               "--find-links", str(folder), "--no-deps", "--disable-pip-version-check",
+               "--no-warn-script-location"]  # fmt: skip
     _pip(
-        [str(staging / "bin" / "python"), str(pip_wheel / "pip"), "install", "--no-index", "--find-links",
-         str(folder), "--no-deps", "--require-hashes", "--disable-pip-version-check",
-         "--no-warn-script-location", "-r", str(variant.wheelhouse_lock_path)],
+        [*install, "--require-hashes", "-r", str(staging / CLOSURE_FILE)],
         "installing the wheelhouse into the host venv",
-    )  # fmt: skip
+    )
+    if editable(variant):  # the same sdist the image installs editable, built offline from the wheelhouse
+        _pip([*install, str(sdist_path(variant, folder))], "building SGLang from its sdist")
     (staging / MARKER).write_text(lock_sha + "\n", encoding="utf-8")
     if (root / MARKER).is_file():  # another process finished first: keep its venv
         shutil.rmtree(staging, ignore_errors=True)

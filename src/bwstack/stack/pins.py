@@ -19,8 +19,8 @@ from bwstack.errors import UserError
 PINS_FILE = "pins.toml"
 LOCK_FILE = "overrides.lock"
 WHEELHOUSE_LOCK_FILE = "wheelhouse.lock"
-#: the folder of a CPU variant's staged build context that holds its wheels
-# (bwstack.lock.wheelhouse.stage_context)
+#: the folder of a CPU variant's staged wheelhouse that holds its wheels
+# (bwstack.lock.wheelhouse.stage_wheelhouse)
 WHEELHOUSE_DIR = "wheelhouse"
 SNAPSHOT_FILE = "sglang-args.json"
 MANIFEST_FILE = "versions.json"
@@ -40,17 +40,23 @@ KINDS = ("release", "nightly")
 #: what a variant runs on: "gpu" (the CUDA images) or "cpu" (real SGLang on the CPU with a tiny model);
 #: the same words as a stack's ``device``
 DEVICES = ("gpu", "cpu")
-#: the Debian bookworm python3.11 site directory the CPU variants install their wheelhouse into
-CPU_PYTHON_SITE = "/usr/local/lib/python3.11/dist-packages"
+#: how a CPU variant's local base holds SGLang, as the real base of that SGLang version does
+#: (images/cpu-base/install.sh; first-contact.md rows 1.1, 1.3, 1.4): "venv" = a venv at /opt/sglang on
+#: PATH (the 0.5.23 base, sgl-project/sglang PR #30612), "system" = the system site-packages as root, PEP 668
+#: lifted by root's pip config (the 0.5.9 base)
+BASE_LAYOUTS = ("venv", "system")
+#: how the CPU base installs SGLang: its wheel, or "editable" from its source tree under /sgl-workspace/sglang
+#: (``pip install -e python``, as the real bases do; needs the sdist and ``[wheelhouse] build``)
+SGLANG_INSTALLS = ("wheel", "editable")
 
 SECTIONS: dict[str, tuple[str, ...]] = {
     "variant": ("kind", "description", "evidence", "device"),
-    "base": ("image", "digest"),
-    "sglang": ("version", "commit"),
+    "base": ("image", "digest", "layout"),
+    "sglang": ("version", "commit", "install"),
     "cuda": ("toolkit", "torch_cuda_arch_list", "flashinfer_cuda_arch_list", "gpu_archs"),
     "python": (),  # package -> version, plus "reasons"
     "overrides": ("packages",),
-    "wheelhouse": ("packages", "local"),
+    "wheelhouse": ("packages", "local", "build"),
     "sources": (),  # name -> Source table
     "env": (),  # NAME -> value
 }
@@ -103,6 +109,12 @@ class Variant:
     wheelhouse: tuple[str, ...] = ()
     #: distributions bwstack builds itself into the wheelhouse (images/cpu-placeholders), by name
     local_wheels: tuple[str, ...] = ()
+    #: a CPU variant's base layout (BASE_LAYOUTS; empty for the GPU variants, whose base is pulled)
+    base_layout: str = ""
+    #: how a CPU variant's base installs SGLang (SGLANG_INSTALLS)
+    sglang_install: str = "wheel"
+    #: the build backend of an editable SGLang (name==version), used only while the base is built
+    wheelhouse_build: tuple[str, ...] = ()
 
     @property
     def is_cpu(self) -> bool:
@@ -161,7 +173,6 @@ class Variant:
             "SOURCES": ";".join(s.encode() for _, s in sorted(self.sources.items())),
             "ENV_SWITCHES": " ".join(f"{k}={v}" for k, v in sorted(self.env.items())),
             "DEVICE": self.device,
-            "PYTHON_SITE": CPU_PYTHON_SITE if self.is_cpu else "/opt/bwstack/site",
         }
 
     def manifest(self) -> dict[str, Any]:
@@ -173,8 +184,10 @@ class Variant:
             "kind": self.kind,
             "device": self.device,
             "locked": self.locked,
-            "base": {"image": self.base_image, "digest": self.base_digest or None, "ref": self.base_ref},
-            "sglang": {"version": self.sglang_version or None, "commit": self.sglang_commit or None},
+            "base": {"image": self.base_image, "digest": self.base_digest or None, "ref": self.base_ref}
+            | ({"layout": self.base_layout} if self.base_layout else {}),
+            "sglang": {"version": self.sglang_version or None, "commit": self.sglang_commit or None}
+            | ({"install": self.sglang_install} if self.is_cpu else {}),
             "cuda": {
                 "toolkit": self.cuda_toolkit,
                 "torch_cuda_arch_list": self.torch_cuda_arch_list,
@@ -195,7 +208,8 @@ class Variant:
                 for name, s in sorted(self.sources.items())
             },
             "env": dict(sorted(self.env.items())),
-            "wheelhouse": {"packages": list(self.wheelhouse), "local": list(self.local_wheels)},
+            "wheelhouse": {"packages": list(self.wheelhouse), "local": list(self.local_wheels)}
+            | ({"build": list(self.wheelhouse_build)} if self.wheelhouse_build else {}),
             "build_args": self.build_args(),
         }
 
@@ -339,11 +353,25 @@ class _Parser:
             device=device,
             wheelhouse=self.wheelhouse(device, python),
             local_wheels=self.str_list("wheelhouse", "local", PACKAGE_NAME),
+            base_layout=self.choice("base", "layout", BASE_LAYOUTS if device == "cpu" else ()),
+            sglang_install=self.choice("sglang", "install", SGLANG_INSTALLS if device == "cpu" else ())
+            or "wheel",
+            wheelhouse_build=self.requirements("wheelhouse", "build"),
         )
         if variant.is_cpu:
             if variant.gpu_archs:
                 raise self.fail("cuda", "gpu_archs", 'a device = "cpu" variant has no GPU archs')
+            if not variant.base_layout:
+                raise self.fail(
+                    "base", "layout", f"a CPU variant says its base layout ({', '.join(BASE_LAYOUTS)})"
+                )
+            if (variant.sglang_install == "editable") != bool(variant.wheelhouse_build):
+                raise self.fail(
+                    "wheelhouse", "build", 'list the build backend exactly when [sglang] install = "editable"'
+                )
             return variant
+        if variant.wheelhouse_build:
+            raise self.fail("wheelhouse", "build", 'only device = "cpu" variants install from a wheelhouse')
         if not variant.gpu_archs:
             raise self.fail("cuda", "gpu_archs", 'list at least one GPU arch, e.g. ["sm120"]')
         return variant
@@ -388,6 +416,21 @@ class _Parser:
                     f"{req!r} must match the [python] pin ({name} = {pins_norm.get(_normalize(name))!r}); "
                     "pin the version once in [python] and list the override here",
                 )
+        return packages
+
+    def choice(self, section: str, key: str, valid: tuple[str, ...]) -> str:
+        """An optional key with a fixed set of values; no values: the key is refused (GPU variants)."""
+        value = self.str_value(section, key, None, required=False)
+        if value and value not in valid:
+            allowed = f"valid: {', '.join(valid)}" if valid else 'only device = "cpu" variants set it'
+            raise self.fail(section, key, f"invalid {key} {value!r} ({allowed})")
+        return value
+
+    def requirements(self, section: str, key: str) -> tuple[str, ...]:
+        packages = self.str_list(section, key)
+        for req in packages:
+            if not REQUIREMENT.match(req):
+                raise self.fail(section, key, f"invalid requirement {req!r} (write name==version)")
         return packages
 
     def wheelhouse(self, device: str, python: Mapping[str, str]) -> tuple[str, ...]:
