@@ -480,7 +480,7 @@ class Readiness:
                 break
             self.watcher.done.wait(1.0)
         self.verdict = found.line()
-        self.tee.say(f"readiness probe: {self.verdict}")
+        self.tee.say(verdict.readiness_message(self.verdict))
         if self.fail_fast and found.cls in signatures.FAIL_FAST_CLASSES and not self.watcher.done.is_set():
             self.watcher.stop(f"the readiness probe reported '{self.verdict}'", found)
 

@@ -26,6 +26,7 @@ MARKER = "bwstack-serve:"
 STARTING = "starting"
 CRASHED = "server crashed"
 STOPPED = "server stopped by fail-fast"
+READINESS = "readiness probe:"
 _STOPPED_LINE = re.compile(re.escape(f"{STOPPED} (exit status ") + r"-?\d+\): (.*)$")
 
 
@@ -103,6 +104,20 @@ def write_record(path: str, verdict: Verdict, now: float) -> None:
 def marker(message: str) -> str:
     """A serve-wrapper line of the server log."""
     return f"{MARKER} {message}"
+
+
+def readiness_message(verdict_line: str) -> str:
+    """What the serve wrapper logs once its readiness probe (one full healthcheck) has a verdict."""
+    return f"{READINESS} {verdict_line}"
+
+
+def parse_readiness(text: str) -> str | None:
+    """The verdict line of a serve-wrapper readiness line of the server log; None for any other line."""
+    head = f"{MARKER} {READINESS} "
+    at = text.find(head)
+    if at < 0:
+        return None
+    return text[at + len(head) :].strip() or None
 
 
 def stopped_message(exit_status: int, verdict_line: str) -> str:

@@ -7,7 +7,8 @@ import subprocess
 from collections.abc import Sequence
 
 from bwstack.stack.schema import SoakSettings
-from bwstack.sweep import soak
+from bwstack.sweep import HealthChange, Judge, LogLine, soak
+from healthchecks import verdict
 
 RESULT = {
     "verdict": "ok", "reason": "", "duration_s": 20.1, "requests": 18, "failed": 0, "errors": [], "tokens": 860,
@@ -60,6 +61,20 @@ def test_rows_carry_short_and_long_scores_and_the_long_context_fact() -> None:
     )
     evidence = {"health": {"last": [{"output": "unhealthy: starting: x"}, {"output": line}]}}
     assert probe_scores(evidence) == {"short": -0.021, "long": -0.41, "long_tokens": 2304}
+    # the serve wrapper's readiness probe (a full pass) reports both in the server log; Docker's light probes
+    # that follow carry no scores, so the row takes them from the readiness line the judge read
+    judge = Judge(60, now=0.0)
+    judge.feed(LogLine("[2026-12-03 16:00:00] The server is fired up and ready to roll!"), 1.0)
+    judge.feed(HealthChange("healthy"), 2.0)
+    assert judge.poll(2.0)  # decided healthy before the readiness line arrived
+    judge.feed(LogLine(verdict.marker(verdict.readiness_message(line))), 3.0)
+    assert judge.readiness == line
+    light = {"health": {"last": [{"output": "healthy: light probe ok"}]}}
+    assert probe_scores({**light, "readiness": judge.readiness}) == {
+        "short": -0.021, "long": -0.41, "long_tokens": 2304
+    }  # fmt: skip
+    assert probe_scores(light) == {"short": None, "long": None, "long_tokens": None}
+    assert verdict.parse_readiness("bwstack-serve: something else") is None
     rows = {
         "dense": {"verdict": "healthy", "model": "m", "scores": {"short": -0.02, "long": -2.9, "long_tokens": 2304}},
         "sparse": {"verdict": "healthy", "model": "m", "scores": {"short": -0.02, "long": -0.4, "long_tokens": 2304}},

@@ -115,6 +115,8 @@ class Judge:
         self.oom_killed = False
         #: the serve wrapper stopped the server on this healthcheck class (its fail-fast line in the log)
         self.fail_fast: tuple[str, str] | None = None
+        #: the verdict line of the serve wrapper's readiness probe (one full healthcheck: its scores)
+        self.readiness: str | None = None
         self.exited = False
         self.log_ended = False
         self.healthy = False
@@ -132,6 +134,8 @@ class Judge:
 
     def feed(self, event: Event, now: float) -> None:
         """Take one event into account."""
+        if isinstance(event, LogLine) and self.readiness is None:  # also after the verdict: it may come late
+            self.readiness = verdict.parse_readiness(event.text)
         if self.decided_at is not None:
             return
         if isinstance(event, LogLine):

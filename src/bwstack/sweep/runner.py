@@ -26,20 +26,25 @@ from bwstack.sweep.streams import (
     int_or_none,
     pending_server_info,
 )
-from healthchecks import imagelayout, longprobe
+from healthchecks import imagelayout, longprobe, verdict
 
 
 def probe_scores(evidence: Mapping[str, Any]) -> dict[str, Any]:
-    """The short and long-context scores of the last healthy probe that reported them (the readiness probe's
-    full pass reports both); None each when no probe did."""
+    """The short and long-context scores of the last healthy probe that reported them: the serve wrapper's
+    readiness probe (a full pass, in the server log: it reports both), then Docker's health probes (a later
+    full pass, or the periodic long probe); None each when no probe did."""
     found: dict[str, Any] = {"short": None, "long": None, "long_tokens": None}
-    for probe in (evidence.get("health") or {}).get("last") or []:
-        line = str(probe.get("output") or "")
+    lines = [str(evidence.get("readiness") or "")]
+    lines += [str(probe.get("output") or "") for probe in (evidence.get("health") or {}).get("last") or []]
+    for line in lines:
         if line.startswith("healthy"):
             seen = longprobe.scores_in(line)
             found.update({k: v for k, v in seen.items() if v is not None})
     return found
 
+
+#: log lines read back for the readiness verdict (it comes within seconds of the server's ready line)
+READINESS_TAIL = 5000
 
 #: seconds a stand-in container gets to stop before SIGKILL (the real stack keeps stop_grace_period)
 STANDIN_STOP_S = 5
@@ -255,6 +260,7 @@ class Runner:
         info = watch.info
         requested = launch_spec(self.stack, watch.name).requested()
         return {
+            "readiness": judge.readiness or self.readiness_in_log(watch),
             "log_match": judge.log_evidence(),
             "log_tail": judge.log_tail(),
             "exit_code": judge.exit_code if stopped else None,
@@ -267,6 +273,20 @@ class Runner:
             "timeout_s": self.options.timeout_s,
             "image_id": inspected.get("Image"),
         }
+
+    def readiness_in_log(self, watch: Watch) -> str | None:
+        """The serve wrapper's readiness verdict read from the container's log (the judge stops reading the
+        stream once it has decided, and the line may still have been on its way)."""
+        try:
+            raw = self.client.api.logs(watch.container.id, stdout=True, stderr=True, tail=READINESS_TAIL)
+        except Exception:
+            return None
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        for line in reversed(text.splitlines()):
+            found = verdict.parse_readiness(line)
+            if found is not None:
+                return found
+        return None
 
     def server_info(self) -> dict[str, Any] | None:
         settings = self.stack.settings
