@@ -209,7 +209,7 @@ def test_sweep_matches_every_expect_from_the_real_server(
         assert figures["host"] in speed_table
         assert f"{bench.short_words(figures)}</span>" in html.split('<table class="grid">', 1)[1]
         # the evidence section shows the probes' short and long scores and the soak's figures
-        evidence = html.split(f'id="evidence-{name}"', 1)[1]
+        evidence = html.split(f'id="profile-{name}"', 1)[1].split("</details>", 1)[0]
         assert f"<dt>scores</dt><dd>{escape(report.score_words(doc['results'][name]['scores']))}" in evidence
         assert f"<dt>soak</dt><dd>{escape(soak.words(doc['results'][name]['soak']))}</dd>" in evidence
     assert dockerstack.leftovers(project_of(cpu_stack)) == {}
