@@ -83,11 +83,27 @@ RUN required="PIN_VARIANT PIN_CUDA_VERSION PIN_TORCH_CUDA_ARCH_LIST PIN_FLASHINF
 
 # Python overrides (hash-locked) and source-built wheels replace what the base image ships. `python3` is the
 # base's interpreter through its PATH (first-contact.md 1.1): /opt/sglang/bin/python3 on a venv base.
+# Overrides: from PyPI, `pip install --no-deps --require-hashes -r overrides.lock`. The one difference for a CPU
+# variant: its build container has no network, so `bwstack build` stages exactly the locked override wheels
+# (checked against overrides.lock) in images/<variant>/override-wheels/ (git-ignored; absent for a GPU variant,
+# hence the [s] pattern, which lets COPY match nothing), and the same command runs with --no-index --find-links
+# on them. Same lock, same hashes, same --no-deps; a CPU variant without staged wheels fails here. The copied
+# wheels stay in that COPY layer (about 11 MB on v0.5.9-cpu; the classic builder has no build mounts); a GPU
+# build copies the lock alone.
 COPY --from=sources /wheelhouse /tmp/bwstack-wheelhouse
-COPY images/${PIN_VARIANT}/overrides.lock /tmp/bwstack-overrides.lock
-RUN if [ "${PINNED_INSTALL}" = "1" ] && grep -q '^[A-Za-z0-9]' /tmp/bwstack-overrides.lock; then \
-      PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --no-deps --require-hashes \
-        -r /tmp/bwstack-overrides.lock; \
+COPY images/${PIN_VARIANT}/overrides.lock images/${PIN_VARIANT}/override-wheel[s] /tmp/bwstack-overrides/
+RUN lock=/tmp/bwstack-overrides/overrides.lock; \
+    if [ "${PINNED_INSTALL}" = "1" ] && grep -q '^[A-Za-z0-9]' "$lock"; then \
+      offline=(); \
+      if compgen -G '/tmp/bwstack-overrides/*.whl' >/dev/null; then \
+        offline=(--no-index --find-links /tmp/bwstack-overrides); \
+      elif [ "${DEVICE}" = "cpu" ]; then \
+        echo "bwstack: no override wheels in images/${PIN_VARIANT}/override-wheels; build with 'bwstack build --variant ${PIN_VARIANT}'" >&2; \
+        exit 1; \
+      fi; \
+      echo "bwstack: pip install ${offline[*]} --no-deps --require-hashes -r overrides.lock"; \
+      PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir "${offline[@]}" --no-deps --require-hashes \
+        -r "$lock"; \
     fi; \
     if [ "${PINNED_INSTALL}" = "1" ] && compgen -G '/tmp/bwstack-wheelhouse/*.whl' >/dev/null; then \
       if [ -s /tmp/bwstack-wheelhouse/REPLACES ]; then \
@@ -96,7 +112,7 @@ RUN if [ "${PINNED_INSTALL}" = "1" ] && grep -q '^[A-Za-z0-9]' /tmp/bwstack-over
       PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --no-deps --force-reinstall \
         /tmp/bwstack-wheelhouse/*.whl; \
     fi; \
-    rm -rf /tmp/bwstack-wheelhouse /tmp/bwstack-overrides.lock
+    rm -rf /tmp/bwstack-wheelhouse /tmp/bwstack-overrides
 
 # The image must contain exactly what pins.toml says (skipped only for the CPU stand-in build).
 COPY images/verify_pins.py /opt/bwstack/verify_pins.py

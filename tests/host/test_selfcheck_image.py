@@ -8,7 +8,9 @@ line. SGLang's own import must leave every cache variable where the image put it
 
 Each CPU image stands on a local base laid out like the real base of its SGLang (images/<v>/pins.toml [base],
 images/cpu-base/install.sh): the layout tests read that layout back from the built image, and that the GPU
-path's steps ran on it (verify_pins.py, compileall, the user), as root and as the serving user.
+path's steps ran on it (verify_pins.py, compileall, the user), as root and as the serving user. On v0.5.9-cpu
+the override step installs the GPU variant's overrides (transformers 5.2.0, huggingface-hub 1.4.1) over the
+base's transformers 4.57.1, offline, from the wheels bwstack build staged.
 """
 
 from __future__ import annotations
@@ -199,7 +201,104 @@ def test_the_gpu_path_ran_on_the_cpu_base(
         "-e", f"SGLANG_VERSION={labels['io.bwstack.sglang']}", "-e", f"PYTHON_PINS={labels['io.bwstack.python-pins']}",
         image, "/opt/bwstack/verify_pins.py", check=False,
     )  # fmt: skip
-    assert verify.returncode == 0 and "3 pins verified" in verify.stdout, verify.stderr
+    pinned = len(labels["io.bwstack.python-pins"].split()) + 1  # [python] and sglang
+    assert pinned == (3 if variant == "v0.5.23-cpu" else 6)
+    assert verify.returncode == 0 and f"{pinned} pins verified" in verify.stdout, verify.stderr
+
+
+#: what the override step changes on v0.5.9-cpu: the real 0.5.9 base's versions -> v0.5.9-cu130's overrides
+OVERRIDDEN = {
+    "transformers": ("4.57.1", "5.2.0"),
+    "huggingface-hub": ("0.36.2", "1.4.1"),
+    "typer-slim": (None, "0.21.1"),
+    "shellingham": (None, "1.5.4"),
+}
+VERSIONS_PROBE = """
+import json
+from importlib import metadata
+def version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+print(json.dumps({name: version(name) for name in NAMES}))
+"""
+
+
+def installed(image: str, user: str, *, imports: bool = False) -> dict[str, str | None]:
+    code = VERSIONS_PROBE.replace("NAMES", repr(sorted(OVERRIDDEN)))
+    if imports:
+        code = "import transformers, sglang.srt.server_args\n" + code
+    done = dockerstack.docker(
+        "run", "--rm", "--network", "none", "--user", user, "--entrypoint", "python3", image, "-c", code,
+        check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found: dict[str, str | None] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_the_overrides_replace_the_bases_versions_offline(
+    built_variant: tuple[str, subprocess.CompletedProcess[str]],
+) -> None:
+    """v0.5.9-cpu: the base holds SGLang 0.5.9's transformers 4.57.1 and its hub below 1.0, as the real base;
+    the Dockerfile's override step installs v0.5.9-cu130's set over it --no-index from the staged wheels (the
+    build container has no network, the system layout needs PIP_BREAK_SYSTEM_PACKAGES), and the serving user
+    imports transformers and SGLang's server args with them."""
+    variant, result = built_variant
+    if variant != "v0.5.9-cpu":
+        pytest.skip("v0.5.23-cpu has no overrides")
+    base = installed(f"bwstack/cpu-base:{variant}", "0")
+    assert base == {name: old for name, (old, _new) in OVERRIDDEN.items()}, base
+    image = installed(f"bwstack/sglang:{variant}", USER, imports=True)
+    assert image == {name: new for name, (_old, new) in OVERRIDDEN.items()}, image
+    out = result.stdout + result.stderr
+    step = out[out.index("RUN lock=/tmp/bwstack-overrides/overrides.lock") :]
+    if not step.split("Step ", 1)[0].count("Using cache"):  # a cached layer: its run is in an earlier build
+        assert "bwstack: pip install --no-index --find-links /tmp/bwstack-overrides --no-deps" in step, step
+        assert "Successfully installed huggingface-hub-1.4.1 shellingham-1.5.4 transformers-5.2.0" in step
+
+
+def override_on_the_base(variant: str, stack: Path, lock: Path) -> subprocess.CompletedProcess[str]:
+    """The Dockerfile's offline override command with ``lock`` on the CPU base, in a container without a
+    network, then the build's import check (selfcheck.check_imports, what ``selfcheck.py --build`` runs)."""
+    wheels = stack / "images" / variant / "override-wheels"
+    script = (
+        "PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-cache-dir --no-index --find-links /w "
+        "--no-deps --require-hashes -r /l/overrides.lock --root-user-action=ignore && cd /opt/bwstack && "
+        "python3 -c 'from healthchecks import selfcheck; print(selfcheck.check_imports([\"transformers\"]))'"
+    )
+    return dockerstack.docker(
+        "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "bash",
+        "-v", f"{wheels}:/w:ro", "-v", f"{lock.parent}:/l:ro",
+        "-v", f"{stack / 'healthchecks'}:/opt/bwstack/healthchecks:ro",
+        f"bwstack/cpu-base:{variant}", "-c", script, check=False, timeout=300,
+    )  # fmt: skip
+
+
+def test_an_override_without_its_hub_fails_the_builds_import_check(
+    built_variant: tuple[str, subprocess.CompletedProcess[str]], selfcheck_stack: Path, tmp_path: Path
+) -> None:
+    """The item-1 break, planted cheaply (no second image build): on the v0.5.9 base, without a network, the
+    staged wheels with the committed overrides.lock pass the build's import check; with an overrides.lock
+    that has transformers 5.2.0 but not huggingface-hub 1.4.1, the check fails naming the hub."""
+    variant = built_variant[0]
+    if variant != "v0.5.9-cpu":
+        pytest.skip("v0.5.23-cpu has no overrides")
+    lock = (selfcheck_stack / "images" / variant / "overrides.lock").read_text()
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "overrides.lock").write_text(lock)
+    good = override_on_the_base(variant, selfcheck_stack, tmp_path / "good" / "overrides.lock")
+    assert good.returncode == 0 and good.stdout.strip().splitlines()[-1] == "[]", good.stdout + good.stderr
+    broken = tmp_path / "broken" / "overrides.lock"
+    broken.parent.mkdir()
+    broken.write_text(re.sub(r"(?ms)^huggingface-hub==.*?(?=^[a-z])", "", lock))
+    assert "huggingface-hub" not in broken.read_text() and "transformers==5.2.0" in broken.read_text()
+    done = override_on_the_base(variant, selfcheck_stack, broken)
+    assert done.returncode == 0, done.stderr[-2000:]
+    problem = done.stdout.strip().splitlines()[-1]
+    assert "import transformers fails: ImportError" in problem and "huggingface_hub" in problem, problem
+    assert "[overrides]" in problem, problem
 
 
 def test_build_ran_the_self_check_and_doctor_image_passes(

@@ -122,3 +122,91 @@ def test_gpu_variant_cannot_carry_a_wheelhouse(tmp_path: Path) -> None:
     path.write_text(path.read_text() + '\n[wheelhouse]\npackages = ["zipp==4.1.2"]\n')
     with pytest.raises(UserError, match='only device = "cpu" variants'):
         pins.load_variant(images, "v0.5.23-cu130")
+
+
+# --- the overrides of a CPU variant (pins.toml [overrides], overrides.lock, images/<v>/override-wheels/) ----
+
+
+def test_v059_cpu_base_holds_the_real_bases_transformers_and_overrides_as_the_gpu_variant() -> None:
+    """The base closure is what the real 0.5.9 base holds (SGLang 0.5.9's transformers 4.57.1, a hub below
+    1.0, nothing hub 1.x alone needs); [overrides] is v0.5.9-cu130's set, and the [python] pins name the
+    overridden versions, so verify_pins.py proves in the image that the override won."""
+    cpu = pins.load_variant(ROOT / "images", "v0.5.9-cpu")
+    gpu = pins.load_variant(ROOT / "images", "v0.5.9-cu130")
+    assert cpu.overrides == gpu.overrides
+    base = {pins.normalize_package(r.partition("==")[0]): r.partition("==")[2] for r in cpu.wheelhouse}
+    assert base["transformers"] == "4.57.1"
+    assert base["huggingface-hub"].startswith("0.")
+    assert not {"typer-slim", "typer", "shellingham"} & set(base)
+    for req in cpu.overrides:
+        name, _, version = req.partition("==")
+        assert cpu.python[name] == version == gpu.python[name]
+    assert set(wheelhouse.override_hashes(cpu)) == set(cpu.overrides)
+
+
+def test_a_pin_without_its_override_must_match_the_base(tmp_path: Path) -> None:
+    images = tmp_path / "images"
+    shutil.copytree(
+        ROOT / "images" / "v0.5.9-cpu", images / "v0.5.9-cpu", ignore=shutil.ignore_patterns("*wheels*")
+    )
+    path = images / "v0.5.9-cpu" / "pins.toml"
+    path.write_text(path.read_text().replace('"huggingface-hub==1.4.1", ', ""))
+    with pytest.raises(UserError, match=re.escape("pinned '1.4.1'; the wheelhouse holds '0.36.2'")):
+        pins.load_variant(images, "v0.5.9-cpu")
+
+
+def _fake_override_wheels(variant: pins.Variant, folder: Path) -> dict[str, str]:
+    folder.mkdir(parents=True)
+    hashes = {}
+    for req in variant.overrides:
+        name, _, version = req.partition("==")
+        path = folder / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+        path.write_bytes(f"fake {req}".encode())
+        hashes[req] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashes
+
+
+def test_override_wheels_must_match_overrides_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    variant = pins.load_variant(ROOT / "images", "v0.5.9-cpu")
+    monkeypatch.setenv("BWSTACK_CACHE", str(tmp_path / "cache"))
+    _fake_override_wheels(variant, wheelhouse.override_cache_dir(variant))  # right names, wrong bytes
+    from bwstack.errors import ExternalError
+
+    with pytest.raises(ExternalError, match=re.escape("does not match overrides.lock")):
+        wheelhouse.override_wheels(variant, echo=lambda _m: None)
+
+
+def test_stage_overrides_holds_exactly_the_locked_wheels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    images = tmp_path / "images"
+    shutil.copytree(
+        ROOT / "images" / "v0.5.9-cpu", images / "v0.5.9-cpu", ignore=shutil.ignore_patterns("*wheels*")
+    )
+    variant = pins.load_variant(images, "v0.5.9-cpu")
+    monkeypatch.setenv("BWSTACK_CACHE", str(tmp_path / "cache"))
+    hashes = _fake_override_wheels(variant, wheelhouse.override_cache_dir(variant))
+    (wheelhouse.override_cache_dir(variant) / "other-1.0-py3-none-any.whl").write_bytes(b"not locked")
+    monkeypatch.setattr(wheelhouse, "override_hashes", lambda _v: {r: {h} for r, h in hashes.items()})
+    stale = variant.dir / pins.OVERRIDE_WHEELS_DIR / "stale-0.1-py3-none-any.whl"
+    stale.parent.mkdir()
+    stale.write_bytes(b"left by an older build")
+    staged = wheelhouse.stage_overrides(variant, echo=lambda _m: None)
+    assert staged == variant.dir / pins.OVERRIDE_WHEELS_DIR
+    found = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in staged.iterdir()}
+    assert sorted(found.values()) == sorted(hashes.values()) and len(found) == len(variant.overrides)
+    gpu = pins.load_variant(ROOT / "images", "v0.5.9-cu130")
+    with pytest.raises(UserError, match="its overrides come from PyPI"):
+        wheelhouse.stage_overrides(gpu)
+
+
+def test_the_dockerfile_installs_a_cpu_variants_overrides_offline() -> None:
+    """The override step: --no-index from the staged wheels when there are any, PyPI otherwise (a GPU
+    variant: the COPY pattern matches no folder), a CPU variant without them refused."""
+    text = (ROOT / "Dockerfile").read_text()
+    assert "images/${PIN_VARIANT}/overrides.lock images/${PIN_VARIANT}/override-wheel[s] " in text
+    assert "offline=(--no-index --find-links /tmp/bwstack-overrides)" in text
+    assert '"${offline[@]}" --no-deps --require-hashes' in text
+    assert "no override wheels in images/${PIN_VARIANT}/override-wheels" in text
+    ignored = (ROOT / ".gitignore").read_text()
+    assert f"/images/*/{pins.OVERRIDE_WHEELS_DIR}/" in ignored

@@ -28,7 +28,8 @@ def copy_stack(dest: Path) -> Path:
         if (ROOT / name).exists():
             shutil.copy2(ROOT / name, dest / name)
     for name in ("images", "templates", "healthchecks"):
-        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "wheelhouse"))
+        ignore = shutil.ignore_patterns("__pycache__", "wheelhouse", "override-wheels")
+        shutil.copytree(ROOT / name, dest / name, ignore=ignore)
     return dest / "profiles.yaml"
 
 

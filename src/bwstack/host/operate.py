@@ -30,6 +30,7 @@ from bwstack.host.doctor import image
 from bwstack.host.gitinfo import git
 from bwstack.know import next_try
 from bwstack.lock import command as locking
+from bwstack.lock import wheelhouse
 from bwstack.nogpu import tinymodel
 from bwstack.render import compose
 from bwstack.stack.baselines import describe
@@ -360,9 +361,14 @@ def build(
 
 def prepare_cpu_build(stack: Stack, variant: Variant, *, echo: Callable[[str], object]) -> str:
     """A CPU variant's base, ``[base] image``: made locally from the Debian root file system (mmdebstrap, no
-    registry) and the verified wheelhouse, laid out like the real base (:mod:`bwstack.host.cpubase`). The
-    serving image is then built from the repository's own context, as a GPU variant's is."""
-    return cpubase.ensure_base(stack.root, variant, echo=echo)
+    registry) and the verified wheelhouse, laid out like the real base (:mod:`bwstack.host.cpubase`); its
+    override wheels, verified against overrides.lock, staged in ``images/<variant>/override-wheels/`` for the
+    Dockerfile's offline override step. The serving image is then built from the repository's own context, as
+    a GPU variant's is."""
+    base = cpubase.ensure_base(stack.root, variant, echo=echo)
+    staged = wheelhouse.stage_overrides(variant, echo=echo)
+    echo(f"overrides: {len(variant.overrides)} wheel(s) staged in images/{variant.name}/{staged.name}/")
+    return base
 
 
 #: what the Dockerfile reads from its build context (see .dockerignore); a staged context copies these

@@ -241,12 +241,7 @@ def download(variant: pins.Variant, folder: Path, echo: Echo) -> None:
     if not todo:
         return
     echo(f"wheelhouse: downloading {len(todo)} wheel(s) for {variant.name} into {folder}")
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--progress-bar", "off",
-            "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3",
-            "--abi", "none", "-d", str(folder)]  # fmt: skip
-    for platform in TARGET_PLATFORMS:
-        argv += ["--platform", platform]
+    argv = _download_argv(folder)
     plain = [r for r in todo if "+cpu" not in r]
     torch = [r for r in todo if "+cpu" in r]
     if plain:
@@ -257,6 +252,17 @@ def download(variant: pins.Variant, folder: Path, echo: Echo) -> None:
         except ExternalError:
             echo(f"wheelhouse: {', '.join(torch)} not found locally; trying {venvs.TORCH_CPU_INDEX}")
             _pip([*argv, "--extra-index-url", venvs.TORCH_CPU_INDEX, *torch], "downloading CPU torch")
+
+
+def _download_argv(folder: Path) -> list[str]:
+    """``pip download`` of wheels for the image's interpreter (cp311, x86-64, glibc 2.36) into ``folder``."""
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+            "--progress-bar", "off",
+            "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3",
+            "--abi", "none", "-d", str(folder)]  # fmt: skip
+    for platform in TARGET_PLATFORMS:
+        argv += ["--platform", platform]
+    return argv
 
 
 def _has_file(folder: Path, req: str) -> bool:
@@ -323,6 +329,96 @@ def stage_wheelhouse(variant: pins.Variant, echo: Echo = print) -> Path:
     return target / pins.WHEELHOUSE_DIR
 
 
+# --- the overrides: pins.toml [overrides], hash-locked in overrides.lock ------------------------------------
+# A CPU variant's base holds what the real base does (transformers 4.57.1 for SGLang 0.5.9); its [overrides]
+# replace that in the image, as on the GPU variant. The build container has no network, so the Dockerfile
+# installs them --no-index from images/<variant>/override-wheels/, which stage_overrides fills with exactly
+# the locked wheels; the host venv gets the same wheels on top of the same closure.
+
+
+def override_hashes(variant: pins.Variant) -> dict[str, set[str]]:
+    """``name==version`` -> every sha256 overrides.lock allows for it (PyPI's files of that version)."""
+    hashes: dict[str, set[str]] = {}
+    current = ""
+    for raw in variant.lock_path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip().rstrip("\\").strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("--hash=sha256:") and current:
+            hashes[current].add(line.removeprefix("--hash=sha256:"))
+        else:
+            current = line
+            hashes[current] = set()
+    if sorted(hashes) != sorted(variant.overrides):
+        raise UserError(
+            "overrides.lock disagrees with pins.toml [overrides]; "
+            f"run 'bwstack lock --variant {variant.name}'",
+            file=variant.lock_path,
+        )
+    return hashes
+
+
+def override_cache_dir(variant: pins.Variant) -> Path:
+    return venvs.cache_root() / "overrides" / variant.name
+
+
+def override_wheels(variant: pins.Variant, echo: Echo = print) -> list[Path]:
+    """The wheel of every override for the image's interpreter, downloaded once into the cache and checked
+    against overrides.lock (ExternalError naming a file whose sha256 the lock does not allow)."""
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    wanted = override_hashes(variant)
+    if not wanted:
+        return []
+    folder = override_cache_dir(variant)
+    folder.mkdir(parents=True, exist_ok=True)
+    todo = [req for req in variant.overrides if not _has_file(folder, req)]
+    if todo:
+        echo(f"overrides: downloading {len(todo)} wheel(s) for {variant.name} into {folder}")
+        _pip([*_download_argv(folder), *todo], "downloading the override wheels")
+    by_key: dict[tuple[str, str], list[Path]] = {}
+    for path in sorted(folder.glob("*.whl")):
+        try:
+            parsed = parse_wheel_filename(path.name)
+        except InvalidWheelFilename:
+            continue
+        by_key.setdefault((str(parsed[0]), str(parsed[1])), []).append(path)
+    out = []
+    for req in variant.overrides:
+        name, _, version = req.partition("==")
+        found = by_key.get((str(canonicalize_name(name)), _normal_version(version)), [])
+        good = [path for path in found if sha256_file(path) in wanted[req]]
+        if not good:
+            names = ", ".join(path.name for path in found) or "no wheel"
+            raise ExternalError(
+                f"override {req}: {names} in {folder} does not match overrides.lock; delete the folder and "
+                f"rebuild, or re-lock with 'bwstack lock --variant {variant.name}' if the pins changed"
+            )
+        out.append(good[0])
+    return out
+
+
+def stage_overrides(variant: pins.Variant, echo: Echo = print) -> Path:
+    """``images/<variant>/override-wheels/`` (git-ignored) holding exactly the variant's verified override
+    wheels, nothing else: what the Dockerfile's override step installs --no-index. Emptied when the variant
+    has no overrides."""
+    if not variant.is_cpu:
+        raise UserError(f"variant {variant.name} is not a CPU variant: its overrides come from PyPI")
+    wheels = override_wheels(variant, echo)
+    target = variant.dir / pins.OVERRIDE_WHEELS_DIR
+    staging = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for path in wheels:
+        try:
+            os.link(path, staging / path.name)
+        except OSError:
+            shutil.copy2(path, staging / path.name)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
 # --- the same closure on the host ---------------------------------------------------------------------------
 
 
@@ -330,11 +426,14 @@ def host_venv(variant: pins.Variant, echo: Echo = print) -> Path:
     """A venv on this host with exactly the variant's image closure (cached; rebuilt when the lock changes).
 
     For tests and tools that run real SGLang on 127.0.0.1 without Docker (``python -m sglang.launch_server``
-    from ``<venv>/bin/python``). Same wheels, same hashes as the image.
+    from ``<venv>/bin/python``). Same wheels, same hashes as the image: the closure of the base, then the
+    overrides from overrides.lock (one venv per pair of locks).
     """
     if not variant.is_cpu:
         raise UserError(f"variant {variant.name} is not a CPU variant: it has no wheelhouse")
-    lock_sha = hashlib.sha256(variant.wheelhouse_lock_path.read_bytes()).hexdigest()
+    lock_sha = hashlib.sha256(
+        variant.wheelhouse_lock_path.read_bytes() + variant.lock_path.read_bytes()
+    ).hexdigest()
     # one folder per lock: venvs of different checkouts never replace each other's
     root = venvs.cache_root() / "venvs" / f"serve-{variant.name}-{lock_sha[:12]}"
     if (root / MARKER).is_file():
@@ -357,6 +456,13 @@ def host_venv(variant: pins.Variant, echo: Echo = print) -> Path:
     )
     if editable(variant):  # the same sdist the image installs editable, built offline from the wheelhouse
         _pip([*install, str(sdist_path(variant, folder))], "building SGLang from its sdist")
+    overrides = override_wheels(variant, echo)
+    if overrides:  # as the image: the same wheels over the same closure, --no-deps --require-hashes
+        offline = [*install[:5], str(overrides[0].parent), *install[6:]]
+        _pip(
+            [*offline, "--require-hashes", "-r", str(variant.lock_path)],
+            "installing the overrides into the host venv",
+        )
     (staging / MARKER).write_text(lock_sha + "\n", encoding="utf-8")
     if (root / MARKER).is_file():  # another process finished first: keep its venv
         shutil.rmtree(staging, ignore_errors=True)

@@ -22,6 +22,9 @@ WHEELHOUSE_LOCK_FILE = "wheelhouse.lock"
 #: the folder of a CPU variant's staged wheelhouse that holds its wheels
 # (bwstack.lock.wheelhouse.stage_wheelhouse)
 WHEELHOUSE_DIR = "wheelhouse"
+#: the git-ignored folder of images/<variant>/ where `bwstack build` stages a CPU variant's override wheels
+#: (bwstack.lock.wheelhouse.stage_overrides); the Dockerfile installs them --no-index
+OVERRIDE_WHEELS_DIR = "override-wheels"
 SNAPSHOT_FILE = "sglang-args.json"
 MANIFEST_FILE = "versions.json"
 MANIFEST_SCHEMA = "bwstack.versions/1"
@@ -351,7 +354,7 @@ class _Parser:
             sources=self.sources(),
             env=self.env(),
             device=device,
-            wheelhouse=self.wheelhouse(device, python),
+            wheelhouse=self.wheelhouse(device, python, self.overrides(python)),
             local_wheels=self.str_list("wheelhouse", "local", PACKAGE_NAME),
             base_layout=self.choice("base", "layout", BASE_LAYOUTS if device == "cpu" else ()),
             sglang_install=self.choice("sglang", "install", SGLANG_INSTALLS if device == "cpu" else ())
@@ -433,7 +436,11 @@ class _Parser:
                 raise self.fail(section, key, f"invalid requirement {req!r} (write name==version)")
         return packages
 
-    def wheelhouse(self, device: str, python: Mapping[str, str]) -> tuple[str, ...]:
+    def wheelhouse(
+        self, device: str, python: Mapping[str, str], overrides: Iterable[str] = ()
+    ) -> tuple[str, ...]:
+        """The closure of the CPU base. A [python] pin matches it, or an override (the base holds what the
+        real base does; [overrides] replaces it in the image, as on the GPU variant)."""
         packages = self.str_list("wheelhouse", "packages")
         if packages and device != "cpu":
             raise self.fail(
@@ -449,8 +456,9 @@ class _Parser:
                     "wheelhouse", "packages", f"invalid requirement {req!r} (write name==version)"
                 )
             seen[_normalize(match.group("name"))] = match.group("version")
+        overridden = {_normalize(req.partition("==")[0]) for req in overrides}
         for pkg, version in python.items():
-            if seen and seen.get(_normalize(pkg)) != version:
+            if seen and _normalize(pkg) not in overridden and seen.get(_normalize(pkg)) != version:
                 raise self.fail(
                     "python", pkg, f"pinned {version!r}; the wheelhouse holds {seen.get(_normalize(pkg))!r}"
                 )
