@@ -200,7 +200,21 @@ def _swept(
     from bwstack.sweep import bench
 
     settings = schema.BenchSettings(num_prompts=4, input_len=8, output_len=4, concurrency=2, time_limit_s=30)
-    doc = report.new_document(
+    doc = _document(gpu_arch, kind, list(speeds))
+    for name, rate in speeds.items():
+        figures = {"completed": 0, "failed": 4} if rate is None else {
+            "output_tokens_per_s": rate, "requests_per_s": 1.0, "ttft_ms_p50": 1.0, "ttft_ms_p99": 2.0,
+            "itl_ms_p50": 1.0, "completed": 4, "failed": 0,
+        }  # fmt: skip
+        speed = bench.record(figures, settings=settings, client=bench.OWN_CLIENT_NAME, why_client=None,
+                             host=f"GPU: 8x test ({gpu_arch})", standin=False, bench_s=1.0)  # fmt: skip
+        report.record(doc, {"profile": name, "verdict": "healthy", "match": True, "speed": speed})
+    _write(root, folder, doc)
+
+
+def _document(gpu_arch: str, kind: str, plan: list[str]) -> report.Document:
+    """A new report of the sweep of ``plan`` on ``gpu_arch`` (``kind`` real or mixed), rows to be recorded."""
+    return report.new_document(
         stack={
             "file": "profiles.yaml",
             "project": "bwstack",
@@ -210,17 +224,12 @@ def _swept(
         },
         mode={"kind": kind, "standin": None if kind == "mixed" else False, "fast": False, "variant": None},
         variants={},
-        plan=list(speeds),
+        plan=plan,
         generated_by="test",
     )
-    for name, rate in speeds.items():
-        figures = {"completed": 0, "failed": 4} if rate is None else {
-            "output_tokens_per_s": rate, "requests_per_s": 1.0, "ttft_ms_p50": 1.0, "ttft_ms_p99": 2.0,
-            "itl_ms_p50": 1.0, "completed": 4, "failed": 0,
-        }  # fmt: skip
-        speed = bench.record(figures, settings=settings, client=bench.OWN_CLIENT_NAME, why_client=None,
-                             host=f"GPU: 8x test ({gpu_arch})", standin=False, bench_s=1.0)  # fmt: skip
-        report.record(doc, {"profile": name, "verdict": "healthy", "match": True, "speed": speed})
+
+
+def _write(root: Path, folder: str, doc: report.Document) -> None:
     out = root / "reports" / folder
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(doc), encoding="utf-8")
@@ -277,24 +286,10 @@ def test_list_shows_what_was_measured_with_its_host(stack_copy: Path) -> None:
 def _scored(root: Path, folder: str, rows: dict[str, dict[str, Any]], *, gpu_arch: str = "sm120") -> None:
     """A real report whose healthy rows carry the probes' scores (``scores``: short, long, long_tokens) and,
     where given, a bench speed and a soak record, as the sweep writes them."""
-    doc = report.new_document(
-        stack={
-            "file": "profiles.yaml",
-            "project": "bwstack",
-            "model": "m",
-            "gpu_arch": gpu_arch,
-            "tp_size": 8,
-        },
-        mode={"kind": "real", "standin": False, "fast": False, "variant": None},
-        variants={},
-        plan=list(rows),
-        generated_by="test",
-    )
+    doc = _document(gpu_arch, "real", list(rows))
     for name, extra in rows.items():
         report.record(doc, {"profile": name, "verdict": "healthy", "match": True, "model": "m", **extra})
-    out = root / "reports" / folder
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+    _write(root, folder, doc)
 
 
 SOAK = {

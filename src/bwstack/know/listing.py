@@ -14,6 +14,7 @@ long-context fact where a profile scored lower at length than another healthy pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bwstack import textlayout
@@ -120,18 +121,19 @@ def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = 
     pinned = model["revision"] or "not pinned (set model.revision)"
     lines.extend(textlayout.wrap(f"model: {model['path']} @ {pinned}", width))
     lines.extend(textlayout.wrap(str(data["quality"]), width))
-    seen = [r for r in data["profiles"] if r.get("seen")]
-    if seen and not wide:
-        lines.append("recorded evidence (evidence/, bwstack report merge):")
-        for row in seen:
-            text = f"{row['profile']}: expect {row['expect']} — {row['seen']}"
-            lines.extend(textlayout.wrap(text, width, "  "))
-    long_rows = [r for r in data["profiles"] if r.get("at_length")]
-    if long_rows and not wide:
-        lines.append("at length and under load (real sweeps; bwstack sweep --soak):")
-        for row in long_rows:
-            text = f"{row['profile']}: {at_length_words(row['at_length'])}"
-            lines.extend(textlayout.wrap(text, width, "  "))
+    if not wide:
+        sections: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
+            ("recorded evidence (evidence/, bwstack report merge):", "seen",
+             lambda row: f"expect {row['expect']} — {row['seen']}"),
+            ("at length and under load (real sweeps; bwstack sweep --soak):", "at_length",
+             lambda row: at_length_words(row["at_length"])),
+        ]  # fmt: skip
+        for title, key, words in sections:
+            rows = [r for r in data["profiles"] if r.get(key)]
+            if rows:
+                lines.append(title)
+            for row in rows:
+                lines.extend(textlayout.wrap(f"{row['profile']}: {words(row)}", width, "  "))
     hosts = sorted(
         {str(r["measured"]["host"]) for r in data["profiles"] if (r.get("measured") or {}).get("host")}
     )

@@ -37,14 +37,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bwstack.errors import ExternalError
 from bwstack.nogpu import tinymodel, tinytrain
 from healthchecks import longprobe
 
@@ -238,17 +235,10 @@ def write_in_venv(python: Path, good: Path, broken: Path, *, timeout: float = 60
     """Run :func:`write_pair` in an interpreter with numpy, scipy, torch and transformers (the CPU venv)."""
     import json
 
-    root = Path(__file__).resolve().parents[3]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
-    argv = [str(python), "-m", "bwstack.nogpu.tinycopy", "--good", str(good), "--broken", str(broken)]
-    try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ExternalError(f"building the copy models with {python} failed: {exc}") from exc
-    if done.returncode != 0:
-        tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-        raise ExternalError(f"building the copy models with {python} failed (exit {done.returncode}): {tail}")
-    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    args = ["--good", str(good), "--broken", str(broken)]
+    out = tinytrain.run_module(python, "bwstack.nogpu.tinycopy", args, what="building the copy models",
+                               timeout=timeout)  # fmt: skip
+    found: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return found
 
 

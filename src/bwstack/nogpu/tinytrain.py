@@ -95,19 +95,27 @@ def write_in_venv(
     python: Path, targets: dict[str, Path], *, steps: int = DEFAULT_STEPS, timeout: float = 900.0
 ) -> dict[str, Path]:
     """Run :func:`write_trained` in another interpreter (one with torch and transformers)."""
+    args = ["--steps", str(steps)]
+    for fault, target in targets.items():
+        args += ["--out", f"{fault}={target}"]
+    run_module(python, "bwstack.nogpu.tinytrain", args, what="training the tiny model", timeout=timeout)
+    return targets
+
+
+def run_module(python: Path, module: str, args: list[str], *, what: str, timeout: float) -> str:
+    """``python -m module args`` with this checkout on its path (an interpreter with torch, transformers …,
+    the CPU serving venv); its stdout. A failure or a timeout is an ExternalError naming ``what``."""
     root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
-    argv = [str(python), "-m", "bwstack.nogpu.tinytrain", "--steps", str(steps)]
-    for fault, target in targets.items():
-        argv += ["--out", f"{fault}={target}"]
+    argv = [str(python), "-m", module, *args]
     try:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ExternalError(f"training the tiny model with {python} failed: {exc}") from exc
+        raise ExternalError(f"{what} with {python} failed: {exc}") from exc
     if done.returncode != 0:
         tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-        raise ExternalError(f"training the tiny model with {python} failed (exit {done.returncode}): {tail}")
-    return targets
+        raise ExternalError(f"{what} with {python} failed (exit {done.returncode}): {tail}")
+    return done.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
