@@ -35,7 +35,7 @@ case "$LAYOUT" in
     bootstrap=()
     ;;
   system)
-    py=python3
+    py=$(command -v python3)  # /usr/bin/python3: the interpreter the base's PATH finds
     bootstrap=(env PIP_BREAK_SYSTEM_PACKAGES=1)  # the first pip run only; root's pip config below after that
     ;;
   *) echo "bwstack cpu-base: unknown LAYOUT $LAYOUT" >&2; exit 1 ;;
