@@ -282,20 +282,13 @@ def summary(tally: Tally, started: float, ended: float, timed_out: bool) -> dict
     }
 
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--url", default=os.environ.get(common.ENV_HC_URL, common.DEFAULT_HC_URL))
-    parser.add_argument("--num-prompts", type=positive, required=True)
-    parser.add_argument("--input-len", type=positive, required=True)
-    parser.add_argument("--output-len", type=positive, required=True)
-    parser.add_argument("--concurrency", type=positive, required=True)
+    parser.add_argument("--num-prompts", type=common.positive_int, required=True)
+    parser.add_argument("--input-len", type=common.positive_int, required=True)
+    parser.add_argument("--output-len", type=common.positive_int, required=True)
+    parser.add_argument("--concurrency", type=common.positive_int, required=True)
     parser.add_argument("--time-limit", type=float, required=True, help="seconds; the run never outlasts it")
     parser.add_argument("--api-key-file", default=None)
     parser.add_argument("--seed", type=int, default=0)

@@ -7,6 +7,7 @@ from it on the host.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -215,3 +216,11 @@ def write_json_atomic(path: str, data: Any) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def positive_int(text: str) -> int:
+    """argparse type of the load clients (bench, soak): a whole number of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

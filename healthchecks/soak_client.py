@@ -281,8 +281,8 @@ def run(args: argparse.Namespace, api_key: str | None) -> dict[str, Any]:
 
 
 def _lengths(text: str) -> list[int]:
-    values = [int(part) for part in text.split(",") if part.strip()]
-    if not values or min(values) < 1:
+    values = [common.positive_int(part) for part in text.split(",") if part.strip()]
+    if not values:
         raise argparse.ArgumentTypeError(f"want positive integers, comma-separated: {text!r}")
     return values
 
@@ -291,9 +291,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--url", default=os.environ.get(common.ENV_HC_URL, common.DEFAULT_HC_URL))
     parser.add_argument("--duration", type=float, required=True)
-    parser.add_argument("--concurrency", type=int, required=True)
+    parser.add_argument("--concurrency", type=common.positive_int, required=True)
     parser.add_argument("--lengths", type=_lengths, required=True)
-    parser.add_argument("--output-len", type=int, required=True)
+    parser.add_argument("--output-len", type=common.positive_int, required=True)
     parser.add_argument("--stall-after", type=float, required=True)
     parser.add_argument("--window", type=float, default=5.0)
     parser.add_argument("--api-key-file", default=None)

@@ -399,8 +399,9 @@ def render_markdown(doc: Document) -> str:
             f"{_cell(row.get('reason'))}{_next_cell(row, doc)} |"
         )
     out += ["", "## Evidence", ""]
+    facts = long_facts(doc)  # one pass over the rows, not one per row
     for name in decided(doc):
-        out += _markdown_evidence(name, doc["results"][name], long_facts(doc).get(name))
+        out += _markdown_evidence(name, doc["results"][name], facts.get(name))
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -633,6 +634,7 @@ def _asset(name: str) -> str:
 def html_context(doc: Document) -> dict[str, Any]:
     """Everything matrix.html.j2 prints; the template only loops and looks up."""
     rows = []
+    facts = long_facts(doc)
     for name in doc["plan"]:
         row = doc["results"].get(name)
         if row is None:
@@ -651,7 +653,7 @@ def html_context(doc: Document) -> dict[str, Any]:
                 "speed_words": bench.speed_words(row.get("speed")),
                 "soak_words": soak.words(row.get("soak")),
                 "score_words": score_words(row.get("scores") or {}),
-                "long_fact": long_facts(doc).get(name),
+                "long_fact": facts.get(name),
                 "evidence": evidence,
                 "overrides": (evidence.get("startup") or {}).get("overrides") or [],
                 "backends": [
