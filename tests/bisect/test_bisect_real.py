@@ -16,7 +16,6 @@ on the CPU (its image sets it, the throwaway variant keeps the profile's variant
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import signal
@@ -28,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
 from support import dockerstack
-from support.stack import copy_stack
+from support.stack import copy_stack, edit_yaml
 
 pytestmark = [pytest.mark.docker, pytest.mark.real, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -78,13 +76,8 @@ def tagged(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
     root = tmp_path_factory.mktemp("bisect-stack")
     copy_stack(root)
     project = dockerstack.unique_name("bwstack-bisect-test")
-    path = root / "profiles.cpu.yaml"
-    yaml = YAML()
-    data = yaml.load(path.read_text(encoding="utf-8"))
-    edit(data, project, dockerstack.free_port())
-    buffer = io.StringIO()
-    yaml.dump(data, buffer)
-    path.write_text(buffer.getvalue(), encoding="utf-8")
+    port = dockerstack.free_port()
+    edit_yaml(root / "profiles.cpu.yaml", lambda data: edit(data, project, port))
     for variant in (OLD, NEW):
         image = f"bwstack/sglang:{variant}"
         if dockerstack.docker("image", "inspect", image, check=False).returncode != 0:

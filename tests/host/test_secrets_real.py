@@ -10,7 +10,6 @@ server starts without ``--api-key`` (the request without a key gets 200); and th
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import subprocess
@@ -21,12 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ruamel.yaml import YAML
 
 from bwstack.host import operate
 from bwstack.stack import loader
 from support import dockerstack
-from support.stack import copy_stack
+from support.stack import copy_stack, edit_yaml
 
 pytestmark = [pytest.mark.docker, pytest.mark.real, pytest.mark.slow]
 
@@ -54,13 +52,11 @@ def secrets_stack(docker_engine: None, tmp_path_factory: pytest.TempPathFactory)
     root = tmp_path_factory.mktemp("secrets-stack")
     copy_stack(root)
     project = dockerstack.unique_name("bwstack-secrets-test")
-    path = root / "profiles.cpu.yaml"
-    yaml = YAML()
-    data = yaml.load(path.read_text(encoding="utf-8"))
-    data["stack"].update(project=project, port=dockerstack.free_port(), api_key=True, hf_token=True)
-    buffer = io.StringIO()
-    yaml.dump(data, buffer)
-    path.write_text(buffer.getvalue(), encoding="utf-8")
+    port = dockerstack.free_port()
+    edit_yaml(
+        root / "profiles.cpu.yaml",
+        lambda data: data["stack"].update(project=project, port=port, api_key=True, hf_token=True),
+    )
     try:
         for args in (("render",), ("build", "--variant", "v0.5.23-cpu"), ("fetch",)):
             done = bwstack(root, "-f", "profiles.cpu.yaml", *args)

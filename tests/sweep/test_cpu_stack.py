@@ -13,7 +13,6 @@ the middle of a soak is ``hang`` for the soak, the container's healthcheck and f
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -67,14 +66,8 @@ def cpu_stack(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> 
     root = tmp_path_factory.mktemp("cpu-stack")
     copy_stack(root)
     project = dockerstack.unique_name("bwstack-cpu-test")
-    path = root / "profiles.cpu.yaml"
-    yaml = YAML()
-    data = yaml.load(path.read_text(encoding="utf-8"))
-    data["stack"]["project"] = project
-    data["stack"]["port"] = dockerstack.free_port()
-    buffer = io.StringIO()
-    yaml.dump(data, buffer)
-    path.write_text(buffer.getvalue(), encoding="utf-8")
+    port = dockerstack.free_port()
+    edit_yaml(root / "profiles.cpu.yaml", lambda data: data["stack"].update(project=project, port=port))
     rendered = bwstack(root, "-f", "profiles.cpu.yaml", "render")
     assert rendered.returncode == 0, rendered.stderr
     try:
