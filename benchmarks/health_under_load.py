@@ -10,9 +10,13 @@ One tiny model served by the image's entrypoint (``healthchecks/serve.py``, hang
 (b) soak overhead: a ``--soak``-second soak's wall time as a multiple of the server's start-to-ready time
     (what a sweep step costs before its verdict);
 (c) stall -> hang: a soak runs, the real scheduler is frozen with SIGSTOP; seconds until the soak says
-    ``hang`` and until the serve wrapper's fail-fast has stopped the server, as multiples of the stall bound.
+    ``hang`` and until the serve wrapper's fail-fast has stopped the server, as multiples of the stall bound;
+(d) the watchdog's cost on a busy server: the same soak against a second server with the watchdog off
+    (``BWSTACK_HANG_WATCH=0``, no ``--enable-metrics``); tokens/s with it on / off.
 
-    .venv/bin/python benchmarks/health_under_load.py [--stall-after 10] [--soak 20] [--runs 5]
+The stall bound defaults to the shipped CPU profile's derived hang bound (compose.cpu.yaml, 30 s):
+
+    .venv/bin/python benchmarks/health_under_load.py [--stall-after S] [--soak 20] [--runs 5]
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # support.realserve: the wrapper around real SGLang
 
+from bwstack import launch  # noqa: E402
 from bwstack.nogpu import tinymodel  # noqa: E402
+from bwstack.stack import loader  # noqa: E402
 from healthchecks import settings, warmup  # noqa: E402
 from support.realserve import hold, result, served, soak  # noqa: E402
 
@@ -51,7 +57,9 @@ def probe_run(url: str) -> warmup.Run:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--stall-after", type=float, default=10.0)
+    shipped = loader.load_stack(ROOT / "profiles.cpu.yaml")
+    bound = launch.launch_spec(shipped, next(iter(shipped.profiles))).hang_bound.seconds
+    parser.add_argument("--stall-after", type=float, default=float(bound), help="default: the shipped bound")
     parser.add_argument("--soak", type=float, default=20.0)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
@@ -78,6 +86,7 @@ def main() -> int:
                 f"p99 {load['itl_ms_p99']:.0f} ms; step {soak_s:.1f} s vs start-to-ready {ready_s:.1f} s: "
                 f"x{soak_s / ready_s:.2f} a sweep step's time to its verdict"
             )
+            tokens_on = float(load["tokens"]) / max(soak_s, 1e-3)
             running = soak(server, 300.0)
             hold(server.url)  # a user's request that stays in flight after the soak has closed its own
             time.sleep(4)
@@ -93,6 +102,15 @@ def main() -> int:
                 f"(x{soak_seen / args.stall_after:.2f} the bound); server stopped by fail-fast after "
                 f"{stopped:.1f} s (x{stopped / args.stall_after:.2f}); healthcheck: {line}"
             )
+        (Path(tmp) / "off").mkdir()
+        with served(model, Path(tmp) / "off", args.stall_after, watch=False) as server:
+            t0 = time.monotonic()
+            off = result(soak(server, args.soak))
+            tokens_off = float(off["tokens"]) / max(time.monotonic() - t0, 1e-3)
+        print(
+            f"(d) watchdog cost: the same {args.soak:g} s soak, {tokens_on:.0f} tokens/s with the watchdog "
+            f"on, {tokens_off:.0f} with it off: x{tokens_on / max(tokens_off, 1e-9):.2f}"
+        )
     return 0
 
 

@@ -107,15 +107,47 @@ def record(
     }
 
 
-def hang_from_record(path: str, now: float | None = None) -> str | None:
-    """The hang reason of a fresh watcher record (``N requests in flight, no token for S s``), else None."""
+@dataclass(frozen=True)
+class Record:
+    """A fresh watcher record: requests in flight, seconds without progress, the bound, the hang line."""
+
+    in_flight: int
+    stalled: float
+    stall_after: float
+    verdict: str | None
+
+    @property
+    def reason(self) -> str | None:
+        """The hang reason (``N requests in flight, no token for S s``) when the watcher called it."""
+        if self.verdict is None or self.verdict.count(":") < 2:
+            return None
+        return self.verdict.split(":", 2)[2].strip()
+
+    @property
+    def stalling(self) -> bool:
+        """Requests are in flight and the counters have not moved since the last sample."""
+        return self.in_flight > 0 and self.stalled > 0
+
+
+def read_record(path: str, now: float | None = None) -> Record | None:
+    """The watcher's record when it is fresh (written within :data:`FRESH_INTERVALS` samples), else None."""
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
-        verdict, when, interval = data.get("verdict"), float(data["time"]), float(data["interval"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        when, interval = float(data["time"]), float(data["interval"])
+        found = Record(
+            in_flight=int(data["in_flight"]),
+            stalled=float(data["stalled_s"]),
+            stall_after=float(data["stall_after"]),
+            verdict=data.get("verdict") if isinstance(data.get("verdict"), str) else None,
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
     now = time.time() if now is None else now
-    if not isinstance(verdict, str) or now - when > FRESH_INTERVALS * max(interval, 1.0):
-        return None
-    return verdict.split(":", 2)[2].strip() if verdict.count(":") >= 2 else None
+    return found if now - when <= FRESH_INTERVALS * max(interval, 1.0) else None
+
+
+def hang_from_record(path: str, now: float | None = None) -> str | None:
+    """The hang reason of a fresh watcher record (``N requests in flight, no token for S s``), else None."""
+    found = read_record(path, now)
+    return found.reason if found is not None else None

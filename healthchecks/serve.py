@@ -24,8 +24,9 @@
   intervals plus 5 s; SIGTERM ends it);
 - hang watchdog (``BWSTACK_HANG_WATCH``, on unless ``0``): adds ``--enable-metrics`` to the server's argv
   and, once SGLang is ready, reads its ``/metrics`` every second (healthchecks/progress.py); requests in
-  flight with no token for ``BWSTACK_HC_STALL_AFTER`` seconds are ``unhealthy: hang: ...``, written beside
-  the state file for the healthcheck, and fail-fast stops the server on it;
+  flight with no token for ``BWSTACK_HC_HANG_AFTER`` seconds (the profile's derived bound) are
+  ``unhealthy: hang: ...``, written beside the state file for the healthcheck, and fail-fast stops the
+  server on it;
 - exports the variant's env switches from ``BWSTACK_ENV_FILE`` (``KEY=VALUE`` lines) to the child, where the
   environment does not set them already.
 
@@ -559,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=readiness.run, daemon=True).start()
     if hang_watch:
         stall_after = common.parse_seconds(
-            common.env_or(common.ENV_HC_STALL_AFTER, ""), common.DEFAULT_HC_STALL_AFTER
+            common.env_or(common.ENV_HC_HANG_AFTER, ""), common.DEFAULT_HC_HANG_AFTER
         )
         hang = HangWatch(probe_url(args), tee, watcher, fail_fast, stall_after)
         threading.Thread(target=hang.run, daemon=True).start()
@@ -570,9 +571,9 @@ def main(argv: list[str] | None = None) -> int:
     reader.join(READER_GRACE_S)
     if watcher.triggered:
         tee.say(verdict.stopped_message(code, watcher.triggered or ""))
-        if readiness is not None and readiness.verdict == watcher.triggered:
-            # no Docker probe has seen this verdict yet: stay until one records it (it repeats the stop)
-            linger(tee, forwarded, state_file, exited_at, after_exit=True)
+        # stay until Docker's probes have recorded the stop `retries` times (they repeat it), so Docker's own
+        # status is `unhealthy` with the class before the container exits
+        linger(tee, forwarded, state_file, exited_at, after_exit=True, streak=_retries())
         tee.log.close()
         return common.EXIT_FAIL_FAST
     if forwarded:
@@ -588,18 +589,34 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def linger(
-    tee: Tee, forwarded: list[int], state_file: str, exited_at: float, *, after_exit: bool = False
-) -> None:
-    """After a crash, stay up until a health probe has recorded a verdict (its class lands in docker inspect).
+def _retries() -> int:
+    """Docker's ``retries`` of the rendered healthcheck (``BWSTACK_HC_RETRIES``; 1 when unset)."""
+    try:
+        return max(1, min(10, int(common.env_or(common.ENV_HC_RETRIES, "1"))))
+    except ValueError:
+        return 1
 
-    ``BWSTACK_LINGER`` is the healthcheck interval: the wait ends one second after the first verdict newer
-    than the crash, and at the latest after two intervals plus 5 s. SIGTERM ends it at once.
+
+def linger(
+    tee: Tee,
+    forwarded: list[int],
+    state_file: str,
+    exited_at: float,
+    *,
+    after_exit: bool = False,
+    streak: int = 1,
+) -> None:
+    """After a crash, stay up until health probes have recorded a verdict (its class lands in docker inspect).
+
+    ``BWSTACK_LINGER`` is the healthcheck interval: the wait ends one second after the healthcheck's failing
+    streak reaches ``streak`` with a verdict newer than the crash (one probe after a crash; Docker's
+    ``retries`` after a fail-fast stop, so Docker's status turns ``unhealthy``), and at the latest after
+    ``streak + 1`` intervals plus 5 s per probe. SIGTERM ends it at once.
     """
     interval = common.parse_seconds(common.env_or(common.ENV_LINGER, "0"), 0.0)
     if interval <= 0 or forwarded:
         return
-    cap = 2 * interval + 5.0
+    cap = (streak + 1) * interval + 5.0 * streak
     tee.say(f"waiting up to {cap:g}s for the healthcheck to record the failure")
     stop = threading.Event()
     for sig in FORWARDED:
@@ -608,17 +625,21 @@ def linger(
     while not stop.wait(0.25) and time.monotonic() < deadline:
         # a failure verdict from the last interval: the probe that saw the crash (its decode may have caused
         # it, finishing just before the process was gone) or one after it
-        cls, when = _last_verdict(state_file)
+        cls, when, failing = _last_verdict(state_file)
         since = exited_at if after_exit else exited_at - interval
-        if cls not in ("", "healthy", "starting") and when > since:
+        if cls not in ("", "healthy", "starting") and when > since and failing >= streak:
             stop.wait(1.0)  # the probe prints after writing its state; let Docker record the output
             return
 
 
-def _last_verdict(state_file: str) -> tuple[str, float]:
-    """(class, time) of the healthcheck's last verdict; ("", 0.0) when there is none."""
+def _last_verdict(state_file: str) -> tuple[str, float, int]:
+    """(class, time, failing streak) of the healthcheck's last verdict; ("", 0.0, 0) when there is none."""
     found = verdict.state_verdict(state_file)
-    return (found[0].cls, found[1]) if found is not None else ("", 0.0)
+    if found is None:
+        return "", 0.0, 0
+    data = verdict.read_json(state_file)
+    failing = data.get("failing") if isinstance(data, dict) else None
+    return found[0].cls, found[1], failing if isinstance(failing, int) else 1
 
 
 def _signal_note(code: int) -> str:

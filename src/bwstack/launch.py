@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from bwstack.stack import snapshots
+from bwstack.stack import hangbound, snapshots
 from bwstack.stack.baselines import load_baseline
-from healthchecks import imagelayout
+from healthchecks import common, imagelayout
 
 if TYPE_CHECKING:
     from bwstack.stack.schema import Stack
@@ -196,6 +196,8 @@ class LaunchSpec:
         env["BWSTACK_PROFILE"] = self.profile
         env["BWSTACK_FAIL_FAST"] = "1"
         env["BWSTACK_LINGER"] = "${BWSTACK_HC_INTERVAL:-" + self.stack.settings.healthcheck.interval + "}"
+        env[common.ENV_HC_RETRIES] = str(self.stack.settings.healthcheck.retries)
+        env[common.ENV_HC_HANG_AFTER] = str(self.hang_bound.seconds)
 
         baseline = load_baseline(self.stack)  # the quality probe's calibrated passage score (baselines.json)
         if baseline is not None:
@@ -203,6 +205,22 @@ class LaunchSpec:
         if extra:
             env.update(extra)
         return dict(sorted(env.items()))
+
+    @cached_property
+    def hang_bound(self) -> hangbound.HangBound:
+        """Seconds in flight without a token before the server is ``hang``, derived from this server's longest
+        prefill pass (:mod:`bwstack.stack.hangbound`); the profile's env may set ``BWSTACK_HC_HANG_AFTER``."""
+        baseline = load_baseline(self.stack)
+        argv = [*self.model_argv(), *self.extra_argv]  # the sizes it reads; backend flags play no part
+        speed = baseline.prefill_tok_s if baseline is not None else None
+        derived = hangbound.derive(self.stack, self.profile, argv, speed)
+        chosen = self.stack_env.get(common.ENV_HC_HANG_AFTER)
+        if chosen is not None and chosen.strip().isdigit() and int(chosen) > 0:
+            why = f"{common.ENV_HC_HANG_AFTER} set in the stack file's env"
+            return hangbound.HangBound(
+                int(chosen), derived.context, derived.chunk, derived.prefill_tok_s, why
+            )
+        return derived
 
     # --- healthcheck --------------------------------------------------------------------------------------
 

@@ -192,7 +192,7 @@ def soak_service(stack: Stack, project: Project, service: str, seconds: float, e
     against 127.0.0.1 (``docker exec``), ``stack.soak`` settings, a progress line every
     :data:`SOAK_PROGRESS_S`; prints the figures and the verdict line. 0 when the verdict is ``ok``, else
     :data:`EXIT_SOAK_FAILED`."""
-    settings = stack.settings.soak
+    settings = soak.for_profile(stack, service)
     cid = container_id(project, service)
     if cid is None:
         print(f"bwstack: {service}: no container to soak", file=echo)
@@ -201,7 +201,7 @@ def soak_service(stack: Stack, project: Project, service: str, seconds: float, e
     print(
         f"bwstack: {service}: soaking for {seconds:g} s ({settings.concurrency} streams, prompts of "
         f"{lengths} tokens, {settings.output_len} sampled tokens each, no token for "
-        f"{settings.stall_after_s:g} s = hang)",
+        f"{soak.stall_after(settings):g} s = hang)",
         file=echo,
         flush=True,
     )

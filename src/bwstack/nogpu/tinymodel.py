@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bwstack.errors import UserError
+from bwstack.stack.schema import TINY_CONTEXT
 
 if TYPE_CHECKING:
     from bwstack.stack.schema import Stack
@@ -75,7 +76,7 @@ class TinySpec:
     kv_heads: int = 2
     intermediate: int = 128
     vocab: int = 512
-    max_positions: int = 2048
+    max_positions: int = TINY_CONTEXT
     seed: int = 0
     fault: str = "none"
     noise_scale: float = 0.5
@@ -216,7 +217,7 @@ def train_tokenizer(vocab: int, corpus: Iterable[str] = CORPUS) -> Any:
     return tokenizer
 
 
-def tokenizer_config() -> dict[str, Any]:
+def tokenizer_config(max_length: int = TINY_CONTEXT) -> dict[str, Any]:
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "unk_token": "<unk>",
@@ -224,7 +225,7 @@ def tokenizer_config() -> dict[str, Any]:
         "eos_token": "</s>",
         "pad_token": "<unk>",
         "add_bos_token": False,
-        "model_max_length": 2048,
+        "model_max_length": max_length,
         "clean_up_tokenization_spaces": False,
         "chat_template": CHAT_TEMPLATE,
     }
@@ -259,7 +260,7 @@ def write(
         train_tokenizer(spec.vocab, corpus).save(str(staging / "tokenizer.json"))
         _dump(staging / "config.json", config_json(spec))
         _dump(staging / "generation_config.json", {"bos_token_id": 1, "eos_token_id": 2, "do_sample": True})
-        _dump(staging / "tokenizer_config.json", tokenizer_config())
+        _dump(staging / "tokenizer_config.json", tokenizer_config(spec.max_positions))
         _dump(staging / "bwstack-tiny-model.json", {"spec": spec.__dict__, **dict(extra or {})})
         for path in staging.iterdir():
             path.chmod(0o644)  # the serving container's user (uid 10001) reads a bind mount
@@ -290,7 +291,9 @@ def ensure_for_stack(stack: Stack, echo: Callable[[str], object] = print) -> lis
     root = (stack.root / stack.settings.model_cache_path).resolve()
     made = []
     for name, entry in sorted(stack.tiny_models.items()):
-        spec = TinySpec(arch=entry.arch, fault=entry.fault, seed=entry.seed)
+        spec = TinySpec(
+            arch=entry.arch, fault=entry.fault, seed=entry.seed, max_positions=entry.context_length
+        )
         target = root / name
         if _recorded_spec(target) != spec.__dict__:
             echo(f"tiny-model: writing {name} ({entry.arch}, fault {entry.fault}) into {root}")

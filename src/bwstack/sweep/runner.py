@@ -157,8 +157,8 @@ class Runner:
         key = f"{imagelayout.SECRETS_DIR}/api_key" if self.stack.settings.api_key else None
         try:
             return soak.measure(
-                self.stack.settings.soak, watch.container.id, port=self.stack.settings.port, seconds=seconds,
-                api_key_file=key,
+                soak.for_profile(self.stack, watch.name), watch.container.id,
+                port=self.stack.settings.port, seconds=seconds, api_key_file=key,
             )  # fmt: skip
         except (OSError, ValueError) as exc:
             return {"verdict": "error", "reason": f"soak step failed: {' '.join(str(exc).split())[:300]}"}

@@ -21,15 +21,31 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bwstack.stack.schema import SoakSettings
+from bwstack import launch
+from bwstack.stack.schema import SoakSettings, Stack
 from bwstack.sweep import bench
-from healthchecks import imagelayout
+from healthchecks import common, imagelayout
 
 CLIENT = f"{imagelayout.HC_DIR}/soak_client.py"
 #: seconds the ``docker exec`` may take past the soak's own duration and stall bound
 EXEC_GRACE_S = 30.0
 #: soak verdicts that are failure classes of the catalog (the row takes them)
 FAILING = ("hang", "nan", "garbage")
+
+
+def for_profile(stack: Stack, profile: str) -> SoakSettings:
+    """``stack.soak`` with the stall bound resolved: as written, else the profile's derived hang bound (the
+    one the container's watchdog and healthcheck use, :attr:`bwstack.launch.LaunchSpec.hang_bound`)."""
+    settings = stack.settings.soak
+    if settings.stall_after_s is not None:
+        return settings
+    bound = launch.launch_spec(stack, profile).hang_bound.seconds
+    return settings.model_copy(update={"stall_after_s": float(bound)})
+
+
+def stall_after(settings: SoakSettings) -> float:
+    """The soak's stall bound (resolved by :func:`for_profile`; the in-image default otherwise)."""
+    return settings.stall_after_s or common.DEFAULT_HC_HANG_AFTER
 
 
 def argv(settings: SoakSettings, *, port: int, seconds: float, api_key_file: str | None) -> list[str]:
@@ -41,7 +57,7 @@ def argv(settings: SoakSettings, *, port: int, seconds: float, api_key_file: str
         "--concurrency", str(settings.concurrency),
         "--lengths", ",".join(str(n) for n in settings.lengths),
         "--output-len", str(settings.output_len),
-        "--stall-after", f"{settings.stall_after_s:g}",
+        "--stall-after", f"{stall_after(settings):g}",
         "--window", f"{settings.window_s:g}",
     ]  # fmt: skip
     if api_key_file:
@@ -72,7 +88,7 @@ def measure(
 ) -> dict[str, Any]:
     """The row's ``soak`` record of one healthy, running container."""
     started = time.monotonic()
-    limit = seconds + settings.stall_after_s + EXEC_GRACE_S
+    limit = seconds + stall_after(settings) + EXEC_GRACE_S
     done = run(
         bench.exec_argv(container, argv(settings, port=port, seconds=seconds, api_key_file=api_key_file)),
         limit,
