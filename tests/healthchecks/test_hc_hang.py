@@ -209,3 +209,15 @@ def test_the_long_probe_streams_with_a_per_token_deadline(
     assert words in assert_unhealthy(result, cls)
     if cls == "hang":
         assert 2 <= result.elapsed < 5, result.elapsed  # the per-token deadline, not the 10 s budget
+
+
+def test_a_client_giving_up_is_not_progress() -> None:
+    """SGLang's main process counts a client's disconnect in ``sglang:num_aborted_requests_total``
+    (TokenizerManager.abort_request, 0.5.23) with the scheduler frozen: the stall clock keeps running."""
+    aborted = f"sglang:num_aborted_requests_total{{{MODEL}}}"
+    tracker = progress.Tracker()
+    before = progress.parse(metrics(active=3.0, itl=456.0) + f"\n{aborted} 0.0")
+    after = progress.parse(metrics(active=1.0, itl=456.0) + f"\n{aborted} 2.0")
+    assert before is not None and after is not None
+    assert tracker.update(before, 100.0) == 0.0
+    assert tracker.update(after, 131.0) == 31.0
