@@ -26,7 +26,7 @@ from typing import Any
 
 from bwstack import launch
 from bwstack.errors import UserError
-from bwstack.render import compose, lwsversions, multihost, podrules
+from bwstack.render import compose, k8sfit, lwsversions, multihost, podrules
 from bwstack.stack.schema import Stack
 from healthchecks import common, imagelayout
 
@@ -330,6 +330,12 @@ def requirement_of(text: str) -> lwsversions.Requirement:
     """The oldest LWS release a rendered manifest runs on (what its header names)."""
     lws = next(doc for doc in documents(text) if doc.get("kind") == "LeaderWorkerSet")
     return lwsversions.requirement(lws, lws_schema())
+
+
+def fit(text: str, cluster: k8sfit.Cluster) -> k8sfit.Verdict:
+    """The scheduling simulation of a rendered manifest's LeaderWorkerSet on ``cluster``."""
+    lws = next(doc for doc in documents(text) if doc.get("kind") == "LeaderWorkerSet")
+    return k8sfit.simulate(lws, cluster)
 
 
 def render_k8s(

@@ -59,7 +59,7 @@ def parse_cluster(text: str) -> Cluster:
     match = _CLUSTER.fullmatch(text.strip().lower())
     if match is None or int(match.group(1)) < 1:
         raise UserError(
-            f"--fit {text!r} is not NODESxGPUS (e.g. 2x8: two nodes with 8 {GPU} each)", field="--fit"
+            f"{text!r} is not NODESxGPUS (e.g. 2x8: two nodes with 8 {GPU} each)", field="--fit"
         )
     return Cluster(int(match.group(1)), int(match.group(2)))
 

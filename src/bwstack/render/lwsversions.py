@@ -34,7 +34,7 @@ def parse_version(text: str) -> tuple[int, int, int]:
     match = _VERSION.fullmatch(text.strip())
     if match is None:
         raise UserError(
-            f"--lws-version {text!r} is not a release version (vMAJOR.MINOR.PATCH, e.g. v0.10.0)",
+            f"{text!r} is not a release version (vMAJOR.MINOR.PATCH, e.g. v0.10.0)",
             field="--lws-version",
         )
     major, minor, patch = (int(part) for part in match.groups())
@@ -127,7 +127,7 @@ def check_target(wanted: str | None, needed: Requirement) -> None:
     if wanted is None or parse_version(wanted) >= parse_version(needed.version):
         return
     raise UserError(
-        f"--lws-version {wanted} is older than {needed.version}, the oldest LeaderWorkerSet these manifests "
+        f"{wanted} is older than {needed.version}, the oldest LeaderWorkerSet these manifests "
         f"run on: its CRD does not declare {needed.names or 'a field they use'} (upgrade the LWS controller "
         f"to {needed.version} or newer)",
         field="--lws-version",
