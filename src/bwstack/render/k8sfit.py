@@ -58,9 +58,7 @@ def parse_cluster(text: str) -> Cluster:
     """``2x8``: two nodes of 8 GPUs; UserError for anything else."""
     match = _CLUSTER.fullmatch(text.strip().lower())
     if match is None or int(match.group(1)) < 1:
-        raise UserError(
-            f"{text!r} is not NODESxGPUS (e.g. 2x8: two nodes with 8 {GPU} each)", field="--fit"
-        )
+        raise UserError(f"{text!r} is not NODESxGPUS (e.g. 2x8: two nodes with 8 {GPU} each)", field="--fit")
     return Cluster(int(match.group(1)), int(match.group(2)))
 
 
@@ -201,7 +199,8 @@ def place(pods: list[Pod], cluster: Cluster) -> Verdict:
             else:
                 feasible.append(node)
         if not feasible:
-            why = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+            # as the scheduler's FitError: "<count> <reason>" strings, sorted as strings
+            why = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
             return Verdict(
                 "unplaceable",
                 f"{pod.name} ({pod.role}, {pod.gpus} GPUs) cannot be placed: "
