@@ -235,7 +235,8 @@ def secret_sources(stack: Stack) -> list[dict[str, str]]:
 def anti_affinity(name: str, nodes: int) -> dict[str, Any] | None:
     """One pod of a group per node: required anti-affinity on kubernetes.io/hostname against the pods of the
     same LWS (``matchLabels`` on its name) and, where the API server supports ``matchLabelKeys`` (1.31+ by
-    default), of the same group only (the pod's own ``group-key``). Not LWS's ``exclusive-topology``
+    default; merged into the selector at pod creation, after the LWS webhook set the label), of the same
+    group only (the pod's own ``group-key``). Not LWS's ``exclusive-topology``
     annotation: that one co-locates a group in ONE topology domain (pod affinity, plus a nodeSelector for the
     workers), which with ``kubernetes.io/hostname`` packs the whole group onto one node."""
     if nodes < 2:

@@ -65,6 +65,7 @@ _SUFFIX: dict[str, Decimal] = {
 }
 _REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
 _OMIT = object()
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
 
 
 @dataclass(frozen=True)
@@ -249,8 +250,7 @@ def env_problems(container: dict[str, Any], path: str) -> Iterator[Problem]:
             yield Problem(f"{where}.name", "Invalid value", name, message)
         value = var.get("value")
         if value is not None and not isinstance(value, str):
-            got = type(value).__name__.replace("int", "integer").replace("float", "number")
-            got = "boolean" if isinstance(value, bool) else got
+            got = _JSON_TYPES.get(type(value), type(value).__name__)
             yield Problem(
                 f"{where}.value",
                 "Invalid value",
