@@ -3,9 +3,9 @@
 An LWS never validates its own pod templates: the CRD schema types them, but the LWS webhook skips the pod
 spec and the CRD has no CEL rules, so a template with ``nvidia.com/gpu`` request 2 and limit 4 is accepted as
 an LWS and fails only later, when the controller's StatefulSet is refused. These checks run the rules of
-kubernetes/kubernetes ``pkg/apis/core/validation/validation.go`` that matter for these manifests, and word
-each problem as the API server does (``field.Error.Error()`` of kubernetes/apimachinery
-``pkg/util/validation/field/errors.go``):
+kubernetes/kubernetes ``pkg/apis/core/validation/validation.go`` (@000f2605) that matter for these manifests,
+and word each problem as the API server does (``field.Error.Error()`` of kubernetes/apimachinery
+``pkg/util/validation/field/errors.go``, messages from ``pkg/util/validation/validation.go`` @eed236ce):
 
 - extended resources (``validateResourceRequirements``, ``ValidateResourceQuantityValue``): integer,
   not negative, a limit for every request, request equal to limit;
