@@ -184,8 +184,8 @@ CLASS_INFO: tuple[ClassInfo, ...] = (
     ),
     ClassInfo(
         "hang",
-        "busy and stuck: requests in flight and no token generated for --stall-after seconds (SGLang's own "
-        "/metrics counters), or a streamed probe/soak request with no token within the stall bound",
+        "busy and stuck: requests in flight and no token generated for the hang bound (SGLang's own "
+        "/metrics counters), or a streamed probe/soak request with no token within it",
         "a livelocked kernel (FlashInfer SM120 sparse MLA under load): another DSA decode backend or the "
         "dense fallback; read a py-spy dump of the scheduler",
         None,
