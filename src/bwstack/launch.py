@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from bwstack.errors import UserError
 from bwstack.stack import hangbound, snapshots
 from bwstack.stack.baselines import load_baseline
-from healthchecks import common, imagelayout
+from healthchecks import common, imagelayout, norestart
 
 if TYPE_CHECKING:
     from bwstack.stack.schema import Stack
@@ -250,6 +250,8 @@ class LaunchSpec:
         env["BWSTACK_FAIL_FAST"] = "1"
         env["BWSTACK_LINGER"] = "${BWSTACK_HC_INTERVAL:-" + self.stack.settings.healthcheck.interval + "}"
         env[common.ENV_HC_RETRIES] = str(self.stack.settings.healthcheck.retries)
+        # `bwstack up --retry` sets it: the wrapper forgets a remembered verdict (healthchecks/norestart.py)
+        env[norestart.ENV_RETRY] = "${" + norestart.ENV_RETRY + ":-0}"
         env[common.ENV_HC_HANG_AFTER] = str(self.hang_bound.seconds)
 
         baseline = load_baseline(self.stack)  # the quality probe's calibrated passage score (baselines.json)

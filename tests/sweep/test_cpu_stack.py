@@ -164,6 +164,89 @@ def test_nan_weights_end_unhealthy_nan_and_the_container_exits(cpu_stack: Path, 
     assert dockerstack.leftovers(project) == {}
 
 
+def test_swapping_profiles_with_plain_compose_is_the_documented_command(
+    cpu_stack: Path, built: object
+) -> None:
+    """Swapping backends with plain Compose (issue 34): while profile A holds the port, `up -d --wait` of B
+    fails on the port; the command the compose file's header documents (stop every profile, then up B)
+    swaps. Run exactly as written there, through a shell."""
+    project = project_of(cpu_stack)
+    header = (cpu_stack / "compose.cpu.yaml").read_text().splitlines()[:6]
+    documented = next(line.strip("# ").strip() for line in header if "stop &&" in line)
+    assert documented == (
+        "docker compose --profile '*' stop && docker compose --profile <profile> up -d --wait"
+    ), header
+    try:
+        first = compose(cpu_stack, "--profile", NAN, "up", "-d", "--no-build")  # A: binds the port at once
+        assert first.returncode == 0, first.stderr
+        clash = compose(cpu_stack, "--profile", HEALTHY, "up", "-d", "--wait", "--no-build", timeout=600)
+        assert clash.returncode != 0 and "port is already allocated" in clash.stderr, clash.stderr[-2000:]
+        compose(cpu_stack, "--profile", HEALTHY, "rm", "-f", "-s")
+        command = documented.replace("docker compose", "docker compose -f compose.cpu.yaml")
+        command = command.replace("<profile>", HEALTHY) + " --no-build --wait-timeout 420"
+        swapped = subprocess.run(
+            ["bash", "-c", command], cwd=cpu_stack, capture_output=True, text=True, timeout=900, check=False
+        )
+        assert swapped.returncode == 0, swapped.stderr[-3000:]
+        running = dockerstack.docker(
+            "ps",
+            "--filter",
+            f"label=com.docker.compose.project={project}",
+            "--format",
+            "{{.Names}} {{.Status}}",
+        ).stdout.splitlines()
+        assert len(running) == 1 and HEALTHY in running[0] and "(healthy)" in running[0], running
+    finally:
+        compose(cpu_stack, "--profile", "*", "down", "-v", "--remove-orphans")
+    assert dockerstack.leftovers(project) == {}
+
+
+def test_a_nan_profile_under_restart_on_failure_loads_the_model_once(built: object, tmp_path: Path) -> None:
+    """No reload storm (issue 34): the NaN profile as an operator who does not know it is bad would run it,
+    expected healthy and so rendered with ``restart: on-failure:3``, under plain ``docker compose up``. The
+    first start loads the model, the readiness probe finds NaN and fail-fast stops it (exit 3); Docker then
+    restarts it three times, and each restart exits at once on the verdict the wrapper remembered for this
+    launch spec: the model is loaded once."""
+    copy_stack(tmp_path)
+    project = dockerstack.unique_name("bwstack-restart-test")
+
+    def edit(data: Any) -> None:
+        data["stack"].update({"project": project, "port": dockerstack.free_port(), "restart": "on-failure:3"})
+        data["profiles"][NAN].update({"expect": "healthy", "why": "", "evidence": []})
+
+    edit_yaml(tmp_path / "profiles.cpu.yaml", edit)
+    assert bwstack(tmp_path, "-f", "profiles.cpu.yaml", "render").returncode == 0
+    assert bwstack(tmp_path, "-f", "profiles.cpu.yaml", "fetch").returncode == 0
+    service = YAML(typ="safe").load((tmp_path / "compose.cpu.yaml").read_text())["services"][NAN]
+    assert service["restart"] == "on-failure:3"
+    try:
+        up = compose(tmp_path, "--profile", NAN, "up", "-d", "--no-build")
+        assert up.returncode == 0, up.stderr
+        cid = dockerstack.docker(
+            "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"
+        ).stdout.split()
+        container = TrackedContainer(cid[0])
+
+        def done() -> bool:
+            state = container.state()
+            return state["Status"] == "exited" and container.inspect()["RestartCount"] == 3
+
+        assert dockerstack.wait_until(done, timeout=420, interval=1.0), container.logs()[-3000:]
+        logs = container.logs()
+        assert container.state()["ExitCode"] == 3, logs[-3000:]
+        assert logs.count("bwstack-serve: starting ") == 1, logs[-3000:]  # one model load
+        assert logs.count("Load weight begin") == 1, logs[-3000:]
+        assert "remembered 'nan' for this launch spec" in logs, logs[-3000:]
+        refused = [line for line in logs.splitlines() if "not starting: the same launch spec" in line]
+        assert len(refused) == 3, logs[-3000:]
+        assert "ended 'unhealthy: nan: " in refused[0] and "bwstack up --retry" in refused[0], refused[0]
+        print(f"\n{len(refused)} restarts refused without a model load; the first: {refused[0]}")
+    finally:
+        compose(tmp_path, "--profile", "*", "down", "-v", "--remove-orphans", "--timeout", "5")
+        dockerstack.force_clean(project)
+    assert dockerstack.leftovers(project) == {}
+
+
 def test_sweep_matches_every_expect_from_the_real_server(
     cpu_stack: Path, built: object, tmp_path: Path
 ) -> None:

@@ -283,6 +283,11 @@ def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -
 @file_option
 @click.argument("profile", required=False)
 @click.option("--force", is_flag=True, help="Start a profile that is known to fail.")
+@click.option(
+    "--retry",
+    is_flag=True,
+    help="Load the model again although this launch spec already failed in a way a restart cannot heal.",
+)
 @click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds to wait for healthy.")
 @click.option("--no-wait", is_flag=True, help="Return once the container is started.")
 @click.option("--dry-run", is_flag=True, help="Print the profile that would start and why; start nothing.")
@@ -303,6 +308,7 @@ def up(
     file: Path,
     profile: str | None,
     force: bool,
+    retry: bool,
     timeout: int | None,
     no_wait: bool,
     dry_run: bool,
@@ -366,6 +372,7 @@ def up(
             wait=not no_wait,
             skip_model_check=skip_model_check,
             soak_s=soak or 0.0,
+            retry=retry,
         )
     )
 

@@ -10,6 +10,7 @@ seconds and prints its figures and verdict.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -37,7 +38,7 @@ from bwstack.stack.baselines import describe
 from bwstack.stack.pins import Variant
 from bwstack.stack.schema import Stack
 from bwstack.sweep import soak
-from healthchecks import common, imagelayout
+from healthchecks import common, imagelayout, norestart
 
 POLL_SECONDS = 2.0
 #: seconds between two progress lines of ``up --soak``
@@ -142,10 +143,12 @@ def up(
     out: Any = None,
     skip_model_check: bool = False,
     soak_s: float = 0.0,
+    retry: bool = False,
 ) -> int:
     """Start one profile and wait for health; 0 healthy (or started with wait=False), 1 otherwise. With
     ``soak_s`` (and ``wait``) the healthy service is then soaked (:func:`soak_service`): 1 unless its verdict
-    is ``ok``.
+    is ``ok``. ``retry``: the serve wrapper forgets a verdict it remembered for this launch spec (a start of
+    the same spec otherwise exits at once instead of loading the model again; healthchecks/norestart.py).
 
     Without ``project`` (the real stack) the model must be fetched first (:func:`modelcache.service_env`
     refuses with ExternalError otherwise), so the start period never covers a download."""
@@ -175,6 +178,9 @@ def up(
         return 1
     for service in stop_other_profiles(project, profile_name):
         print(f"bwstack: stopped {service} (one profile at a time)", file=echo)
+    if retry:
+        project = dataclasses.replace(project, env={**(project.env or {}), norestart.ENV_RETRY: "1"})
+        print(f"bwstack: {profile_name}: --retry: a verdict remembered for this spec is cleared", file=echo)
     result = project.run(["up", "--detach", profile_name], profiles=[profile_name])
     if result.returncode != 0:
         return 1
@@ -273,7 +279,8 @@ def wait_healthy(project: Project, service: str, limit: float, echo: Any, stack:
             elapsed = time.monotonic() - start
             cid = cid or container_id(project, service)
             if cid is not None:
-                state = inspect(cid)["State"]
+                details = inspect(cid)
+                state = details["State"]
                 health = (state.get("Health") or {}).get("Status", "none")
                 reason = health_reason(state)
                 status_text = f"{state.get('Status')}/{health}"
@@ -281,7 +288,9 @@ def wait_healthy(project: Project, service: str, limit: float, echo: Any, stack:
                 if health == "healthy":
                     console.print(f"[green]{service}: healthy[/] after {elapsed:.0f} s: {reason}")
                     return 0
-                if health == "unhealthy" or state.get("Status") in {"exited", "dead"}:
+                # a restart is a failure too: report the first one, not the third reload of the model
+                restarted = state.get("Restarting") or int(details.get("RestartCount") or 0) > 0
+                if health == "unhealthy" or state.get("Status") in {"exited", "dead"} or restarted:
                     report_failure(console, cid, service, state, elapsed, stack=stack)
                     return 1
             if elapsed > limit:
