@@ -255,6 +255,9 @@ def build_child(args: list[str]) -> ChildSpec:
             f"{os.getuid()}, or remove it)"
         ) from None
     key_config = None
+    problem = common.api_key_problem(key) if key else None
+    if problem is not None:
+        raise StartRefused(f"{key_file}: {problem}")
     if key and any(a.split("=", 1)[0] == "--api-key" for a in args):
         notes.append(f"--api-key given on the command line, {key_file} not used")
     elif key:

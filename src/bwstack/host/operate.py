@@ -87,6 +87,11 @@ def ensure_secrets(stack: Stack) -> list[str]:
             )
             continue
         secretfiles.check_regular(path)
+        if name == "api_key":
+            with contextlib.suppress(OSError):  # unreadable here: serve.py checks it in the container
+                problem = common.api_key_problem(path.read_text(encoding="utf-8", errors="replace").strip())
+                if problem is not None:
+                    raise UserError(problem, file=path)
         changed = secretfiles.grant_serving_user(path)
         if changed:
             notes.append(changed)
