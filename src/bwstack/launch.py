@@ -254,7 +254,8 @@ class LaunchSpec:
         env[norestart.ENV_RETRY] = "${" + norestart.ENV_RETRY + ":-0}"
         env[common.ENV_HC_HANG_AFTER] = str(self.hang_bound.seconds)
 
-        baseline = load_baseline(self.stack)  # the quality probe's calibrated passage score (baselines.json)
+        # the quality probe's calibrated passage score (baselines.json), of the model this profile serves
+        baseline = load_baseline(self.stack, self.profile)
         if baseline is not None:
             env.update(baseline.env())
         if extra:
@@ -265,7 +266,7 @@ class LaunchSpec:
     def hang_bound(self) -> hangbound.HangBound:
         """Seconds in flight without a token before the server is ``hang``, derived from this server's longest
         prefill pass (:mod:`bwstack.stack.hangbound`); the profile's env may set ``BWSTACK_HC_HANG_AFTER``."""
-        baseline = load_baseline(self.stack)
+        baseline = load_baseline(self.stack, self.profile)
         argv = [*self.model_argv(), *self.extra_argv]  # the sizes it reads; backend flags play no part
         speed = baseline.prefill_tok_s if baseline is not None else None
         derived = hangbound.derive(self.stack, self.profile, argv, speed)

@@ -419,9 +419,11 @@ def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: 
     if profile is not None:
         stack.profile(profile)  # every profile serves model.path; the name is checked, not needed
     if stack.tiny_models:  # a CPU stack: its checkpoints are made here, not downloaded
-        from bwstack.nogpu import tinymodel
+        from bwstack.lock import wheelhouse
+        from bwstack.nogpu import ensure
 
-        made = tinymodel.ensure_for_stack(stack, echo=click.echo)
+        python = wheelhouse.host_python(stack.variant(stack.settings.variant), click.echo)
+        made = ensure.ensure_for_stack(stack, echo=click.echo, copy_python=python)
         click.echo(f"ok: {len(made)} tiny model(s) in {made[0].parent}")
         return
     sys.exit(fetch_mod.fetch(stack, cache_dir=cache_dir, max_workers=max_workers, echo=click.echo))

@@ -32,7 +32,7 @@ from bwstack.host.gitinfo import git
 from bwstack.know import next_try
 from bwstack.lock import command as locking
 from bwstack.lock import wheelhouse
-from bwstack.nogpu import tinymodel
+from bwstack.nogpu import ensure
 from bwstack.render import compose
 from bwstack.stack.baselines import describe
 from bwstack.stack.pins import Variant
@@ -172,7 +172,9 @@ def up(
 
         print(f"bwstack: {describe(stack)}", file=echo)  # which quality checks the healthcheck runs
     if stack.tiny_models:
-        tinymodel.ensure_for_stack(stack, echo=lambda m: print(f"bwstack: {m}", file=echo))
+        say = lambda m: print(f"bwstack: {m}", file=echo)  # noqa: E731
+        python = wheelhouse.host_python(stack.variant(stack.settings.variant), say)
+        ensure.ensure_for_stack(stack, echo=say, copy_python=python)
     for note in ensure_secrets(stack):
         print(f"bwstack: {note}", file=echo)
     key_file = (stack.root / stack.settings.secrets_dir / "api_key").resolve()

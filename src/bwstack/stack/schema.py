@@ -255,6 +255,10 @@ class Profile(_ProfileBackends):
 class TinyModel(_Strict):
     """A tiny model bwstack makes itself (``bwstack tiny-model``) in the model cache before up or a sweep."""
 
+    #: random: seeded random weights (numpy); copy / copy-window: the long-context pair of
+    #: bwstack.nogpu.tinycopy (an induction circuit that copies across 2,000+ tokens, and its twin whose
+    #: config declares a 1024-token sliding window); arch, fault, seed and context_length apply to random only
+    kind: Literal["random", "copy", "copy-window"] = "random"
     arch: Literal["llama", "qwen2"] = "llama"
     fault: Literal["none", "nan-lm-head", "nan-norm", "noise"] = "none"
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
