@@ -270,7 +270,8 @@ def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -
         stack, profile, url=url, margin=judging.DEFAULT_MARGIN if margin is None else margin
     )
     click.echo(
-        f"{path}: {stack.model.path} passage {baseline.passage}: {baseline.score:.4f} nats/token over "
+        f"{path}: {stack.model_path_for(profile)} passage {baseline.passage}: {baseline.score:.4f} "
+        "nats/token over "
         f"{baseline.tokens} tokens (SGLang {baseline.sglang or '?'}, profile {profile}); healthchecks report "
         f"garbage below {baseline.score - baseline.margin:.4f}. Run 'bwstack render' and commit both files."
     )
