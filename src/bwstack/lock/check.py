@@ -150,16 +150,14 @@ def index_files(index: str, name: str) -> dict[str, str] | None:
     url = f"{index}/{canonicalize_name(name)}/"
     accept = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
     request = urllib.request.Request(url, headers={"Accept": accept})  # noqa: S310 - http(s) index URL
-    try:
-        with urllib.request.urlopen(request, timeout=lock_command.TIMEOUT) as response:  # noqa: S310
-            body = response.read()
-            kind = response.headers.get("Content-Type", "")
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise ExternalError(f"the index answered {exc.code} for {url}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise ExternalError(f"cannot reach the index {index}: {getattr(exc, 'reason', exc)}") from None
+    answer = lock_command.ask(
+        request,
+        answered=f"the index answered {{code}} for {url}",
+        unreachable=f"cannot reach the index {index}",
+    )
+    if answer is None:
+        return None
+    body, kind = answer[1], answer[0].get("Content-Type", "")
     if "json" in kind:
         files = json.loads(body).get("files", [])
         return {f["filename"]: f.get("hashes", {}).get("sha256", "") for f in files if not f.get("yanked")}

@@ -14,6 +14,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from email.message import Message
 from pathlib import Path
 
 from bwstack.errors import ExternalError, UserError
@@ -188,6 +189,20 @@ def registry_url(registry: str) -> str:
     return f"{'http' if local else 'https'}://{registry}"
 
 
+def ask(request: urllib.request.Request, *, answered: str, unreachable: str) -> tuple[Message, bytes] | None:
+    """The response's headers and body; None on 404; ExternalError (``answered`` with ``{code}``, or
+    ``unreachable``: the reason) otherwise."""
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310 - http(s) URLs built here
+            return response.headers, response.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise ExternalError(answered.format(code=exc.code)) from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise ExternalError(f"{unreachable}: {getattr(exc, 'reason', exc)}") from None
+
+
 def head_manifest(ref: str) -> str | None:
     """The registry's ``Docker-Content-Digest`` for ``ref`` (the multi-arch index when there is one); None
     when the registry has no such tag (404); ExternalError when it cannot be asked."""
@@ -203,15 +218,14 @@ def head_manifest(ref: str) -> str | None:
         headers["Authorization"] = f"Bearer {token}"
     url = f"{registry_url(registry)}/v2/{repo}/manifests/{tag}"
     request = urllib.request.Request(url, method="HEAD", headers=headers)  # noqa: S310
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
-            digest = response.headers.get("Docker-Content-Digest", "")
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise ExternalError(f"registry answered {exc.code} for {ref}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise ExternalError(f"registry unreachable for {ref}: {getattr(exc, 'reason', exc)}") from None
+    answer = ask(
+        request,
+        answered=f"registry answered {{code}} for {ref}",
+        unreachable=f"registry unreachable for {ref}",
+    )
+    if answer is None:
+        return None
+    digest = answer[0].get("Docker-Content-Digest", "")
     if not pins.DIGEST.match(digest):
         raise ExternalError(f"registry gave no usable digest for {ref} ({digest!r})")
     return str(digest)
