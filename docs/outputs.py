@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import io
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +61,40 @@ class Recipe:
     select: Select | None = None
     note: str = ""  # a comment after the shown command line
     wheels: bool = False  # reads release wheels from the package index
+    setup: Callable[[Path], None] | None = None  # prepares the scratch stack (its folder) before the commands
+    stderr: bool = False  # show what the command wrote to stderr (bwstack's one-line errors and warnings)
+    show_all: bool = False  # show every command with its output, not only the last
+
+
+def cpu_evidence_contradicted(root: Path) -> None:
+    """The shipped evidence beside profiles.cpu.yaml, whose cpu-torch-native says nan (bundles: healthy)."""
+    shutil.copytree(REPO / "evidence", root / "evidence")
+    path = root / "profiles.cpu.yaml"
+    text = path.read_text(encoding="utf-8")
+    head, _, tail = text.partition("  cpu-torch-native:")
+    path.write_text(
+        head + "  cpu-torch-native:" + tail.replace("expect: healthy", "expect: nan", 1), encoding="utf-8"
+    )
+
+
+def bad_bundles(root: Path) -> None:
+    """bad.tar.gz (a symbolic link member) and corrupt.tar.gz (a shipped bundle, its results.json altered)."""
+    with tarfile.open(root / "bad.tar.gz", "w:gz") as out:
+        manifest = tarfile.TarInfo("manifest.json")
+        manifest.size = 2
+        out.addfile(manifest, io.BytesIO(b"{}"))
+        link = tarfile.TarInfo("run/link.yaml")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        out.addfile(link)
+    shipped = sorted((REPO / "evidence" / "bundles").glob("*.tar.gz"))[0]
+    with tarfile.open(shipped) as source, tarfile.open(root / "corrupt.tar.gz", "w:gz") as out:
+        for member in source.getmembers():
+            handle = source.extractfile(member)
+            data = handle.read() if handle else b""
+            if member.name == "results.json":
+                data = data.replace(b'"healthy"', b'"nan"', 1)
+            member.size = len(data)
+            out.addfile(member, io.BytesIO(data))
 
 
 def between(start: str, end: str | None) -> Select:
@@ -69,6 +106,19 @@ def between(start: str, end: str | None) -> Select:
         rest = lines[first + 1 :]
         last = next((i for i, line in enumerate(rest) if end is not None and line.startswith(end)), len(rest))
         return "\n".join([lines[first], *rest[:last]]).rstrip() + "\n"
+
+    return cut
+
+
+def matching(pattern: str) -> Select:
+    """The first line matching ``pattern`` and the indented lines after it."""
+
+    def cut(text: str) -> str:
+        lines = text.splitlines()
+        first = next(i for i, line in enumerate(lines) if re.match(pattern, line))
+        rest = [line for line in lines[first + 1 :]]
+        indented = next((i for i, line in enumerate(rest) if not line.startswith(" ")), len(rest))
+        return "\n".join([lines[first], *rest[:indented]]) + "\n"
 
     return cut
 
@@ -109,10 +159,25 @@ RECIPES: dict[str, Recipe] = {
         between("--- a/", None),
         wheels=True,
     ),
+    "validate-evidence-contradicts": Recipe(
+        ("bwstack -f profiles.cpu.yaml validate",),
+        matching(
+            r"bwstack: warning: profiles\.cpu\.yaml:\d+: profile cpu-torch-native: expect: nan, but seen"
+        ),
+        note="cpu-torch-native's expect set to nan",
+        setup=cpu_evidence_contradicted,
+        stderr=True,
+    ),
+    "verify-bad-bundles": Recipe(
+        ("bwstack report verify bad.tar.gz", "bwstack report verify corrupt.tar.gz"),
+        setup=bad_bundles,
+        stderr=True,
+        show_all=True,
+    ),
 }
 
 
-def run(stack: Path, command: str) -> str:
+def run(stack: Path, command: str, *, stderr: bool = False) -> str:
     argv = shlex.split(command)
     assert argv[0] == "bwstack", command
     done = subprocess.run(
@@ -120,18 +185,21 @@ def run(stack: Path, command: str) -> str:
         cwd=stack.parent, capture_output=True, text=True, timeout=1800, check=False,
         env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
-    if done.returncode not in (0, 1):
+    if done.returncode not in (0, 1, 2):
         raise SystemExit(f"{command}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
-    return done.stdout
+    return done.stderr if stderr else done.stdout
 
 
 def render_block(recipe: Recipe, stack: Path) -> str:
-    text = ""
-    for command in recipe.commands:
-        text = run(stack, command)
-    shown = recipe.select(text) if recipe.select else text
+    if recipe.setup is not None:
+        recipe.setup(stack.parent)
     note = f"   # {recipe.note}" if recipe.note else ""
-    return f"$ {recipe.commands[-1]}{note}\n{shown}"
+    shown = []
+    for command in recipe.commands:
+        text = run(stack, command, stderr=recipe.stderr)
+        text = recipe.select(text) if recipe.select else text
+        shown.append(f"$ {command}{note}\n{text}")
+    return "".join(shown) if recipe.show_all else shown[-1]
 
 
 def profile_table() -> str:

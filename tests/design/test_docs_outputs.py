@@ -1,6 +1,6 @@
 """Command output in README.md and docs/ comes from real runs (docs/outputs.py), and stale output fails here.
 
-- every fenced block that shows a command (a line starting ``$ ``) is a generated block or is marked
+- every fenced block that shows a command (``$ …``) or bwstack's output (``bwstack: …``) is generated or marked
   ``not generated (WHY)`` (it needs a GPU host or Docker); nothing in between can be typed by hand;
 - the README's profile table is rendered from profiles.yaml and current;
 - the blocks whose commands read release wheels from the package index are regenerated and compared (``wheels``);
@@ -29,13 +29,14 @@ def _outputs(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _command_blocks(text: str) -> list[tuple[int, str]]:
-    """(line number, the line before the block) of every fenced block whose first line is ``$ …``."""
+    """(line number, the line before the block) of every fenced block that opens with a command (``$ …``) or
+    with bwstack's own output (``bwstack: …``)."""
     lines = text.splitlines()
     out = []
     inside = False
     for number, line in enumerate(lines):
         if FENCE.match(line):
-            if not inside and number + 1 < len(lines) and lines[number + 1].startswith("$ "):
+            if not inside and number + 1 < len(lines) and lines[number + 1].startswith(("$ ", "bwstack: ")):
                 out.append((number + 1, lines[number - 1] if number else ""))
             inside = not inside
     return out
