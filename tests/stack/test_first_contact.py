@@ -125,4 +125,6 @@ def test_the_cute_dsl_and_b12x_caches_are_checked_by_the_self_check(
     monkeypatch.setenv(name, str(tmp_path / "file" / "below"))
     (tmp_path / "file").write_text("not a folder", encoding="utf-8")
     problems = selfcheck.check_caches(volume=False)
-    assert len(problems) == 1 and problems[0].startswith(f"{name}={tmp_path}/file/below is not writable"), problems
+    assert len(problems) == 1 and problems[0].startswith(f"{name}={tmp_path}/file/below is not writable"), (
+        problems
+    )
