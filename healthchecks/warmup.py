@@ -38,7 +38,7 @@ from typing import Any
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, judging, longprobe, progress, signatures, startup
+from healthchecks import common, judging, longprobe, phases, progress, signatures, startup
 from healthchecks.judging import Unhealthy
 from healthchecks.settings import Config, UsageError, parse_args
 from healthchecks.verdict import Verdict, read_json
@@ -333,6 +333,14 @@ def _dead_or_starting(run: Run, scanner: signatures.Scanner, fallback: Unhealthy
         )
     idle = log_idle_seconds(run)
     if idle is not None and idle > run.cfg.stall_after:
+        compilers = phases.compiling()
+        if compilers:  # a first-boot JIT compile keeps the log quiet: still starting (first-contact-2 R4)
+            return Unhealthy(
+                "starting",
+                f"{fallback.reason.split(':')[0]}; the server log has not changed for {idle:.0f}s, but a JIT "
+                f"compile is running ({', '.join(compilers[:3])})",
+                gone=True,
+            )
         return Unhealthy(
             "crash",
             f"{fallback.reason.split(':')[0]} and the server log has not changed for {idle:.0f}s "
