@@ -14,7 +14,8 @@ return_logprob, ignore_eos) whose logprobs must all be finite and not degenerate
 and the quality probe: the reference passage scored by teacher forcing (one prefill), compared with the
 calibrated --baseline (class ``garbage`` below baseline - margin). While the port refuses, the log tells
 starting from dead: generic traceback evidence after the last start banner, a ready line, or a log that has
-not changed for --stall-after seconds mean ``crash`` (or the class of the evidence), not ``starting``. One
+not changed for --stall-after seconds (while no JIT compiler runs: ``phases.compiling``) mean ``crash`` (or
+the class of the evidence), not ``starting``. One
 overall deadline: every socket wait is bounded by the remaining budget and an interval timer ends the run at
 --timeout. Stdlib only; it runs every interval.
 """
