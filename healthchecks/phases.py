@@ -59,8 +59,9 @@ WORDS = {
 }
 #: compiler processes of a JIT compile (``/proc/PID/comm``): nvcc and what it runs, ninja, the host compiler
 COMPILERS = frozenset(
-    {"nvcc", "cicc", "ptxas", "nvlink", "fatbinary", "cudafe++", "ninja", "cc1plus", "cc1", "nvdisasm"}
-)
+    {"nvcc", "cicc", "ptxas", "nvlink", "fatbinary", "cudafe++", "nvdisasm", "ninja", "cc1plus", "cc1", "gcc",
+     "g++", "c++", "cc", "collect2", "ld"}
+)  # fmt: skip
 #: a Python process compiling kernels: ``python -m <module>`` with one of these words in the module
 PYTHON_COMPILE = re.compile(r"(?:flashinfer|deep_gemm|triton|jit|compile)", re.IGNORECASE)
 
@@ -312,31 +313,64 @@ def read_text(text: str) -> Progress:
 # --- a compile that keeps the log quiet ---------------------------------------------------------------------
 
 
-def compiling(proc: str = "/proc") -> list[str]:
-    """The JIT compiler processes alive in this PID namespace (``nvcc pid 812``, ``python -m flashinfer.jit
-    pid 90``): nvcc and what it runs, ninja, the host compiler, a Python module compiling kernels. A zombie
-    does not count. Empty when /proc cannot be read."""
+@dataclass(frozen=True)
+class _Process:
+    comm: str
+    ppid: int
+    argv: tuple[str, ...]
+    zombie: bool
+
+
+def _processes(proc: str) -> dict[int, _Process]:
+    """Every process /proc shows (pid -> name, parent, argv); those that vanish meanwhile are left out."""
     try:
-        pids = [name for name in os.listdir(proc) if name.isdigit()]
+        pids = [int(name) for name in os.listdir(proc) if name.isdigit()]
     except OSError:
-        return []
-    found = []
-    for pid in sorted(pids, key=int):
+        return {}
+    found = {}
+    for pid in pids:
         try:
-            with open(os.path.join(proc, pid, "stat"), encoding="utf-8", errors="replace") as fh:
+            with open(os.path.join(proc, str(pid), "stat"), encoding="utf-8", errors="replace") as fh:
                 stat = fh.read()
-            with open(os.path.join(proc, pid, "cmdline"), "rb") as fh:
-                argv = [part.decode("utf-8", "replace") for part in fh.read().split(b"\0") if part]
+            with open(os.path.join(proc, str(pid), "cmdline"), "rb") as fh:
+                argv = tuple(part.decode("utf-8", "replace") for part in fh.read().split(b"\0") if part)
         except OSError:
             continue  # gone meanwhile, or not ours to read
         name, _, rest = stat.rpartition(")")
-        comm = name.partition("(")[2]
-        if rest.split()[:1] == ["Z"]:
+        fields = rest.split()
+        if len(fields) < 2 or not fields[1].isdigit():
             continue
-        if comm in COMPILERS:
-            found.append(f"{comm} pid {pid}")
-        elif comm.startswith("python") and "-m" in argv[:-1]:
-            module = argv[argv.index("-m") + 1]
-            if PYTHON_COMPILE.search(module) and not module.startswith("sglang.launch_server"):
+        found[pid] = _Process(name.partition("(")[2], int(fields[1]), argv, fields[0] == "Z")
+    return found
+
+
+def _under_sglang(pid: int, table: dict[int, _Process]) -> bool:
+    """Whether an ancestor of ``pid`` is the SGLang server (its argv or process title names sglang)."""
+    seen = set()
+    while pid in table and pid not in seen:
+        seen.add(pid)
+        pid = table[pid].ppid
+        if pid in table and any("sglang" in part for part in table[pid].argv):
+            return True
+    return False
+
+
+def compiling(proc: str = "/proc") -> list[str]:
+    """The JIT compiler processes the SGLang server runs (``nvcc pid 812``, ``python -m flashinfer.jit pid
+    90``): nvcc and what it runs, ninja, the host compiler, a Python module compiling kernels, each with the
+    server (a process whose argv or title names sglang: ``python3 -m sglang.launch_server``,
+    ``sglang::scheduler``) among its ancestors: a compile elsewhere in a shared PID namespace does not
+    count, nor does a zombie. Empty when /proc cannot be read."""
+    table = _processes(proc)
+    found = []
+    for pid in sorted(table):
+        entry = table[pid]
+        if entry.zombie or not _under_sglang(pid, table):
+            continue
+        if entry.comm in COMPILERS:
+            found.append(f"{entry.comm} pid {pid}")
+        elif entry.comm.startswith("python") and "-m" in entry.argv[:-1]:
+            module = entry.argv[entry.argv.index("-m") + 1]
+            if PYTHON_COMPILE.search(module) and not module.startswith("sglang."):
                 found.append(f"python -m {module} pid {pid}")
     return found

@@ -5,12 +5,14 @@ and a quiet JIT compile (a real compiler process alive) that is ``starting``, no
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -203,47 +205,79 @@ def test_record_words_for_the_report_and_list() -> None:
 # --- a quiet JIT compile -------------------------------------------------------------------------------------
 
 
-@pytest.fixture()
-def compiler(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A real process whose name is ``nvcc`` (a copy of ``sleep``: /proc shows the executable's name)."""
-    nvcc = tmp_path / "bin" / "nvcc"
-    nvcc.parent.mkdir()
+SERVER = """import subprocess, sys
+child = subprocess.Popen(sys.argv[1:])
+print(child.pid, flush=True)
+child.wait()
+"""
+
+
+class Compile:
+    """A real compiler process run by a process that names sglang (as the server runs its JIT compiles)."""
+
+    def __init__(self, tmp_path: Path, argv: list[str], cwd: Path | None = None) -> None:
+        server = tmp_path / "sglang_launch_server.py"
+        server.write_text(SERVER, encoding="utf-8")
+        self.server = subprocess.Popen(
+            [sys.executable, str(server), *argv], stdout=subprocess.PIPE, text=True, cwd=cwd or tmp_path
+        )
+        assert self.server.stdout is not None
+        self.pid = int(self.server.stdout.readline())
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        self.server.wait(timeout=10)  # it reaps the compiler and exits
+
+
+def _named(tmp_path: Path, name: str) -> Path:
+    """A copy of ``sleep`` called ``name``: /proc shows the executable's name, as for a real nvcc."""
+    target = tmp_path / "bin" / name
+    target.parent.mkdir(exist_ok=True)
     sleep = shutil.which("sleep")
     assert sleep is not None
-    shutil.copy(sleep, nvcc)
-    proc = subprocess.Popen([str(nvcc), "120"])
+    shutil.copy(sleep, target)
+    return target
+
+
+@pytest.fixture()
+def compiler(tmp_path: Path) -> Iterator[Compile]:
+    running = Compile(tmp_path, [str(_named(tmp_path, "nvcc")), "120"])
     try:
-        yield proc
+        yield running
     finally:
-        proc.kill()
-        proc.wait()
+        running.stop()
 
 
-def test_compiling_finds_a_live_compiler_and_not_a_dead_one(compiler: subprocess.Popen[bytes]) -> None:
-    assert f"nvcc pid {compiler.pid}" in phases.compiling()
-    compiler.send_signal(signal.SIGKILL)
+def _until(check: Callable[[], bool]) -> bool:
     deadline = time.monotonic() + 5
-    while f"nvcc pid {compiler.pid}" in phases.compiling() and time.monotonic() < deadline:
-        time.sleep(0.05)  # a zombie until reaped: it does not count either
-    assert f"nvcc pid {compiler.pid}" not in phases.compiling()
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return check()
+
+
+def test_compiling_finds_the_servers_live_compiler_only(compiler: Compile, tmp_path: Path) -> None:
+    assert f"nvcc pid {compiler.pid}" in phases.compiling()
+    stray = subprocess.Popen([str(_named(tmp_path, "ptxas")), "60"])  # not run by SGLang: a neighbour's build
+    try:
+        assert not any(f"pid {stray.pid}" in found for found in phases.compiling())
+    finally:
+        stray.kill()
+        stray.wait()
+    compiler.stop()  # killed and reaped
+    assert _until(lambda: f"nvcc pid {compiler.pid}" not in phases.compiling())
 
 
 def test_a_python_module_compiling_kernels_counts(tmp_path: Path) -> None:
     (tmp_path / "flashinfer_jit_build.py").write_text("import time\ntime.sleep(60)\n", encoding="utf-8")
-    proc = subprocess.Popen(["python3", "-m", "flashinfer_jit_build"], cwd=tmp_path)
+    running = Compile(tmp_path, [sys.executable, "-m", "flashinfer_jit_build"])
     try:
-        deadline = time.monotonic() + 5
-        while not any(f"pid {proc.pid}" in p for p in phases.compiling()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert f"python -m flashinfer_jit_build pid {proc.pid}" in phases.compiling()
+        assert _until(lambda: f"python -m flashinfer_jit_build pid {running.pid}" in phases.compiling())
     finally:
-        proc.kill()
-        proc.wait()
+        running.stop()
 
 
-def test_a_quiet_log_while_a_compiler_runs_is_starting_not_crash(
-    tmp_path: Path, compiler: subprocess.Popen[bytes]
-) -> None:
+def test_a_quiet_log_while_a_compiler_runs_is_starting_not_crash(tmp_path: Path, compiler: Compile) -> None:
     """R4: a first-boot nvcc compile keeps the log unchanged past --stall-after; the healthcheck (in the
     container's PID namespace) sees the compiler and says starting. Once it is gone, the same log is a crash."""
     log = tmp_path / "server.log"
@@ -252,7 +286,6 @@ def test_a_quiet_log_while_a_compiler_runs_is_starting_not_crash(
     os.utime(log, (two_hours_ago, two_hours_ago))
     reason = assert_unhealthy(run_hc(tmp_path, refused_url()), "starting")
     assert "has not changed for" in reason and f"a JIT compile is running (nvcc pid {compiler.pid}" in reason
-    compiler.kill()
-    compiler.wait()
+    compiler.stop()
     reason = assert_unhealthy(run_hc(tmp_path, refused_url()), "crash")
     assert "--stall-after 900s" in reason
