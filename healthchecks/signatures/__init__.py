@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from healthchecks import verdict
-from healthchecks.signatures import gpu, runtime, shapes
+from healthchecks.signatures import evidence, gpu, paste, runtime, shapes
 from healthchecks.signatures.classes import (
     CLASS_INFO,
     CLASS_PRIORITY,
@@ -73,6 +73,7 @@ __all__ = [
     "SEVERITY",
     "SIGNATURES",
     "START_TEXTS",
+    "STOPPED",
     "ClassInfo",
     "Match",
     "Scanner",
@@ -131,11 +132,14 @@ SIGNATURES: tuple[Signature, ...] = (
     *gpu.SIGNATURES,
     *runtime.SIGNATURES,
     *shapes.SIGNATURES,
+    *evidence.SIGNATURES,
 )
 #: fatal evidence and serving evidence, each one rule (defined in shapes.py, documented in
 #: docs/healthcheck.md): a log with fatal evidence is never ``starting``; a run with serving evidence serves
 FATAL: tuple[Signature, ...] = shapes.FATAL
 SERVING: tuple[bytes, ...] = shapes.SERVING
+#: clean-stop evidence (evidence.py): a run that ends in one with no fatal evidence is ``healthy`` (stopped)
+STOPPED: tuple[bytes, ...] = evidence.STOPPED
 SERVING_MIN = shapes.SERVING_MIN
 
 _KEYS: tuple[str, ...] = tuple(
@@ -314,6 +318,7 @@ class Scanner:
         self._seen: dict[str, tuple[int, int]] = {}
         self._seen_strong: dict[str, tuple[int, int]] = {}
         self.serving = 0  # serving evidence after the start banner (SERVING lines), counted up to SERVING_MIN
+        self.stopped = 0  # clean-stop evidence after the start banner (STOPPED lines): SIGTERM, exit -15
         self.host_arch: str | None = None  # the last host arch the log stated (sm_120)
         #: remembered until the state changes: signature index -> whether its match would change anything,
         #: folded scan word index -> whether a line holding it is settled (see _settled). A later line and a
@@ -332,10 +337,11 @@ class Scanner:
         """True when the current run reached the ready line or shows serving evidence (SERVING_MIN lines)."""
         return self.ready or self.serving >= SERVING_MIN
 
-    def _consider(self, line: str, line_no: int, keys: list[int]) -> None:
-        """Match one candidate line; ``keys`` are the indexes (in ``_KEYS``) of the literal keys it holds."""
+    def _consider(self, line: str, line_no: int, keys: list[int], shown: str | None = None) -> None:
+        """Match one candidate line; ``keys`` are the indexes (in ``_KEYS``) of the literal keys it holds;
+        ``shown`` is the line as pasted when paste noise was dropped from it (a match shows that)."""
         if not _START_KEYS.isdisjoint(keys):
-            self.start_line, self.ready_line, self.serving = line_no, 0, 0
+            self.start_line, self.ready_line, self.serving, self.stopped = line_no, 0, 0, 0
             self._previous = self._best or self._previous
             self._best = self._strong = None
             self._seen, self._seen_strong = {}, {}
@@ -376,9 +382,9 @@ class Scanner:
             if sig.cls not in self._seen or rank < self._seen[sig.cls]:
                 self._seen[sig.cls] = rank
             if self._best is None or rank < (self._best[0], self._best[1]):
-                self._best = (sig.priority, line_no, _clean(line), sig)
+                self._best = (sig.priority, line_no, _clean(shown or line), sig)
             if not sig.weak and (self._strong is None or rank < (self._strong[0], self._strong[1])):
-                self._strong = (sig.priority, line_no, _clean(line), sig)
+                self._strong = (sig.priority, line_no, _clean(shown or line), sig)
             if not sig.weak and (sig.cls not in self._seen_strong or rank < self._seen_strong[sig.cls]):
                 self._seen_strong[sig.cls] = rank
 
@@ -424,8 +430,13 @@ class Scanner:
         Candidate lines are found with bytes.find (C speed), once per scan word (each signature key contains
         one), in the folded text: lower-cased, only letters and a few marks, each distinct line once. A
         candidate line is checked for the exact keys of the words it holds, and only the signatures of those
-        keys are matched to it (none once nothing they could find would change the verdict).
+        keys are matched to it (none once nothing they could find would change the verdict). The paste noise
+        around each line (quote markers, launcher and log-store prefixes, ANSI, CR) is dropped first
+        (:func:`paste.normalise`).
         """
+        pasted = text
+        text = paste.normalise(text)
+        shown = pasted.split("\n") if text != pasted else None  # a match shows its line as pasted
         try:
             raw = text.encode("utf-8")
             odd = False
@@ -466,16 +477,17 @@ class Scanner:
                     if len(words) > 1:  # a key two of the words lead to is there once
                         keys = list(dict.fromkeys(keys))
                 if keys:
-                    self._consider(line, self.lines_seen + index + 1, keys)
+                    self._consider(line, self.lines_seen + index + 1, keys, shown[index] if shown else None)
                     if not _START_KEYS.isdisjoint(keys):
                         offset += sum(map(len, lines[offset_line:index])) + index - offset_line
                         offset_line = index
                         last_start = offset
             del lines
+        low = raw.lower()
         if last_start >= 0 or self.serving < SERVING_MIN:
             # serving evidence: C-speed counts of SERVING lines after the last start banner, until enough
-            low = raw.lower()
             self.serving += sum(low.count(word, last_start + 1) for word in SERVING)
+        self.stopped += sum(low.count(word, last_start + 1) for word in STOPPED)
         self.lines_seen += len(folded) - 1  # the newlines
         if text and not text.endswith("\n"):
             self.lines_seen += 1
@@ -498,12 +510,12 @@ class Scanner:
         return Match(sig.cls, line_no, text, tuple(k for _, k in others), sig, arch)
 
     def verdict(self) -> str:
-        """The log's class: the root cause (fatal evidence), else ``healthy`` after the ready line or with
-        serving evidence, else ``starting``."""
+        """The log's class: the root cause (fatal evidence), else ``healthy`` after the ready line, with
+        serving evidence or after a clean stop (``STOPPED``: SIGTERM, exit -15), else ``starting``."""
         match = self.result()
         if match is not None:
             return match.cls
-        return "healthy" if self.serves else "starting"
+        return "healthy" if self.serves or self.stopped else "starting"
 
     def to_state(self) -> dict[str, Any]:
         """A JSON-able snapshot, so a later process can continue the scan."""
@@ -522,6 +534,7 @@ class Scanner:
             "seen": {k: list(v) for k, v in self._seen.items()},
             "seen_strong": {k: list(v) for k, v in self._seen_strong.items()},
             "serving": self.serving,
+            "stopped": self.stopped,
             "host_arch": self.host_arch,
         }
 
@@ -541,6 +554,7 @@ class Scanner:
             scanner.start_line = int(state.get("start", 0))
             scanner.ready_line = int(state.get("ready", 0))
             scanner.serving = int(state.get("serving", 0))
+            scanner.stopped = int(state.get("stopped", 0))
             arch = state.get("host_arch")
             scanner.host_arch = str(arch) if arch else None
             scanner._best = best(state["best"])
