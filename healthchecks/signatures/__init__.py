@@ -5,8 +5,9 @@ tools (``from healthchecks import signatures``). No other module maps log text t
 
 This module is the catalog's public face and its matcher (:class:`Scanner`); the parts it joins are
 ``classes.py`` (the classes: meaning, fix, rank, fail-fast, severity tier), ``entry.py``
-(the :class:`Signature` record and its builder) and the signature tables by failure family,
-``gpu.py`` then ``runtime.py``. Import the names from here.
+(the :class:`Signature` record and its builder), the signature tables by failure family,
+``gpu.py``, ``runtime.py``, ``shapes.py`` then ``evidence.py``, ``paste.py`` (the paste noise dropped before
+the scan) and ``structure.py`` (the log's structure and the rules that read it). Import the names from here.
 
 Each :class:`Signature` carries the public source of its text (an issue/PR reference, or the wheel file it was
 read in) and a priority taken from its class: when several signatures match one log, the root cause wins (the
@@ -39,12 +40,13 @@ Public API::
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from healthchecks import verdict
-from healthchecks.signatures import evidence, gpu, paste, runtime, shapes
+from healthchecks.signatures import evidence, gpu, paste, runtime, shapes, structure
 from healthchecks.signatures.classes import (
     CLASS_INFO,
     CLASS_PRIORITY,
@@ -326,6 +328,10 @@ class Scanner:
         #: remembered "no" stays right until a start banner or the ready line drops what was seen
         self._changes: dict[int, bool] = {}
         self._quiet: dict[int, bool] = {}
+        #: the last structure.TAIL characters fed (paste noise dropped), for the structural rules
+        self._tail: deque[str] = deque()
+        self._tail_size = 0
+        self._structure: tuple[int, structure.Structure] | None = None  # (lines_seen, its structure)
 
     @property
     def ready(self) -> bool:
@@ -436,6 +442,7 @@ class Scanner:
         """
         pasted = text
         text = paste.normalise(text)
+        self._keep_tail(text)
         shown = pasted.split("\n") if text != pasted else None  # a match shows its line as pasted
         try:
             raw = text.encode("utf-8")
@@ -492,9 +499,45 @@ class Scanner:
         if text and not text.endswith("\n"):
             self.lines_seen += 1
 
+    def _keep_tail(self, text: str) -> None:
+        """Keep the last structure.TAIL characters fed (whole chunks: the tail starts at a line start)."""
+        self._tail.append(text)
+        self._tail_size += len(text)
+        while len(self._tail) > 1 and self._tail_size - len(self._tail[0]) >= structure.TAIL:
+            self._tail_size -= len(self._tail.popleft())
+
+    def structure(self) -> structure.Structure:
+        """The structure of the log's end (:mod:`structure`): last traceback, died process, errors, ..."""
+        if self._structure is None or self._structure[0] != self.lines_seen:
+            tail = "".join(self._tail)
+            self._structure = (self.lines_seen, structure.read(tail, self._tail_first(tail)))
+        return self._structure[1]
+
     def result(self, strong_only: bool = False) -> Match | None:
-        """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence."""
-        return self._match(self._strong if strong_only else self._best)
+        """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence.
+
+        When no specific signature explains the run (nothing, or only generic crash evidence), the structural
+        rules (:func:`structure.explain`) may: an exception type with the module that raised it, a capture
+        that never returned, a collapsed output. Those read the end of what this scanner was fed."""
+        best = self._strong if strong_only else self._best
+        if best is None or (best[3].generic and best[3].cls == "crash"):
+            found = structure.explain(self.structure()) if self._tail else None
+            if found is not None and (not strong_only or found[0].cls == "garbage"):
+                sig, line_no = found
+                if line_no > self.start_line and (best is None or sig.priority < best[0] or best[3].weak):
+                    best = (sig.priority, line_no, _clean(self._line_of(line_no)), sig)
+        return self._match(best)
+
+    def _tail_first(self, tail: str) -> int:
+        """The log's line number of the kept tail's first line."""
+        return self.lines_seen - tail.count("\n") + (1 if tail.endswith("\n") else 0)
+
+    def _line_of(self, line_no: int) -> str:
+        """Line ``line_no`` of the log if it is in the kept tail (else empty)."""
+        tail = "".join(self._tail)
+        at = line_no - self._tail_first(tail)
+        lines = tail.split("\n")
+        return lines[at] if 0 <= at < len(lines) else ""
 
     def previous_run(self) -> Match | None:
         """The root cause of the run before the last start banner (a finished log whose last run logged

@@ -1,0 +1,217 @@
+"""A log's structure, as a person reads it: the last traceback, the process that died, the last errors, an
+open CUDA-graph capture, a collapsed output; and the rules that name a class by that structure when no
+line-level signature does (the serving and clean-stop evidence are counted by the scanner itself).
+
+Stdlib only; part of the one failure catalog (:meth:`healthchecks.signatures.Scanner.structure` reads the last
+:data:`TAIL` characters the scanner was fed, already without paste noise). The line-level signatures name most
+failures; these rules name the ones whose class is in the *combination* -- an exception's type with the module
+that raised it (a ``FileNotFoundError`` raised by a JIT build is a failed build, a ``TimeoutError`` raised in
+``torch.distributed`` is a collective failure) -- and the ones no single line shows (a capture that began and
+never ended while the log's clock ran on). Every rule names the public text it was written from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from healthchecks.signatures.classes import CLASS_PRIORITY
+from healthchecks.signatures.entry import Signature, sig
+
+#: how much of a log's end the structure is read from (a traceback and what killed the process are there)
+TAIL = 64 * 1024
+#: an open CUDA-graph capture this long (log clock) with nothing after it never returned
+CAPTURE_HUNG_S = 600
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
+_EXCEPTION = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning)?): ?(.*)$")
+_DIED = re.compile(
+    r"(?:exit(?:ed with)? ?code[:=]? ?|exitcode=|signal |killed by |Signals\.)(-?\d+|SIG[A-Z]+)",
+    re.IGNORECASE,
+)
+_ERROR_LINE = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} ")
+_STAMP = re.compile(r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+_CAPTURE_BEGIN = re.compile(r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph begin\b")
+_CAPTURE_END = re.compile(r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph end\b|ready to roll")
+#: a generation collapsed to one repeated punctuation mark (NaN logits at temperature 0 decode as '!')
+_COLLAPSE = re.compile(r"([!?.,#*])\1{63,}")
+
+
+@dataclass
+class Structure:
+    """What a person reads off a log's end. Lines are 1-based in the whole log."""
+
+    exception: str = ""  # the last traceback's exception type (``FileNotFoundError``)
+    module: str = ""  # the file of its innermost frame (``.../flashinfer/jit/cpp_ext.py``)
+    function: str = ""
+    frames: list[str] = field(default_factory=list)  # every frame's file, outermost first
+    message: str = ""
+    exception_line: int = 0
+    died: str = ""  # the last line saying a process exited or was signalled
+    exit: str = ""  # its exit code or signal (``-9``, ``SIGKILL``)
+    died_line: int = 0
+    errors: list[tuple[int, str]] = field(default_factory=list)  # the last ERROR/CRITICAL lines
+    capture_open: int = 0  # line of a capture that began and did not end (0: none)
+    capture_seconds: float = 0.0  # log-clock seconds from that line to the log's last stamp
+    collapse_line: int = 0  # a line holding a collapsed output (``!!!!...``)
+
+    def to_dict(self) -> dict[str, object]:
+        """The non-empty fields, for ``classify-log --json``."""
+        return {k: v for k, v in self.__dict__.items() if v not in ("", 0, 0.0, [])}
+
+
+def read(text: str, first_line: int = 1) -> Structure:
+    """The structure of ``text`` (a log's end; its first line is line ``first_line`` of the log)."""
+    found = Structure()
+    frames: list[tuple[str, str]] = []
+    in_trace = False
+    begin: tuple[int, int | None] | None = None
+    last_stamp: int | None = None
+    collapse = "!" * 64 in text or _COLLAPSE.search(text) is not None
+    for offset, line in enumerate(text.split("\n")):
+        number = first_line + offset
+        if "Traceback (most recent call last)" in line:
+            in_trace, frames = True, []
+            continue
+        if in_trace:
+            frame = _FRAME.match(line)
+            if frame:
+                frames.append((frame.group(1), frame.group(2)))
+                continue
+            exception = _EXCEPTION.match(line.strip())
+            if exception and frames:
+                found.exception, found.message = exception.group(1), exception.group(2)[:300]
+                found.module, found.function = frames[-1]
+                found.frames = [file for file, _ in frames]
+                found.exception_line, in_trace = number, False
+            continue
+        stamp = _STAMP.search(line) if "[" in line else None
+        if stamp:
+            last_stamp = _seconds(stamp)
+        if "raph " in line:
+            if _CAPTURE_BEGIN.search(line):
+                begin = (number, last_stamp if stamp else None)
+            elif begin and _CAPTURE_END.search(line):
+                begin = None
+        elif begin and "ready to roll" in line:
+            begin = None
+        if ("xit" in line or "ignal" in line or "killed" in line) and (died := _DIED.search(line)):
+            found.died, found.exit, found.died_line = line.strip()[:300], died.group(1), number
+        if _ERROR_LINE.search(line):
+            found.errors = [*found.errors[-2:], (number, line.strip()[:300])]
+        if collapse and not found.collapse_line and _COLLAPSE.search(line):
+            found.collapse_line = number
+    if begin is not None:
+        found.capture_open = begin[0]
+        if begin[1] is not None and last_stamp is not None:
+            found.capture_seconds = float(last_stamp - begin[1])
+    return found
+
+
+def _seconds(stamp: re.Match[str]) -> int:
+    """Seconds since 1970-01-01 of a matched ``[YYYY-MM-DD HH:MM:SS`` (H. Hinnant's days_from_civil; no
+    datetime import: the healthcheck's start-up stays light)."""
+    year, month, day, hour, minute, second = map(int, stamp.groups())
+    year -= month <= 2
+    era = year // 400
+    yoe = year - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    return ((days * 24 + hour) * 60 + minute) * 60 + second
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Exception type + the module that raised it (+ its message) -> class; ``signature`` carries the
+    class, rank, source and fix like any entry of the catalog."""
+
+    exception: re.Pattern[str]
+    module: re.Pattern[str]
+    message: re.Pattern[str]
+    signature: Signature
+
+
+def _rule(cls: str, match: tuple[str, str, str], source: str, fix: str) -> Rule:
+    """A rule of ``cls`` for (exception type, a frame's module, message) regexes."""
+    exception, module, message = match
+    return Rule(
+        re.compile(exception),
+        re.compile(module),
+        re.compile(message),
+        sig(cls, exception, (exception,), source, fix),
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    _rule(
+        "kernel_compile",
+        (
+            r"(?:^|\.)(?:FileNotFoundError|CalledProcessError|CompilationError|PTXASError)$",
+            r"/(?:jit|cpp_extension|build_utils|compiler|_inductor|triton/backends)[/.]",
+            r"",
+        ),
+        "a JIT build (FlashInfer flashinfer/jit/cpp_ext.py run_ninja, torch.utils.cpp_extension, Triton "
+        "backends/nvidia/compiler.py make_cubin) failing to run its tool; issue 36's list",
+        "a toolchain that knows the arch in the image: ninja, CUDA >= 12.8 nvcc/ptxas, a C compiler",
+    ),
+    _rule(
+        "nccl",
+        (
+            r"(?:^|\.)(?:TimeoutError|DistStoreError|DistNetworkError|DistBackendError|RuntimeError)$",
+            r"/torch/distributed/|/c10d|rendezvous",
+            r"(?i)time(?:d)? ?out|socket|store|connect",
+        ),
+        "torch.distributed raising on its store or process group (distributed_c10d.py, rendezvous; "
+        "pytorch/pytorch#107021); issue 36's list",
+        "the rank-0 store or a peer is unreachable: --dist-init-addr, ports, firewall; every node started",
+    ),
+    _rule(
+        "model_load",
+        (
+            r"(?:^|\.)(?:ValueError|KeyError|OSError|EnvironmentError|JSONDecodeError|SafetensorError)$",
+            r"/(?:transformers/(?:configuration|models/auto|modeling_utils)|hf_transformers_utils"
+            r"|model_loader|safetensors)",
+            r"",
+        ),
+        "the checkpoint's config or weights refused by the loader (transformers' AutoConfig, SGLang's "
+        "srt/model_loader and hf_transformers_utils.py, safetensors)",
+        "check the model path, its config.json and the transformers version the image pins",
+    ),
+)
+#: a capture that never returned: the log's own clock ran CAPTURE_HUNG_S past its begin line, nothing after
+CAPTURE_HUNG = sig(
+    "timeout",
+    r"CUDA graph begin",
+    ("graph begin",),
+    "SGLang's 'Capture cuda graph begin.' / 'Capture {name} CUDA graph begin.' with no '... end.' "
+    "(sglang 0.5.22 wheel srt/model_executor/model_runner_components/cuda_graph_setup.py); a capture "
+    "that never returns (sglang PR #29580 comment, reference sm120-2026h2.md section 2 row 3)",
+    "rerun with --disable-cuda-graph (or a breakable decode graph) to confirm; upgrade FlashInfer",
+)
+#: a generation collapsed to one punctuation mark (NaN logits decode as '!' at temperature 0)
+COLLAPSED = Signature(  # garbage ranks after nan: the collapse is what NaN logits decode to
+    cls="garbage",
+    regex=r"([!?.,#*])\1{63,}",
+    keys=("!!!!",),
+    priority=CLASS_PRIORITY["nan"] + 1,
+    source="GLM-5.2-NVFP4 long-context collapse to '!!!!' output (sgl-project/sglang#30989, reference "
+    "sm120-2026h2.md section 2 row 6)",
+    fix="the model's output is degenerate: check the quantization/attention backend on long contexts",
+)
+
+
+def explain(found: Structure) -> tuple[Signature, int] | None:
+    """The class the structure proves (its signature and evidence line), else None."""
+    if found.collapse_line:
+        return COLLAPSED, found.collapse_line
+    if found.exception:
+        for rule in RULES:
+            if (
+                rule.exception.search(found.exception)
+                and any(rule.module.search(file) for file in found.frames)
+                and rule.message.search(found.message)
+            ):
+                return rule.signature, found.exception_line
+    if found.capture_open and found.capture_seconds >= CAPTURE_HUNG_S:
+        return CAPTURE_HUNG, found.capture_open
+    return None
