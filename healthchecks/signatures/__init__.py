@@ -295,6 +295,19 @@ def _candidates(keys: list[int]) -> tuple[int, ...]:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+#: the folded (letters-only, lower-case) spellings one of which every STOPPED line holds: a chunk whose folded
+#: text holds none cannot stop, and its raw text is not searched
+_STOP_FOLDED: tuple[bytes, ...] = (
+    b"sigterm",
+    b"gracefully",
+    b"finishedserverprocess",
+    b"exitcode",
+    b"withcode",
+)
+
+
 _Best = tuple[int, int, str, Signature]
 
 
@@ -462,6 +475,7 @@ class Scanner:
                     found[start] = [index]
                 pos = distinct.find(word, distinct.find(b"\n", pos))
         held = {distinct[start : distinct.find(b"\n", start)]: words for start, words in found.items()}
+        may_stop = any(word in distinct for word in _STOP_FOLDED)
         del distinct
         last_start = -1  # raw offset of the last start banner's line
         if held:
@@ -490,11 +504,7 @@ class Scanner:
                         offset_line = index
                         last_start = offset
             del lines
-        low = raw.lower()
-        if last_start >= 0 or self.serving < SERVING_MIN:
-            # serving evidence: C-speed counts of SERVING lines after the last start banner, until enough
-            self.serving += sum(low.count(word, last_start + 1) for word in SERVING)
-        self.stopped += sum(low.count(word, last_start + 1) for word in STOPPED)
+        self._count_evidence(raw, last_start, may_stop)
         self.lines_seen += len(folded) - 1  # the newlines
         if text and not text.endswith("\n"):
             self.lines_seen += 1
@@ -512,6 +522,18 @@ class Scanner:
             tail = "".join(self._tail)
             self._structure = (self.lines_seen, structure.read(tail, self._tail_first(tail)))
         return self._structure[1]
+
+    def _count_evidence(self, raw: bytes, last_start: int, may_stop: bool) -> None:
+        """Serving and clean-stop evidence after the last start banner: C-speed counts of SERVING lines
+        (until enough) and of STOPPED lines (only when the chunk's folded text can hold one)."""
+        counting = last_start >= 0 or self.serving < SERVING_MIN
+        if not counting and not may_stop:
+            return
+        low = raw.lower()
+        if counting:
+            self.serving += sum(low.count(word, last_start + 1) for word in SERVING)
+        if may_stop:
+            self.stopped += sum(low.count(word, last_start + 1) for word in STOPPED)
 
     def result(self, strong_only: bool = False) -> Match | None:
         """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence.

@@ -378,8 +378,6 @@ EXAMPLES: list[tuple[str, str]] = [
         "profiled value instead.",
         "oom",
     ),
-    ("[2026-07-07 10:00:00 TP0] max_total_num_tokens=-4096, chunked_prefill_size=8192", "oom"),
-    ("[2026-07-07 10:00:00 TP0] KV Cache is allocated. #tokens: -4096, K size: 0.00 GB", "oom"),
     (
         "NVRM: Xid (PCI:0000:01:00): 119, pid=2211, name=python3, Timeout after 45s of waiting for RPC "
         "response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20801702 0x4).",
