@@ -23,18 +23,26 @@ TAIL = 64 * 1024
 #: an open CUDA-graph capture this long (log clock) with nothing after it never returned
 CAPTURE_HUNG_S = 600
 
-_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
-_EXCEPTION = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning)?): ?(.*)$")
-_DIED = re.compile(
-    r"(?:exit(?:ed with)? ?code[:=]? ?|exitcode=|signal |killed by |Signals\.)(-?\d+|SIG[A-Z]+)",
-    re.IGNORECASE,
-)
-_ERROR_LINE = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} ")
-_STAMP = re.compile(r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
-_CAPTURE_BEGIN = re.compile(r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph begin\b")
-_CAPTURE_END = re.compile(r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph end\b|ready to roll")
+_FRAME = r'^\s*File "([^"]+)", line \d+, in (\S+)'
+_EXCEPTION = r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning)?): ?(.*)$"
+_DIED = r"(?i:exit(?:ed with)? ?code[:=]? ?|exitcode=|signal |killed by |Signals\.)(-?\d+|SIG[A-Z]+)"
+_ERROR_LINE = r"\b(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} "
+_STAMP = r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
+_CAPTURE_BEGIN = r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph begin\b"
+_CAPTURE_END = r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph end\b|ready to roll"
 #: a generation collapsed to one repeated punctuation mark (NaN logits at temperature 0 decode as '!')
-_COLLAPSE = re.compile(r"([!?.,#*])\1{63,}")
+_COLLAPSE = r"([!?.,#*])\1{63,}"
+
+
+_COMPILED: dict[str, re.Pattern[str]] = {}
+
+
+def _re(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled on first use (the healthcheck's start-up compiles none of this module's)."""
+    found = _COMPILED.get(pattern)
+    if found is None:
+        found = _COMPILED[pattern] = re.compile(pattern)
+    return found
 
 
 @dataclass
@@ -67,39 +75,46 @@ def read(text: str, first_line: int = 1) -> Structure:
     in_trace = False
     begin: tuple[int, int | None] | None = None
     last_stamp: int | None = None
-    collapse = "!" * 64 in text or _COLLAPSE.search(text) is not None
+    frame_re, exception_re, died_re, error_re = _re(_FRAME), _re(_EXCEPTION), _re(_DIED), _re(_ERROR_LINE)
+    stamp_re, begin_re, end_re, collapse_re = (
+        _re(_STAMP),
+        _re(_CAPTURE_BEGIN),
+        _re(_CAPTURE_END),
+        _re(_COLLAPSE),
+    )
+    collapse = "!" * 64 in text or collapse_re.search(text) is not None
     for offset, line in enumerate(text.split("\n")):
         number = first_line + offset
         if "Traceback (most recent call last)" in line:
             in_trace, frames = True, []
             continue
         if in_trace:
-            frame = _FRAME.match(line)
+            frame = frame_re.match(line)
             if frame:
                 frames.append((frame.group(1), frame.group(2)))
                 continue
-            exception = _EXCEPTION.match(line.strip())
+            exception = exception_re.match(line.strip())
             if exception and frames:
                 found.exception, found.message = exception.group(1), exception.group(2)[:300]
                 found.module, found.function = frames[-1]
                 found.frames = [file for file, _ in frames]
                 found.exception_line, in_trace = number, False
             continue
-        stamp = _STAMP.search(line) if "[" in line else None
+        stamp = stamp_re.search(line) if "[" in line else None
         if stamp:
             last_stamp = _seconds(stamp)
         if "raph " in line:
-            if _CAPTURE_BEGIN.search(line):
+            if begin_re.search(line):
                 begin = (number, last_stamp if stamp else None)
-            elif begin and _CAPTURE_END.search(line):
+            elif begin and end_re.search(line):
                 begin = None
         elif begin and "ready to roll" in line:
             begin = None
-        if ("xit" in line or "ignal" in line or "killed" in line) and (died := _DIED.search(line)):
+        if ("xit" in line or "ignal" in line or "killed" in line) and (died := died_re.search(line)):
             found.died, found.exit, found.died_line = line.strip()[:300], died.group(1), number
-        if _ERROR_LINE.search(line):
+        if error_re.search(line):
             found.errors = [*found.errors[-2:], (number, line.strip()[:300])]
-        if collapse and not found.collapse_line and _COLLAPSE.search(line):
+        if collapse and not found.collapse_line and collapse_re.search(line):
             found.collapse_line = number
     if begin is not None:
         found.capture_open = begin[0]
@@ -122,24 +137,19 @@ def _seconds(stamp: re.Match[str]) -> int:
 
 @dataclass(frozen=True)
 class Rule:
-    """Exception type + the module that raised it (+ its message) -> class; ``signature`` carries the
-    class, rank, source and fix like any entry of the catalog."""
+    """Exception type + the module that raised it (+ its message) -> class, as regexes compiled on first use;
+    ``signature`` carries the class, rank, source and fix like any entry of the catalog."""
 
-    exception: re.Pattern[str]
-    module: re.Pattern[str]
-    message: re.Pattern[str]
+    exception: str
+    module: str
+    message: str
     signature: Signature
 
 
 def _rule(cls: str, match: tuple[str, str, str], source: str, fix: str) -> Rule:
     """A rule of ``cls`` for (exception type, a frame's module, message) regexes."""
     exception, module, message = match
-    return Rule(
-        re.compile(exception),
-        re.compile(module),
-        re.compile(message),
-        sig(cls, exception, (exception,), source, fix),
-    )
+    return Rule(exception, module, message, sig(cls, exception, (exception,), source, fix))
 
 
 RULES: tuple[Rule, ...] = (
@@ -207,9 +217,9 @@ def explain(found: Structure) -> tuple[Signature, int] | None:
     if found.exception:
         for rule in RULES:
             if (
-                rule.exception.search(found.exception)
-                and any(rule.module.search(file) for file in found.frames)
-                and rule.message.search(found.message)
+                _re(rule.exception).search(found.exception)
+                and any(_re(rule.module).search(file) for file in found.frames)
+                and _re(rule.message).search(found.message)
             ):
                 return rule.signature, found.exception_line
     if found.capture_open and found.capture_seconds >= CAPTURE_HUNG_S:
