@@ -341,7 +341,7 @@ class Scanner:
         #: remembered "no" stays right until a start banner or the ready line drops what was seen
         self._changes: dict[int, bool] = {}
         self._quiet: dict[int, bool] = {}
-        #: the last structure.TAIL characters fed (paste noise dropped), for the structural rules
+        #: the last structure.TAIL characters fed (as pasted), for the structural rules
         self._tail: deque[str] = deque()
         self._tail_size = 0
         self._structure: tuple[int, structure.Structure] | None = None  # (lines_seen, its structure)
@@ -455,7 +455,7 @@ class Scanner:
         """
         pasted = text
         text = paste.normalise(text)
-        self._keep_tail(text)
+        self._keep_tail(pasted)
         shown = pasted.split("\n") if text != pasted else None  # a match shows its line as pasted
         try:
             raw = text.encode("utf-8")
@@ -517,10 +517,11 @@ class Scanner:
             self._tail_size -= len(self._tail.popleft())
 
     def structure(self) -> structure.Structure:
-        """The structure of the log's end (:mod:`structure`): last traceback, died process, errors, ..."""
+        """The structure of the current run's end (:mod:`structure`): last traceback, died process, errors."""
         if self._structure is None or self._structure[0] != self.lines_seen:
             tail = "".join(self._tail)
-            self._structure = (self.lines_seen, structure.read(tail, self._tail_first(tail)))
+            found = structure.read(tail, self._tail_first(tail), self.start_line)
+            self._structure = (self.lines_seen, found)
         return self._structure[1]
 
     def _count_evidence(self, raw: bytes, last_start: int, may_stop: bool) -> None:

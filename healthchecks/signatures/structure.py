@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from healthchecks.signatures import paste
 from healthchecks.signatures.classes import CLASS_PRIORITY
 from healthchecks.signatures.entry import Signature, sig
 
@@ -64,30 +65,36 @@ class Structure:
     collapse_line: int = 0  # a line holding a collapsed output (``!!!!...``)
 
     def to_dict(self) -> dict[str, object]:
-        """The non-empty fields, for ``classify-log --json``."""
+        """The non-empty fields (``bwstack classify-log`` prints them; ``--json`` as ``structure``)."""
         return {k: v for k, v in self.__dict__.items() if v not in ("", 0, 0.0, [])}
 
 
-def read(text: str, first_line: int = 1) -> Structure:
-    """The structure of ``text`` (a log's end; its first line is line ``first_line`` of the log)."""
+def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
+    """The structure of ``text`` (a log's end as pasted; its first line is line ``first_line`` of the log).
+
+    Frames and exceptions are read without the paste noise (:func:`paste.normalise`); ERROR lines as pasted
+    (a logger's level is noise to the signatures, not to a person). A frame line opens a traceback also
+    without its header (a paste that starts inside one). Lines up to ``since`` (the last start banner: an
+    earlier run's) are passed over."""
+    pasted = text.split("\n")
+    text = paste.normalise(text)
     found = Structure()
     frames: list[tuple[str, str]] = []
     in_trace = False
     begin: tuple[int, int | None] | None = None
     last_stamp: int | None = None
     frame_re, exception_re, died_re, error_re = _re(_FRAME), _re(_EXCEPTION), _re(_DIED), _re(_ERROR_LINE)
-    stamp_re, begin_re, end_re, collapse_re = (
-        _re(_STAMP),
-        _re(_CAPTURE_BEGIN),
-        _re(_CAPTURE_END),
-        _re(_COLLAPSE),
-    )
+    stamp_re, collapse_re = _re(_STAMP), _re(_COLLAPSE)
     collapse = "!" * 64 in text or collapse_re.search(text) is not None
     for offset, line in enumerate(text.split("\n")):
         number = first_line + offset
+        if number <= since:
+            continue
         if "Traceback (most recent call last)" in line:
             in_trace, frames = True, []
             continue
+        if not in_trace and 'File "' in line and frame_re.match(line):
+            in_trace, frames = True, []
         if in_trace:
             frame = frame_re.match(line)
             if frame:
@@ -99,21 +106,19 @@ def read(text: str, first_line: int = 1) -> Structure:
                 found.module, found.function = frames[-1]
                 found.frames = [file for file, _ in frames]
                 found.exception_line, in_trace = number, False
-            continue
+                continue
+            if not line or line[0].isspace():  # a frame's source line, its carets, a blank line
+                continue
+            in_trace = False  # the traceback was cut: what follows is the log again
         stamp = stamp_re.search(line) if "[" in line else None
         if stamp:
             last_stamp = _seconds(stamp)
-        if "raph " in line:
-            if begin_re.search(line):
-                begin = (number, last_stamp if stamp else None)
-            elif begin and end_re.search(line):
-                begin = None
-        elif begin and "ready to roll" in line:
-            begin = None
+        begin = _capture(begin, line, number, last_stamp if stamp else None)
         if ("xit" in line or "ignal" in line or "killed" in line) and (died := died_re.search(line)):
             found.died, found.exit, found.died_line = line.strip()[:300], died.group(1), number
-        if error_re.search(line):
-            found.errors = [*found.errors[-2:], (number, line.strip()[:300])]
+        shown = pasted[offset] if offset < len(pasted) else line
+        if error_re.search(shown):
+            found.errors = [*found.errors[-2:], (number, shown.strip()[:300])]
         if collapse and not found.collapse_line and collapse_re.search(line):
             found.collapse_line = number
     if begin is not None:
@@ -121,6 +126,21 @@ def read(text: str, first_line: int = 1) -> Structure:
         if begin[1] is not None and last_stamp is not None:
             found.capture_seconds = float(last_stamp - begin[1])
     return found
+
+
+def _capture(
+    begin: tuple[int, int | None] | None, line: str, number: int, stamp: int | None
+) -> tuple[int, int | None] | None:
+    """The open capture after ``line``: (its line, its stamp), a new one when it begins one, None once it
+    ended or the server became ready."""
+    if "raph " in line:
+        if _re(_CAPTURE_BEGIN).search(line):
+            return (number, stamp)
+        if begin and _re(_CAPTURE_END).search(line):
+            return None
+    elif begin and "ready to roll" in line:
+        return None
+    return begin
 
 
 def _seconds(stamp: re.Match[str]) -> int:

@@ -141,3 +141,18 @@ def test_structure_reads_only_the_end() -> None:
     for _ in range(200):  # ~1 MB of serving after the traceback: the traceback left the kept tail
         scanner.feed("".join(DECODE.format(s=s) for s in range(50)))
     assert scanner.structure().exception == ""
+
+
+def test_a_cut_traceback_gives_way_to_the_log_and_levels_count_as_pasted() -> None:
+    """Frames without their header (a paste starting inside a traceback), cut before the exception line; the
+    log goes on with a logger's ERROR line (the level is paste noise to the signatures, not to the structure)."""
+    log = (
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 2677, in run\n'
+        "    scheduler.event_loop_overlap()\n"
+        "2026-12-01 10:00:09,531 - sglang.srt.entrypoints.engine - ERROR - Received sigquit from a child "
+        "process. It usually means the child failed.\n"
+        "2026-12-01 10:00:09,600 - __main__ - INFO - Server process exited with code -9\n"
+    )
+    found = signatures.scan_text(log).structure()
+    assert found.exception == "" and (found.exit, found.died_line) == ("-9", 4)
+    assert [line for line, _ in found.errors] == [3] and "- ERROR -" in found.errors[0][1]
