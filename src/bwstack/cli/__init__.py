@@ -617,7 +617,7 @@ def audit(
 @main.command("classify-log")
 @file_option
 @click.argument("logfile", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print {class, line, text, also, startup}.")
+@click.option("--json", "as_json", is_flag=True, help="Print {class, line, text, also, startup, structure}.")
 @click.option(
     "--expect",
     "expects",
@@ -644,11 +644,12 @@ def classify_log(
         expect = {**classify.profile_request(file, profile), **expect}
         by = f"profile {profile}"
     result["startup"] = classify.backends_of_log_file(logfile, expect or None, by)
+    result["structure"] = classify.structure_of_log_file(logfile)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
     click.echo(result["class"])
-    for line in _startup_lines(result["startup"]):
+    for line in [*classify.structure_lines(result["structure"]), *_startup_lines(result["startup"])]:
         click.echo(line)
 
 
