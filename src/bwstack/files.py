@@ -3,7 +3,9 @@
 ``atomic_write`` writes a temp file in the target's folder, fsyncs it and ``os.replace``s it into place, so a
 reader (or a SIGKILL at any moment) sees either the old file or the new one. Reports, locks, snapshots,
 caches and rendered files all go through it. ``sha256_file`` streams a file's digest (wheels, lock files,
-downloaded shards).
+downloaded shards). ``read_bounded`` and ``read_json`` are the bounded readers of files from outside (reports,
+bundles, shipped evidence, bisect state): FIFOs refused, symlinks read within the bound, JSON within
+:mod:`healthchecks.untrusted`'s limits; every refusal one line naming the file and the limit.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from bwstack.errors import UserError
+from healthchecks import untrusted
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -78,3 +84,19 @@ def read_bounded(path: Path, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_json(path: Path, what: str, limits: untrusted.Limits = untrusted.DEFAULT) -> Any:
+    """The JSON value of an untrusted file within ``limits`` (size read bounded, then depth, values, digits,
+    duplicate keys, NaN/Infinity); UserError (``path: cannot read WHAT: the limit``, exit 2) otherwise.
+    FileNotFoundError passes through for callers that word a missing file themselves."""
+    try:
+        data = read_bounded(path, limits.max_bytes)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UserError(f"cannot read {what}: {exc.strerror or exc}", file=path) from None
+    try:
+        return untrusted.loads(data, limits)
+    except untrusted.Refused as exc:
+        raise UserError(f"cannot read {what}: {exc}", file=path) from None

@@ -111,22 +111,39 @@ def test_both_cpu_variants_merge_into_their_own_cells(tmp_path: Path) -> None:
     assert len(links_resolve(tmp_path / "out")) == len(cells)
 
 
-def _variant(bundle: bundleread.Bundle, tag: str, **changes: object) -> bundleread.Bundle:
-    doc = bundle.results
+#: the host facts of a real sm120 host (doctor's fields), for a bundle whose rows claim GPU truth
+GPU_HOST = {
+    "gpu_count": 8,
+    "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}] * 8,
+    "gpu_model": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "gpu_arch": "sm120",
+    "driver": "580.82.07",
+}
+
+
+def _variant(
+    bundle: bundleread.Bundle, tag: str, host: dict[str, object] | None = None, **changes: object
+) -> bundleread.Bundle:
+    doc = bundle.json(bundleread.RESULTS)
     for key, value in changes.items():
         section, field = key.split("__")
         doc[section][field] = value
     if changes.get("mode__standin"):
         for row in doc["results"].values():
             row["standin"] = True
-    parts = {**bundle.parts, "results.json": json.dumps(doc).encode()}
+    facts = {**bundle.json(bundleread.HOST), **(host or {})}
+    parts = {
+        **bundle.parts,
+        "results.json": json.dumps(doc).encode(),
+        "host.json": json.dumps(facts).encode(),
+    }
     return bundleread.Bundle(bundle.path, bundle.id + tag, bundle.data, bundle.manifest, parts)
 
 
 def test_standin_rows_never_merge_and_cpu_rows_stay_apart_from_gpu_rows() -> None:
     real = bundleread.read_bundle(shipped("v0.5.23-cpu"))
     standin = _variant(real, "s", mode__standin=True)
-    gpu = _variant(real, "g", stack__gpu_arch="sm120")
+    gpu = _variant(real, "g", GPU_HOST, stack__gpu_arch="sm120")
     doc = reportmerge.merge([real, standin, gpu])
     assert doc["standin_rows_left_out"] == len(real.results["results"])
     sections = {(c["section"], c["arch"]) for c in doc["cells"]}

@@ -26,10 +26,12 @@ CPU_PROFILES = "profiles.cpu.yaml"
 
 
 def _err(message: str) -> None:
-    """One line to stderr; control characters (from a hostile file's keys or values) printed escaped."""
+    """One line to stderr; control characters (from a hostile file's keys or values) printed escaped, and
+    no secret (a token in a URL, a header, a file's value) in any form."""
     from bwstack.textlayout import printable
+    from healthchecks import secretscan
 
-    click.echo(f"bwstack: {printable(message)}", err=True)
+    click.echo(f"bwstack: {printable(secretscan.redact(message))}", err=True)
 
 
 class _Group(click.Group):
@@ -554,6 +556,8 @@ def classify_log(
     without them, against the command line in the log).
     """
     from bwstack import classify
+    from bwstack.textlayout import printable
+    from healthchecks import secretscan
 
     result = classify.classify_log_file(logfile)
     expect = classify.parse_expect(list(expects))
@@ -562,12 +566,13 @@ def classify_log(
         expect = {**classify.profile_request(file, profile), **expect}
         by = f"profile {profile}"
     result["startup"] = classify.backends_of_log_file(logfile, expect or None, by)
+    result = secretscan.redact_data(result)  # the failing line may carry a token: never printed
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    click.echo(result["class"])
+    click.echo(printable(result["class"]))
     for line in _startup_lines(result["startup"]):
-        click.echo(line)
+        click.echo(printable(line))
 
 
 def _startup_lines(found: dict[str, Any]) -> list[str]:

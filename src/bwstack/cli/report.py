@@ -50,9 +50,21 @@ def bundle_cmd(file: Path, report_dir: Path, output: Path | None, redact_host: b
 @click.argument("bundle_file", metavar="FILE", type=click.Path(path_type=Path))
 def verify_cmd(bundle_file: Path) -> None:
     """Check a bundle's integrity and safety; one line on what is wrong (exit 2) or what it holds."""
-    from bwstack.sweep.bundleread import describe, read_bundle
+    from bwstack.errors import UserError
+    from bwstack.sweep.bundleread import describe, doubts, read_bundle
 
-    click.echo(f"{bundle_file}: {describe(read_bundle(bundle_file))}")
+    bundle = read_bundle(bundle_file)
+    found = doubts(bundle)
+    if found:
+        field, why = found[0]
+        raise UserError(
+            f"bundle doubtful: the host facts and the verdicts disagree: {why}"
+            + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+            + "; report merge keeps its rows apart as untrusted",
+            file=bundle_file,
+            field=field,
+        )
+    click.echo(f"{bundle_file}: {describe(bundle)}")
 
 
 @click.command("merge")
