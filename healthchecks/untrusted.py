@@ -42,14 +42,15 @@ class Refused(ValueError):
 
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
 def shape(text: str) -> int:
     """The deepest nesting of a JSON text (brackets inside strings not counted), measured without parsing or
     recursion; its cost grows with the number of strings and brackets, which :func:`loads` bounds first."""
-    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    outside = _STRING.sub("", text) if '"' in text else text
+    skeleton = outside.encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKET)
     return max(itertools.accumulate(map(_STEP.__getitem__, skeleton)), default=0)
 
 
