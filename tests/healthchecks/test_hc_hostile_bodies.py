@@ -4,6 +4,7 @@ bounded in time and memory on any input (hypothesis, with tracemalloc)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import tracemalloc
@@ -70,10 +71,8 @@ def test_the_reader_is_bounded_in_time_and_memory_on_large_floods(unit: str, siz
     data = (unit * (size // len(unit) + 1)).encode()[:size]
     tracemalloc.start()
     started = time.perf_counter()
-    try:
+    with contextlib.suppress(untrusted.Refused):
         untrusted.loads(data)
-    except untrusted.Refused:
-        pass
     elapsed = time.perf_counter() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
