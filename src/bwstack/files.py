@@ -15,6 +15,7 @@ import hashlib
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,16 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """:func:`atomic_write` for bytes (archives)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """:func:`atomic_write` for bytes (archives). A folder in the way of the file, or a file in the way of a
+    folder on its path, is a UserError (one line), never a traceback."""
+    if path.is_dir():
+        raise UserError("cannot write a file here: a folder of that name exists", file=path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UserError(
+            "cannot write here: a part of the path exists and is not a folder", file=path
+        ) from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -100,3 +109,21 @@ def read_json(path: Path, what: str, limits: untrusted.Limits = untrusted.DEFAUL
         return untrusted.loads(data, limits)
     except untrusted.Refused as exc:
         raise UserError(f"cannot read {what}: {exc}", file=path) from None
+
+
+def refuse_overwrite(out: Path, reads: Iterable[Path], option: str) -> None:
+    """UserError when ``out`` is, or resolves to, a file or folder the command reads (the report, the stack
+    file, an input bundle): an output never clobbers an input."""
+    target = out.resolve()
+    for path in reads:
+        same = path.resolve() == target
+        if not same and out.exists() and path.exists():
+            same = os.path.samefile(out, path)
+        if same:
+            raise UserError(f"{option} names {path}, which this command reads; choose another path", file=out)
+
+
+def need_folder(out: Path, option: str) -> None:
+    """UserError when ``out`` exists and is not a folder (a folder output never replaces a file)."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{option} names an existing file, not a folder; choose a folder", file=out)

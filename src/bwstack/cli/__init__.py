@@ -16,7 +16,14 @@ from typing import Any
 import click
 
 from bwstack.cli.bisect import bisect as bisect_command
-from bwstack.cli.options import DEFAULT_PROFILES, file_option, keep_option, standin_load_option
+from bwstack.cli.options import (
+    DEFAULT_PROFILES,
+    MAX_SOAK_S,
+    SoakSeconds,
+    file_option,
+    keep_option,
+    standin_load_option,
+)
 from bwstack.cli.report import bundle_cmd, merge_cmd, verify_cmd
 from bwstack.cli.upgrade import upgrade as upgrade_command
 from bwstack.cli.upgrade import variant as variant_command
@@ -339,10 +346,6 @@ def up(
     )
 
 
-#: the longest ``up --soak`` (a day, as ``stack.soak.duration_s``)
-MAX_SOAK_S = 86_400
-
-
 def _check_soak(seconds: float, *, dry_run: bool, no_wait: bool) -> None:
     """``up --soak``: a positive, finite number of seconds on a start that waits for health."""
     import math
@@ -654,7 +657,7 @@ def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
 @click.option("--bench", is_flag=True, help="Measure each healthy profile's speed (stack.bench settings).")
 @click.option(
     "--soak",
-    type=click.FloatRange(min=0),
+    type=SoakSeconds(),
     default=0.0,
     help="Seconds of sustained load with a stall watchdog on each healthy profile (stack.soak settings).",
 )

@@ -75,11 +75,15 @@ def verify_cmd(bundle_file: Path) -> None:
 def merge_cmd(files: tuple[Path, ...], out: Path) -> None:
     """Merge bundles into one matrix (merged.json, matrix.md, matrix.html): every verdict seen per (image
     variant, profile, arch) with hosts, drivers, dates and links to evidence; disagreements marked."""
+    from bwstack.files import need_folder, refuse_overwrite
     from bwstack.sweep import reportmerge
     from bwstack.sweep.bundleread import read_bundle
 
+    need_folder(out, "--out")
+    refuse_overwrite(out, files, "--out")
     bundles = [read_bundle(path) for path in files]  # every bundle verified before anything is written
-    written = reportmerge.write(out, reportmerge.outputs(bundles))
+    written = reportmerge.write(out, reportmerge.outputs(bundles), reads=files)
     cells = len(reportmerge.merge(bundles)["cells"])
-    click.echo(f"merged {len({b.id for b in bundles})} bundle(s) into {cells} cell(s): {out / 'matrix.html'}")
+    count = len(reportmerge.distinct(bundles))
+    click.echo(f"merged {count} bundle(s) into {cells} cell(s): {out / 'matrix.html'}")
     click.echo(f"wrote {len(written)} file(s) under {out}")

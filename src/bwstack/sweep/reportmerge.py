@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
-from bwstack.files import atomic_write_bytes
+from bwstack.files import atomic_write_bytes, need_folder, refuse_overwrite
 from bwstack.host.doctor.record import summary
 from bwstack.sweep import bundleread, report
 from bwstack.sweep.bundleread import Bundle
@@ -352,8 +352,10 @@ def outputs(bundles: Sequence[Bundle]) -> dict[str, bytes]:
     return files
 
 
-def write(out: Path, files: dict[str, bytes]) -> list[Path]:
-    """Write ``files`` under ``out`` only: a path that would leave it (a symlink) is refused first."""
+def write(out: Path, files: dict[str, bytes], reads: Sequence[Path] = ()) -> list[Path]:
+    """Write ``files`` under ``out`` only: a path that would leave it (a symlink) or that names a file the
+    merge read (``reads``: its input bundles) is refused first, before anything is written."""
+    need_folder(out, "--out")
     root = out.resolve()
     targets = []
     for rel in files:
@@ -364,6 +366,7 @@ def write(out: Path, files: dict[str, bytes]) -> list[Path]:
         linked = (parent != out and parent.is_symlink()) or target.is_symlink()
         if linked or not parent.resolve().is_relative_to(root):
             raise UserError("refusing to write outside --out (a symbolic link in the way)", file=target)
+        refuse_overwrite(target, reads, "--out")
         targets.append(target)
     for target, data in zip(targets, files.values(), strict=True):
         atomic_write_bytes(target, data)
