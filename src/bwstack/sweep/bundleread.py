@@ -171,8 +171,27 @@ def _need(path: Path, ok: bool, part: str, field: str, what: str) -> None:
         raise UserError(f"bundle malformed: {part}: {what}", file=path, field=field)
 
 
+def _strings(value: Any) -> list[str]:
+    """Every key and string of a JSON value (iteratively: no recursion on hostile nesting)."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found += map(str, item)
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+        elif isinstance(item, str):
+            found.append(item)
+    return found
+
+
 def _secret_fields(value: Any, where: str) -> tuple[str, str] | None:
-    """(field, kind) of the first secret in a JSON value's keys or strings; None when it holds none."""
+    """(field, kind) of the first secret in a JSON value's keys or strings; None when it holds none. One scan
+    of all its strings first (the common, clean case), the walk to name the field only after a hit."""
+    if not secretscan.findings("\n".join(_strings(value))) and not _secret_named(value):
+        return None
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
         item, at = stack.pop()
@@ -192,6 +211,21 @@ def _secret_fields(value: Any, where: str) -> tuple[str, str] | None:
             if kind is not None:
                 return at, kind
     return None
+
+
+def _secret_named(value: Any) -> bool:
+    """Whether a string sits under a secret-named key (``api_key``, ``access_token``) anywhere in ``value``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(inner, str) and secretscan.secret_key(str(key), inner):
+                    return True
+                stack.append(inner)
+        elif isinstance(item, list):
+            stack += item
+    return False
 
 
 def check_secrets(path: Path, parts: dict[str, bytes], docs: dict[str, Any]) -> None:
