@@ -1,13 +1,13 @@
 """``report merge`` at scale: cost per row and per bundle against one bundle, measured in the same run.
 
 The bundles are the project's real shipped bundle (``evidence/bundles/*.tar.gz``: a real CPU sweep) rebuilt
-with N rows (its first row copied under new profile names) or as M bundles of distinct hosts, each written
-to a scratch folder as a real bundle file. Each case runs what ``bwstack report merge`` runs, in process: read
+with N rows (its first row copied under new profile names) or as M bundles of distinct hosts, each written to
+a scratch folder as a real bundle file. Each case runs what ``bwstack report merge`` runs, in process: read
 and verify every bundle (``bundleread.read_bundle``: bounds, manifest digests, the secret scan, the shapes),
 then build every output in memory (``reportmerge.outputs``: merged.json, matrix.md, matrix.html and each
-bundle's own page). Printed per case: the median of --repeat runs; per bundle count, the cost per bundle and its ratio
-to one bundle merged alone in this run (1.0 = linear); per row count, the cost per row beyond the one
-bundle's and its ratio to the smallest row count's (1.0 = linear). Nothing asserts on speed. Run from the
+bundle's own page). Printed per case: the median of --repeat runs; per bundle count, the cost per bundle and
+its ratio to one bundle merged alone in this run (1.0 = linear); per row count, the cost per row beyond the
+one bundle's and its ratio to the smallest row count's (1.0 = linear). Nothing asserts on speed. Run from the
 repository root:
 
     .venv/bin/python benchmarks/merge_scale.py [--repeat N]

@@ -214,7 +214,7 @@ def _secret_fields(value: Any, where: str) -> tuple[str, str] | None:
 
 
 def _secret_named(value: Any) -> bool:
-    """Whether a string sits under a secret-named key (``api_key``, ``access_token``) anywhere in ``value``."""
+    """Whether a string sits under a secret-named key (``api_key``, ``access_token``) in ``value``."""
     stack = [value]
     while stack:
         item = stack.pop()
