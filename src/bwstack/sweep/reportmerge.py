@@ -354,11 +354,12 @@ def outputs(bundles: Sequence[Bundle]) -> dict[str, bytes]:
 
 def write(out: Path, files: dict[str, bytes], reads: Sequence[Path] = ()) -> list[Path]:
     """Write ``files`` under ``out`` only: a path that would leave it (a symlink) or that names a file the
-    merge read (``reads``: its input bundles) is refused first, before anything is written."""
+    merge read (``reads``: its input bundles) is refused first, before anything is written; a file already
+    there byte for byte is left alone (an input bundle merged again into its own folder)."""
     need_folder(out, "--out")
     root = out.resolve()
-    targets = []
-    for rel in files:
+    targets: list[tuple[Path, bytes]] = []
+    for rel, data in files.items():
         target = out / rel
         parent = target.parent
         while parent != out and not parent.exists():
@@ -366,8 +367,10 @@ def write(out: Path, files: dict[str, bytes], reads: Sequence[Path] = ()) -> lis
         linked = (parent != out and parent.is_symlink()) or target.is_symlink()
         if linked or not parent.resolve().is_relative_to(root):
             raise UserError("refusing to write outside --out (a symbolic link in the way)", file=target)
+        if target.is_file() and target.stat().st_size == len(data) and target.read_bytes() == data:
+            continue  # already there byte for byte (an input bundle re-merged into its own evidence/)
         refuse_overwrite(target, reads, "--out")
-        targets.append(target)
-    for target, data in zip(targets, files.values(), strict=True):
+        targets.append((target, data))
+    for target, data in targets:
         atomic_write_bytes(target, data)
-    return targets
+    return [target for target, _ in targets]
