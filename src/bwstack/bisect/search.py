@@ -43,7 +43,7 @@ from bwstack.files import atomic_write, read_bounded, read_json
 from bwstack.host import netwait
 from healthchecks import untrusted
 
-TAG = re.compile(r"^(?P<flavour>nightly(?:-[a-z0-9.]+)*?)-(?P<day>\d{8})-(?P<sha>[0-9a-f]{7,40})$")
+TAG = re.compile(r"^(?P<flavour>nightly(?:-[a-z0-9.]+)*?)-(?P<day>\d{8})-(?P<sha>[0-9a-f]{7,40})\Z")
 STATE_FILE = "bisect.json"
 #: a bisect.json holds a few hundred tags and steps: anything larger is not one of ours
 STATE_MAX_BYTES = 16 << 20

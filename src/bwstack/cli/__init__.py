@@ -19,6 +19,7 @@ from bwstack.cli.bisect import bisect as bisect_command
 from bwstack.cli.options import (
     DEFAULT_PROFILES,
     MAX_SOAK_S,
+    ImageRef,
     SoakSeconds,
     file_option,
     keep_option,
@@ -442,7 +443,9 @@ def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry
 @click.option(
     "--inspect", "inspect_variant", metavar="VARIANT", help="Pull the base, judge the first-contact read."
 )
-@click.option("--image", default=None, help="With --inspect: a local image instead of the pulled base.")
+@click.option(
+    "--image", type=ImageRef(), default=None, help="With --inspect: a local image instead of the pulled base."
+)
 @click.option(
     "--out",
     default=None,
@@ -502,7 +505,9 @@ def explain(file: Path, profile: str, arch: str, variant: str | None, as_json: b
 
 
 @main.command()
-@click.option("--image", default=None, help="A local Docker image to inspect (never pulled).")
+@click.option(
+    "--image", type=ImageRef(), default=None, help="A local Docker image to inspect (never pulled)."
+)
 @click.option("--path", "site", default=None, type=click.Path(path_type=Path), help="A site-packages folder.")
 @click.option("--wheel", default=None, type=click.Path(path_type=Path), help="A wheel file.")
 @click.option("--arch", default="sm_120", show_default=True, help="Target GPU (sm_120, sm_100, sm_90).")

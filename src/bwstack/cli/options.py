@@ -21,6 +21,25 @@ DEFAULT_PROFILES = "profiles.yaml"
 MAX_SOAK_S = 86_400
 
 
+class ImageRef(click.ParamType[str]):
+    """``--image``: a Docker image reference or id (:data:`bwstack.stack.pins.IMAGE_REF`), never an option
+    (``--image=--help``) nor anything else placed into a ``docker`` argv."""
+
+    name = "image"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from bwstack.stack.pins import IMAGE_REF
+
+        text = str(value)
+        if not IMAGE_REF.match(text):
+            shown = text[:60].encode("unicode_escape").decode("ascii")
+            example = "e.g. lmsysorg/sglang:v0.5.9"
+            self.fail(
+                f"{shown!r} is not an image reference (name[:tag][@sha256:digest], {example})", param, ctx
+            )
+        return text
+
+
 class SoakSeconds(click.ParamType[float]):
     """``sweep --soak``: finite seconds from 0 (no soak) to :data:`MAX_SOAK_S`; ``nan``, ``1e309`` (infinity)
     and ``1e12`` are refused before they reach results.json."""
