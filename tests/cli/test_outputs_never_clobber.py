@@ -21,25 +21,21 @@ def _digest(path: Path) -> str:
 
 
 @pytest.fixture()
-def cpu_stack(tmp_path: Path) -> Path:
-    """A copy of the CPU stack with one report folder (the shipped bundle's results.json) beside it."""
-    for name in ("profiles.cpu.yaml", "Dockerfile"):
-        shutil.copy2(ROOT / name, tmp_path / name)
-    for name in ("images", "templates", "healthchecks"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "wheel*"))
-    report = tmp_path / "report"
+def report_stack(stack_copy: Path) -> Path:
+    """A scratch copy of the stack with one report folder (the shipped bundle's results.json) in it."""
+    report = stack_copy.parent / "report"
     report.mkdir()
     (report / "results.json").write_bytes(base_parts()[bundleread.RESULTS])
-    return tmp_path
+    return stack_copy.parent
 
 
 @pytest.mark.parametrize("target", ["report/results.json", "profiles.cpu.yaml", "report"])
-def test_bundle_output_may_not_name_what_it_reads(cpu_stack: Path, target: str) -> None:
-    before = {p: _digest(p) for p in cpu_stack.rglob("*") if p.is_file()}
-    done = run_cli(cpu_stack, "-f", "profiles.cpu.yaml", "report", "bundle", "report", "-o", target)
+def test_bundle_output_may_not_name_what_it_reads(report_stack: Path, target: str) -> None:
+    before = {p: _digest(p) for p in report_stack.rglob("*") if p.is_file()}
+    done = run_cli(report_stack, "-f", "profiles.cpu.yaml", "report", "bundle", "report", "-o", target)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert len(done.stderr.strip().splitlines()) == 1 and "which this command reads" in done.stderr
-    assert {p: _digest(p) for p in cpu_stack.rglob("*") if p.is_file()} == before
+    assert {p: _digest(p) for p in report_stack.rglob("*") if p.is_file()} == before
 
 
 def test_merge_out_may_not_be_an_input_bundle(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ prints the token of a failing line, and an error line never carries a URL's pass
 from __future__ import annotations
 
 import base64
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -75,14 +74,12 @@ def test_classify_log_never_prints_the_token_of_the_failing_line(tmp_path: Path)
     assert "[redacted]" in result.stdout and "import_error" in result.stdout
 
 
-def test_an_error_line_never_carries_a_url_password(tmp_path: Path) -> None:
+def test_an_error_line_never_carries_a_url_password(stack_copy: Path) -> None:
     """calibrate --url http://ops:sk-…@host: the closed port's error names the URL without its password."""
-    for name in ("profiles.cpu.yaml", "Dockerfile"):
-        shutil.copy2(ROOT / name, tmp_path / name)
-    for name in ("images", "templates", "healthchecks"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "wheel*"))
     url = f"http://ops:{SK}@127.0.0.1:9"
-    result = run_cli(tmp_path, "-f", "profiles.cpu.yaml", "calibrate", "cpu-torch-native", "--url", url)
+    result = run_cli(
+        stack_copy.parent, "-f", "profiles.cpu.yaml", "calibrate", "cpu-torch-native", "--url", url
+    )
     assert result.returncode != 0
     assert SK not in result.stdout + result.stderr, result.stderr
     assert "127.0.0.1:9" in result.stderr and "Traceback" not in result.stderr

@@ -18,14 +18,12 @@ COMMANDS = (("validate",), ("list",), ("up", "--dry-run", "cpu-torch-native"))
 
 
 @pytest.fixture()
-def cpu_stack(tmp_path: Path) -> Path:
-    for name in ("profiles.cpu.yaml", "Dockerfile"):
-        shutil.copy2(ROOT / name, tmp_path / name)
-    for name in ("images", "templates", "healthchecks"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "wheel*"))
-    (tmp_path / "evidence").mkdir()
-    shutil.copy2(ROOT / "evidence" / "merged.json", tmp_path / "evidence" / "merged.json")
-    return tmp_path
+def evidence_stack(stack_copy: Path) -> Path:
+    """A scratch copy of the stack (the CPU profiles among it) with the shipped evidence/merged.json."""
+    root = stack_copy.parent
+    (root / "evidence").mkdir()
+    shutil.copy2(ROOT / "evidence" / "merged.json", root / "evidence" / "merged.json")
+    return root
 
 
 def _cli(root: Path, *args: str) -> Any:
@@ -74,10 +72,12 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str]] = {
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
-def test_broken_evidence_is_one_line_exit_2(cpu_stack: Path, case: str, command: tuple[str, ...]) -> None:
+def test_broken_evidence_is_one_line_exit_2(
+    evidence_stack: Path, case: str, command: tuple[str, ...]
+) -> None:
     mutate, words = BROKEN[case]
-    mutate(cpu_stack / "evidence" / "merged.json")
-    done = _cli(cpu_stack, *command)
+    mutate(evidence_stack / "evidence" / "merged.json")
+    done = _cli(evidence_stack, *command)
     assert done.returncode == 2, (done.stdout[-500:], done.stderr[-500:])
     errors = [ln for ln in done.stderr.splitlines() if not ln.startswith("bwstack: warning:")]
     assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
@@ -90,7 +90,7 @@ ESCAPES = {"ansi": "\x1b[2J\x1b[31mhealthy", "osc": "\x1b]0;owned\x07healthy", "
 @pytest.mark.parametrize("escape", sorted(ESCAPES))
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
 def test_escapes_in_a_recorded_verdict_never_reach_the_terminal(
-    cpu_stack: Path, escape: str, command: tuple[str, ...]
+    evidence_stack: Path, escape: str, command: tuple[str, ...]
 ) -> None:
     verdict = ESCAPES[escape]
 
@@ -100,8 +100,8 @@ def test_escapes_in_a_recorded_verdict_never_reach_the_terminal(
         for run in cell["seen"]:
             run["verdict"] = verdict
 
-    _edit(plant)(cpu_stack / "evidence" / "merged.json")
-    done = _cli(cpu_stack, *command)
+    _edit(plant)(evidence_stack / "evidence" / "merged.json")
+    done = _cli(evidence_stack, *command)
     out = done.stdout + done.stderr
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out, out[-800:]
     assert "Traceback" not in out
