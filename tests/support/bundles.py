@@ -12,6 +12,14 @@ import tarfile
 from bwstack.sweep import bundleread
 from support.stack import ROOT
 
+#: the host facts of an sm120 GPU host (doctor's fields), for a bundle whose rows claim GPU truth
+GPU_HOST = {
+    "gpu_count": 8,
+    "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}] * 8,
+    "gpu_model": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "gpu_arch": "sm120",
+    "driver": "580.82.07",
+}
 SHIPPED = sorted((ROOT / "evidence" / "bundles").glob("*.tar.gz"))
 MIB = 1024 * 1024
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bwstack.sweep import bundleread, reportmerge
-from support.bundles import SHIPPED, base_parts, bundle_of, manifest_for, pack, regular
+from support.bundles import GPU_HOST, SHIPPED, base_parts, bundle_of, manifest_for, pack, regular
 from support.stack import run_cli
 
 HF = "hf_" + "Qx7" * 12
@@ -92,13 +92,7 @@ def _gpu_claim(**host: Any) -> dict[str, bytes]:
     return parts
 
 
-GOOD_HOST = {
-    "gpu_count": 2,
-    "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}] * 2,
-    "gpu_model": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-    "gpu_arch": "sm120",
-    "driver": "580.82.07",
-}
+GOOD_HOST = GPU_HOST
 DOUBTS = {
     "sm120 verdicts from a host with 0 GPUs and no driver": (_gpu_claim(), "results.json"),
     "an H100 recorded as sm120": (
@@ -202,3 +196,17 @@ def test_pack_of_a_clean_bundle_still_verifies(tmp_path: Path) -> None:
     """The control: the cases above fail for their change only."""
     (tmp_path / "clean.tar.gz").write_bytes(pack([regular(n, d) for n, d in base_parts().items()]))
     assert run_cli(tmp_path, "report", "verify", "clean.tar.gz").returncode == 0
+
+
+def test_verify_and_merge_agree_on_deep_json(tmp_path: Path) -> None:
+    """JSON 977 deep: verify accepted it and merge crashed (RecursionError); both now refuse it alike."""
+    parts = base_parts()
+    doc = json.loads(parts[bundleread.HOST])
+    doc["topology"] = None
+    text = json.dumps(doc).replace('"topology": null', '"topology": ' + "[" * 977 + "]" * 977)
+    parts[bundleread.HOST] = text.encode()
+    (tmp_path / "deep.tar.gz").write_bytes(bundle_of(parts))
+    verify = run_cli(tmp_path, "report", "verify", "deep.tar.gz")
+    merged = run_cli(tmp_path, "report", "merge", "deep.tar.gz", "--out", "out")
+    for done in (verify, merged):
+        assert done.returncode == 2 and "levels deep" in done.stderr and "Traceback" not in done.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bwstack.sweep import bundleread, reportmerge
+from support.bundles import GPU_HOST
 from support.stack import ROOT, TESTS, run_cli
 
 SHIPPED = sorted((ROOT / "evidence" / "bundles").glob("*.tar.gz"))
@@ -109,16 +110,6 @@ def test_both_cpu_variants_merge_into_their_own_cells(tmp_path: Path) -> None:
     assert {("v0.5.23-cpu", "cpu-torch-native"), ("v0.5.9-cpu", "cpu-torch-native")} <= set(cells)
     assert all(c["section"] == "cpu" and c["arch"] == "cpu" for c in cells.values())
     assert len(links_resolve(tmp_path / "out")) == len(cells)
-
-
-#: the host facts of a real sm120 host (doctor's fields), for a bundle whose rows claim GPU truth
-GPU_HOST = {
-    "gpu_count": 8,
-    "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}] * 8,
-    "gpu_model": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-    "gpu_arch": "sm120",
-    "driver": "580.82.07",
-}
 
 
 def _variant(
