@@ -33,13 +33,24 @@ from bwstack.errors import EXIT_USAGE, ExternalError, UserError
 CPU_PROFILES = "profiles.cpu.yaml"
 
 
-def _err(message: str) -> None:
+def _err(message: str, *, redacted: bool = False) -> None:
     """One line to stderr; control characters (from a hostile file's keys or values) printed escaped, and
-    no secret (a token in a URL, a header, a file's value) in any form."""
+    no secret (a token in a URL, a header, a file's value) in any form (``redacted``: already done)."""
     from bwstack.textlayout import printable
     from healthchecks import secretscan
 
-    click.echo(f"bwstack: {printable(secretscan.redact(message))}", err=True)
+    click.echo(f"bwstack: {printable(message if redacted else secretscan.redact(message))}", err=True)
+
+
+def _user_error_line(exc: UserError) -> str:
+    """A UserError's line with its message and field redacted each on its own, so that a field named like a
+    secret (``stack.api_key``) never makes the message's first word look like its value."""
+    from healthchecks import secretscan
+
+    exc.message = secretscan.redact(exc.message)
+    exc.field = secretscan.redact(exc.field) if exc.field else exc.field
+    exc.file = secretscan.redact(exc.file) if exc.file else exc.file
+    return exc.render()
 
 
 class _Group(click.Group):
@@ -70,7 +81,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            _err(exc.render())
+            _err(_user_error_line(exc), redacted=True)
             sys.exit(EXIT_USAGE)
         except ExternalError as exc:
             _err(" ".join(str(exc).split()))
