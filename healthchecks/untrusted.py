@@ -113,6 +113,17 @@ def loads(data: bytes | str, limits: Limits = DEFAULT) -> Any:
         raise Refused(f"not JSON: {type(exc).__name__}") from None
 
 
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (at any depth) replaced by None: JSON has no such number."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
 def dumps(value: Any, **kwargs: Any) -> str:
-    """JSON text of ``value``; ValueError on NaN/Infinity, which JSON does not have (never written)."""
-    return json.dumps(value, allow_nan=False, **kwargs)
+    """JSON text of ``value`` with NaN/Infinity written as null (:func:`finite`): never a non-JSON literal."""
+    return json.dumps(finite(value), allow_nan=False, **kwargs)

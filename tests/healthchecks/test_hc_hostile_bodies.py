@@ -100,8 +100,9 @@ def test_each_limit_is_named(data: bytes, words: str) -> None:
 
 def test_nan_is_kept_where_asked_and_never_written() -> None:
     assert untrusted.loads(b"[NaN]", untrusted.Limits(allow_nan=True))[0] != 0  # NaN != anything
-    with pytest.raises(ValueError):
-        untrusted.dumps({"x": float("nan")})
+    doc = {"x": float("nan"), "y": [float("inf"), 1.5, {"z": float("-inf")}], "n": 3}
+    assert untrusted.dumps(doc) == '{"x": null, "y": [null, 1.5, {"z": null}], "n": 3}'
+    assert untrusted.loads(untrusted.dumps(doc)) == {"x": None, "y": [None, 1.5, {"z": None}], "n": 3}
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)
