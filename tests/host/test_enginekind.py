@@ -8,12 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from test_secretfiles import acl_supported
+from test_secretfiles import acl_supported, cpu_stack_with_secrets
 
 from bwstack.host import enginekind, operate, secretfiles
 from bwstack.host.doctor.host import check_secrets
-from bwstack.stack import loader
-from support.stack import copy_stack
 
 SUBUID = "op:100000:65536\ndockremap:231072:65536\n"
 
@@ -61,10 +59,7 @@ def test_the_serving_uid_on_the_host(tmp_path: Path, option: str, user: str, uid
 def test_doctor_says_what_the_secrets_need_and_up_grants_the_mapped_uid(tmp_path: Path) -> None:
     if not acl_supported(tmp_path):
         pytest.skip("this file system takes no POSIX ACL")
-    copy_stack(tmp_path)
-    path = tmp_path / "profiles.cpu.yaml"
-    path.write_text(path.read_text().replace("  hf_token: false\n", "  hf_token: false\n  api_key: true\n"))
-    stack = loader.load_stack(path)
+    stack = cpu_stack_with_secrets(tmp_path)
     mapped = 231072 + 10001
     kind = enginekind.EngineKind(frozenset({"userns", "seccomp"}), False, mapped, "subuid dockremap:231072")
     notes = operate.ensure_secrets(stack, kind)
