@@ -18,19 +18,6 @@ from healthchecks import judging, longprobe, settings, warmup
 DEFAULT_TIMEOUT = 120.0
 
 
-def model_window(stack: Stack) -> int | None:
-    """The model's sparse window (``index_topk`` of its config, when ``model.config`` names one)."""
-    ref = getattr(stack.model, "config", None)
-    if not ref:
-        return None
-
-    try:
-        value = modelconfig.load(str(ref), base=stack.root).get("index_topk")
-    except UserError:
-        return None
-    return value if isinstance(value, int) and value > 0 else None
-
-
 def measure(
     url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None, window: int | None = None
 ) -> dict[str, Any]:
@@ -99,7 +86,7 @@ def calibrate(
     if not margin > 0:
         raise UserError("must be > 0", field="--margin")
     target = url or f"http://127.0.0.1:{stack.settings.port}"
-    found = measure(target, window=model_window(stack))
+    found = measure(target, window=modelconfig.sparse_window(stack))
     if found["model_path"] and found["model_path"] != stack.model.path:
         raise UserError(
             f"the server at {target} serves {found['model_path']}, not this stack's model {stack.model.path}",

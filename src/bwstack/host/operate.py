@@ -33,6 +33,7 @@ from bwstack.lock import command as locking
 from bwstack.lock import wheelhouse
 from bwstack.nogpu import tinymodel
 from bwstack.render import compose
+from bwstack.stack import modelconfig
 from bwstack.stack.baselines import describe
 from bwstack.stack.pins import Variant
 from bwstack.stack.schema import Stack
@@ -42,8 +43,8 @@ from healthchecks import common, imagelayout
 POLL_SECONDS = 2.0
 #: seconds between two progress lines of ``up --soak``
 SOAK_PROGRESS_S = 15.0
-#: ``up --soak``: the exit status when the soak's verdict is not ``ok`` (hang, nan, garbage, or no result),
-#: the same as a start that does not get healthy
+#: ``up --soak``: the exit status when the soak's verdict is not ``ok`` (hang, nan, garbage, failed requests
+#: past the threshold by their class, or no result), the same as a start that does not get healthy
 EXIT_SOAK_FAILED = 1
 
 
@@ -197,7 +198,8 @@ def soak_service(stack: Stack, project: Project, service: str, seconds: float, e
     if cid is None:
         print(f"bwstack: {service}: no container to soak", file=echo)
         return EXIT_SOAK_FAILED
-    lengths = ",".join(str(n) for n in settings.lengths)
+    window = modelconfig.sparse_window(stack)
+    lengths = ",".join(str(n) for n in soak.lengths(settings, window))
     print(
         f"bwstack: {service}: soaking for {seconds:g} s ({settings.concurrency} streams, prompts of "
         f"{lengths} tokens, {settings.output_len} sampled tokens each, no token for "
@@ -214,7 +216,7 @@ def soak_service(stack: Stack, project: Project, service: str, seconds: float, e
 
     key = f"{imagelayout.SECRETS_DIR}/api_key" if stack.settings.api_key else None
     found = soak.measure(
-        settings, cid, port=stack.settings.port, seconds=seconds, api_key_file=key,
+        settings, cid, port=stack.settings.port, seconds=seconds, api_key_file=key, window=window,
         run=soak.with_progress(tick, SOAK_PROGRESS_S),
     )  # fmt: skip
     for line in soak.summary(found):

@@ -2,12 +2,16 @@
 
 After the verdict ``healthy`` (and the bench step, if any) the sweep runs ``healthchecks/soak_client.py``
 inside the serving container with ``docker exec`` against ``127.0.0.1``: ``stack.soak`` settings
-(:class:`bwstack.stack.schema.SoakSettings`: concurrency, prompt lengths past the sparse window, output
-length,
-stall bound, window), for ``--soak`` seconds. The client checks every streamed token's logprob and ends the
-step as ``hang`` once a request has had no token for the stall bound. The row's ``soak`` (results.json):
-verdict, reason, tokens, requests, ITL p50/p99, stalls, the worst window, the settings, ``soak_s``; a soak
-verdict other than ``ok`` (``hang``, ``nan``, ``garbage``) replaces the row's ``healthy``.
+(:class:`bwstack.stack.schema.SoakSettings`: concurrency, prompt lengths, output length, stall bound,
+window), for ``--soak`` seconds. Unset lengths cross the model's sparse window (:func:`lengths`: half the
+window and 256 tokens past it; the window is ``index_topk`` of ``model.config``, else 2048); the client caps
+them by the served context length. The client checks every streamed token's logprob, ends the step as
+``hang`` once a request has had no token for the stall bound, and names failed requests (HTTP errors, errors
+in the stream, streams cut short) past its threshold by their class in the failure catalog. The row's
+``soak`` (results.json): verdict, reason, tokens, requests, failed, ITL p50/p99, stalls, the worst window,
+per length ``buckets`` (requests, failed, tokens, ITL p50/p99), the settings, ``soak_s``; a soak verdict
+that is a catalog class (:data:`FAILING`: ``hang``, ``nan``, ``garbage``, ``illegal_memory``,
+``warmup_failed``, ...) replaces the row's ``healthy``; ``error`` (the client printed no result) does not.
 
 ``bwstack up --soak S`` runs the same step against the service it started (:func:`measure` with
 :func:`with_progress`, then :func:`summary`).
@@ -23,23 +27,37 @@ from typing import Any
 
 from bwstack.stack.schema import SoakSettings
 from bwstack.sweep import bench
-from healthchecks import imagelayout
+from healthchecks import imagelayout, longprobe, signatures
 
 CLIENT = f"{imagelayout.HC_DIR}/soak_client.py"
 #: seconds the ``docker exec`` may take past the soak's own duration and stall bound
 EXEC_GRACE_S = 30.0
-#: soak verdicts that are failure classes of the catalog (the row takes them)
-FAILING = ("hang", "nan", "garbage")
+#: soak verdicts that are failure classes of the catalog (the row takes them): every class but the two that
+#: are no failure; the client's ``failed`` (nothing completed, nothing failed) and ``error`` are not classes
+FAILING: frozenset[str] = frozenset(signatures.CLASSES) - {"healthy", "starting"}
 
 
-def argv(settings: SoakSettings, *, port: int, seconds: float, api_key_file: str | None) -> list[str]:
+def lengths(settings: SoakSettings, window: int | None) -> list[int]:
+    """The prompt lengths of the soak: ``stack.soak.lengths`` when set, else half the sparse window (under it)
+    and :data:`longprobe.PAST_WINDOW` tokens past it (as the long probe); ``window`` is the model's
+    ``index_topk`` (:func:`bwstack.stack.modelconfig.sparse_window`), else :data:`longprobe.DEFAULT_WINDOW`.
+    The client caps them by the served context length."""
+    if settings.lengths:
+        return list(settings.lengths)
+    span = window or longprobe.DEFAULT_WINDOW
+    return [max(1, span // 2), span + longprobe.PAST_WINDOW]
+
+
+def argv(
+    settings: SoakSettings, *, port: int, seconds: float, api_key_file: str | None, window: int | None = None
+) -> list[str]:
     """The client's argv inside the container."""
     out = [
         "python3", CLIENT,
         "--url", f"http://127.0.0.1:{port}",
         "--duration", f"{seconds:g}",
         "--concurrency", str(settings.concurrency),
-        "--lengths", ",".join(str(n) for n in settings.lengths),
+        "--lengths", ",".join(str(n) for n in lengths(settings, window)),
         "--output-len", str(settings.output_len),
         "--stall-after", f"{settings.stall_after_s:g}",
         "--window", f"{settings.window_s:g}",
@@ -68,15 +86,15 @@ def measure(
     port: int,
     seconds: float,
     api_key_file: str | None,
+    window: int | None = None,
     run: bench.Run = bench.run_host,
 ) -> dict[str, Any]:
-    """The row's ``soak`` record of one healthy, running container."""
+    """The row's ``soak`` record of one healthy, running container (``window``: the model's sparse window,
+    for the default lengths)."""
     started = time.monotonic()
     limit = seconds + settings.stall_after_s + EXEC_GRACE_S
-    done = run(
-        bench.exec_argv(container, argv(settings, port=port, seconds=seconds, api_key_file=api_key_file)),
-        limit,
-    )
+    asked = argv(settings, port=port, seconds=seconds, api_key_file=api_key_file, window=window)
+    done = run(bench.exec_argv(container, asked), limit)
     found = parse(done.stdout)
     if found is None:
         tail = " ".join((done.stderr or done.stdout or "").split())[-300:]
