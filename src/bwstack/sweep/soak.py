@@ -27,6 +27,7 @@ from typing import Any
 
 from bwstack.stack.schema import SoakSettings
 from bwstack.sweep import bench
+from bwstack.sweep.judge import Verdict
 from healthchecks import imagelayout, longprobe, signatures
 
 CLIENT = f"{imagelayout.HC_DIR}/soak_client.py"
@@ -105,6 +106,14 @@ def measure(
     found["soak_s"] = round(time.monotonic() - started, 2)
     found["settings"] = settings.model_dump()
     return found
+
+
+def row_verdict(verdict: Verdict, soaked: dict[str, Any]) -> Verdict:
+    """The row's verdict after its soak: the soak's class when it is a failure class (:data:`FAILING`),
+    else the verdict before it."""
+    if soaked.get("verdict") in FAILING:
+        return Verdict(str(soaked["verdict"]), "soak", f"soak: {soaked.get('reason', '')}")
+    return verdict
 
 
 def words(soak: Any) -> str:
