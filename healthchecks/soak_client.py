@@ -97,9 +97,12 @@ class Bucket:
             "requests": self.completed,
             "failed": self.failed,
             "tokens": self.tokens,
-            "itl_ms_p50": percentile(self.gaps_ms, 50),
-            "itl_ms_p99": percentile(self.gaps_ms, 99),
+            **{f"itl_ms_p{q}": _ms(percentile(self.gaps_ms, q)) for q in (50, 99)},
         }
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 @dataclass

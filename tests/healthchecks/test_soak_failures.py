@@ -224,6 +224,7 @@ def test_a_server_failing_at_length_is_not_ok_and_its_row_not_healthy(mode: str,
     assert short["requests"] > 0 and short["failed"] == 0 and short["itl_ms_p50"] is not None
     assert long["requests"] == 0 and long["failed"] > 0
     assert record["failed"] == long["failed"] and record["requests"] == short["requests"]
+    assert f"| 1500 | 0 | {long['failed']} |" in "\n".join(soak.bucket_table(record))  # the matrix's table
     row = soak.row_verdict(HEALTHY, record)
     assert row.cls == cls and row.decided_by == "soak" and row.reason == f"soak: {record['reason']}"
     assert soak.words(record).startswith(f"{cls}: ")

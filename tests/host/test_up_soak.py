@@ -57,7 +57,7 @@ def test_bad_soak_is_one_line_and_exit_2(args: list[str], says: str) -> None:
 def test_up_help_names_soak_and_its_exit_status() -> None:
     text = " ".join(CliRunner().invoke(cli.main, ["up", "--help"]).output.split())
     assert "--soak SECONDS" in text
-    assert "Exit 0 when the verdict is ok, 1 on hang, nan, garbage or no result" in text
+    assert "Exit 0 when the verdict is ok, 1 on hang, nan, garbage, failed requests or no result" in text
 
 
 @pytest.fixture()

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
 
+from bwstack.stack import modelconfig
 from bwstack.stack.schema import SoakSettings
 from bwstack.sweep import HealthChange, Judge, LogLine, soak
+from bwstack.sweep.judge import Verdict
 from healthchecks import verdict
 
 RESULT = {
@@ -34,6 +38,33 @@ def test_the_step_runs_the_client_in_the_container_and_keeps_its_record() -> Non
     assert record["tokens"] == 860 and record["settings"]["lengths"] == [32, 2304]
     words = soak.words(record)
     assert words.startswith("ok 20 s, 18 req, 860 tok, ITL p50 42 / p99 180 ms, 0 stalls"), words
+
+
+def test_default_lengths_cross_the_models_window(tmp_path: Path) -> None:
+    assert soak.lengths(SoakSettings(), None) == [1024, 2304]  # the default window, 2048
+    assert soak.lengths(SoakSettings(), 4096) == [2048, 4352]
+    assert soak.lengths(SoakSettings(lengths=[32, 1500]), 4096) == [32, 1500]  # set lengths are kept
+    glm = SimpleNamespace(model=SimpleNamespace(config="glm-5"), root=tmp_path)
+    window = modelconfig.sparse_window(glm)  # type: ignore[arg-type]
+    assert window == 2048  # index_topk of the shipped GLM-5 config
+    (tmp_path / "wide.json").write_text(
+        json.dumps({"architectures": ["DeepseekV32ForCausalLM"], "index_topk": 4096})
+    )
+    wide = SimpleNamespace(model=SimpleNamespace(config="wide.json"), root=tmp_path)
+    assert modelconfig.sparse_window(wide) == 4096  # type: ignore[arg-type]
+    (tmp_path / "dense.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    dense = SimpleNamespace(model=SimpleNamespace(config="dense.json"), root=tmp_path)
+    assert modelconfig.sparse_window(dense) is None  # type: ignore[arg-type]
+    argv = soak.argv(SoakSettings(), port=30000, seconds=5, api_key_file=None, window=4096)
+    assert argv[argv.index("--lengths") + 1] == "2048,4352"
+
+
+def test_every_catalog_failure_class_fails_the_row() -> None:
+    assert {"hang", "nan", "garbage", "illegal_memory", "oom", "warmup_failed", "crash"} <= soak.FAILING
+    assert not {"healthy", "starting", "ok", "error", "failed"} & soak.FAILING
+    healthy = Verdict("healthy", "healthcheck", "ok")
+    assert soak.row_verdict(healthy, {"verdict": "error", "reason": "no result"}) is healthy
+    assert soak.row_verdict(healthy, {"verdict": "oom", "reason": "r"}) == Verdict("oom", "soak", "soak: r")
 
 
 def test_a_client_without_a_result_is_an_error_not_a_verdict() -> None:

@@ -137,6 +137,36 @@ def words(soak: Any) -> str:
     return ", ".join(parts)
 
 
+#: the columns of the per-length table of a soaked row (matrix.md, matrix.html)
+BUCKET_COLUMNS = ("prompt tokens", "requests", "failed", "tokens", "ITL p50 ms", "ITL p99 ms")
+
+
+def bucket_rows(soak: Any) -> list[tuple[str, ...]]:
+    """The cells of the per-length table of a soak record (its ``buckets``), one row per prompt length; none
+    for a record without buckets (a client that printed no result, a report from before them)."""
+    buckets = soak.get("buckets") if isinstance(soak, dict) else None
+    rows = []
+    for bucket in buckets if isinstance(buckets, list) else []:
+        if not isinstance(bucket, dict):
+            continue
+        itl = [
+            f"{v:.1f}" if isinstance(v, int | float) else "-"
+            for v in (bucket.get("itl_ms_p50"), bucket.get("itl_ms_p99"))
+        ]
+        counts = [str(bucket.get(key, 0)) for key in ("length", "requests", "failed", "tokens")]
+        rows.append((*counts, *itl))
+    return rows
+
+
+def bucket_table(soak: Any) -> list[str]:
+    """The per-length table of a soak record as Markdown lines (empty without buckets)."""
+    rows = bucket_rows(soak)
+    if not rows:
+        return []
+    lines = ["| " + " | ".join(BUCKET_COLUMNS) + " |", "|" + " --- |" * len(BUCKET_COLUMNS)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
 def with_progress(tick: Callable[[float], None], every: float) -> bench.Run:
     """A :data:`bench.Run` like :func:`bench.run_host` that calls ``tick(elapsed seconds)`` every ``every``
     seconds while the command runs (progress lines on a long soak)."""
