@@ -22,7 +22,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -33,6 +32,7 @@ from bwstack.stack.schema import SoakSettings
 from bwstack.sweep import bench, soak
 from bwstack.sweep.judge import Verdict
 from healthchecks import soak_client
+from support import sse
 from support.stack import ROOT
 
 CLIENT = ROOT / "healthchecks" / "soak_client.py"
@@ -54,12 +54,8 @@ class Behaviour:
     lengths: list[int] = field(default_factory=list)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(sse.StreamHandler):
     behaviour: Behaviour
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        return
 
     def do_GET(self) -> None:
         card = {
@@ -96,10 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(payload)
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")  # as uvicorn streams
-        self.end_headers()
+        self.start_stream()
         try:
             self._stream(int(body["sampling_params"]["max_new_tokens"]), failing, mode)
         except (BrokenPipeError, ConnectionResetError):
@@ -117,15 +110,15 @@ class _Handler(BaseHTTPRequestHandler):
                         "code": 400,
                         "retryable": False,
                     }
-                    self._event({"error": error})
+                    self.event({"error": error})
                     break
                 if mode == "error_text":  # a plain string
-                    self._event({"error": ILLEGAL})
+                    self.event({"error": ILLEGAL})
                     break
                 if mode == "abort":
                     reason = {"type": "abort", "message": "CUDA out of memory. Tried to allocate 2.00 GiB",
                               "status_code": 500}  # fmt: skip
-                    self._event({"text": "", "meta_info": {"finish_reason": reason, "completion_tokens": 2}})
+                    self.event({"text": "", "meta_info": {"finish_reason": reason, "completion_tokens": 2}})
                     break
                 if mode == "cut":
                     self.close_connection = True  # the connection closes mid-stream: no [DONE], no last chunk
@@ -138,37 +131,16 @@ class _Handler(BaseHTTPRequestHandler):
                 "completion_tokens": count,
                 "output_token_logprobs": list(entries),
             }
-            self._event({"text": "x" * count, "output_ids": [e[1] for e in entries], "meta_info": meta})
-        self._chunk(b"data: [DONE]\n\n")
-        self._chunk(b"")
-
-    def _event(self, data: Any) -> None:
-        self._chunk(b"data: " + json.dumps(data).encode() + b"\n\n")
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
-
-
-class _Quiet(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        return  # the client shuts its sockets down at the soak's end: a reset is expected
+            self.event({"text": "x" * count, "output_ids": [e[1] for e in entries], "meta_info": meta})
+        self.chunk(b"data: [DONE]\n\n")
+        self.chunk(b"")
 
 
 @contextmanager
 def serving(behaviour: Behaviour) -> Iterator[int]:
     """The test server on a random port of 127.0.0.1; yields the port."""
-    handler = type("Handler", (_Handler,), {"behaviour": behaviour})
-    httpd = _Quiet(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(httpd.server_address[1])
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with sse.serving(type("Handler", (_Handler,), {"behaviour": behaviour})) as port:
+        yield port
 
 
 def local(argv: Sequence[str]) -> list[str]:
