@@ -299,8 +299,10 @@ def one(soak: Soak, target: Target, ids: list[int], key: int) -> None:  # noqa: 
             soak.fail(len(ids), str(exc))
     except (OSError, http.client.HTTPException, RuntimeError, ValueError) as exc:
         if not soak.stop.is_set():
-            cut = " (the stream was cut)" if flight.tokens else ""
-            soak.fail(len(ids), f"{type(exc).__name__}: {exc}{cut}")
+            # the client's own exception, not the server's text: not in the "Name: message" shape of a
+            # traceback line, which the catalog would take for a crash of the server
+            where = f"after {flight.tokens} tokens" if flight.tokens else "before any token"
+            soak.fail(len(ids), f"the request failed {where}: {type(exc).__name__} {exc}")
     finally:
         with soak.lock:
             soak.flights.pop(key, None)

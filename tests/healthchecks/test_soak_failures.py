@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -120,6 +122,11 @@ class _Handler(sse.StreamHandler):
                               "status_code": 500}  # fmt: skip
                     self.event({"text": "", "meta_info": {"finish_reason": reason, "completion_tokens": 2}})
                     break
+                if mode == "reset":  # the connection is reset mid-stream (RST)
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                    self.close_connection = True
+                    return
                 if mode == "cut":
                     self.close_connection = True  # the connection closes mid-stream: no [DONE], no last chunk
                     return
@@ -180,6 +187,7 @@ def _bucket(record: dict[str, Any], length: int) -> dict[str, Any]:
         ("error_chunk", "illegal_memory", f"error in the stream: {ILLEGAL}"),
         ("error_text", "illegal_memory", f"error in the stream: {ILLEGAL}"),
         ("abort", "oom", "request aborted in the stream: CUDA out of memory"),
+        ("reset", "warmup_failed", "the request failed after 1 tokens: ConnectionResetError [Errno 104]"),
         ("cut", "warmup_failed", "the stream closed before [DONE] after 1 of 8 tokens"),
         ("short", "warmup_failed", "the stream ended ([DONE]) without a finished chunk after 1 of 8 tokens"),
     ],
