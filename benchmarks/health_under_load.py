@@ -10,9 +10,13 @@ One tiny model served by the image's entrypoint (``healthchecks/serve.py``, hang
 (b) soak overhead: a ``--soak``-second soak's wall time as a multiple of the server's start-to-ready time
     (what a sweep step costs before its verdict);
 (c) stall -> hang: a soak runs, the real scheduler is frozen with SIGSTOP; seconds until the soak says
-    ``hang`` and until the serve wrapper's fail-fast has stopped the server, as multiples of the stall bound.
+    ``hang`` and until the serve wrapper's fail-fast has stopped the server, as multiples of the stall bound;
+(d) the watchdog's cost on a busy server: the same soak against a second server with the watchdog off
+    (``BWSTACK_HANG_WATCH=0``, no ``--enable-metrics``); tokens/s with it on / off.
 
-    .venv/bin/python benchmarks/health_under_load.py [--stall-after 10] [--soak 20] [--runs 5]
+The stall bound defaults to the shipped CPU profile's derived hang bound (compose.cpu.yaml, 30 s):
+
+    .venv/bin/python benchmarks/health_under_load.py [--stall-after S] [--soak 20] [--runs 5]
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # support.realserve: the wrapper around real SGLang
 
+from bwstack import launch  # noqa: E402
 from bwstack.nogpu import tinymodel  # noqa: E402
+from bwstack.stack import loader  # noqa: E402
 from healthchecks import settings, warmup  # noqa: E402
 from support.realserve import hold, result, served, soak  # noqa: E402
 
@@ -51,9 +57,12 @@ def probe_run(url: str) -> warmup.Run:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--stall-after", type=float, default=10.0)
+    shipped = loader.load_stack(ROOT / "profiles.cpu.yaml")
+    bound = launch.launch_spec(shipped, next(iter(shipped.profiles))).hang_bound.seconds
+    parser.add_argument("--stall-after", type=float, default=float(bound), help="default: the shipped bound")
     parser.add_argument("--soak", type=float, default=20.0)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3, help="(d): soaks per server, in turn")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bwstack-bench-hang-") as tmp:
         model = tinymodel.write(Path(tmp) / "tiny", tinymodel.TinySpec())
@@ -93,7 +102,29 @@ def main() -> int:
                 f"(x{soak_seen / args.stall_after:.2f} the bound); server stopped by fail-fast after "
                 f"{stopped:.1f} s (x{stopped / args.stall_after:.2f}); healthcheck: {line}"
             )
+        print(watchdog_cost(model, Path(tmp), args.stall_after, args.soak / 2, args.rounds))
     return 0
+
+
+def watchdog_cost(model: Path, tmp: Path, bound: float, seconds: float, rounds: int) -> str:
+    """(d): two servers up at once, watchdog on and off; soaks against them in turn (on, off, on, off ...),
+    so load from other jobs on the machine falls on both alike; medians of tokens/s and their ratio."""
+    speeds: dict[bool, list[float]] = {True: [], False: []}
+    (tmp / "on").mkdir()
+    (tmp / "off").mkdir()
+    with served(model, tmp / "on", bound) as on, served(model, tmp / "off", bound, watch=False) as off:
+        for _ in range(rounds):
+            for watch, server in ((True, on), (False, off)):
+                started = time.monotonic()
+                found = result(soak(server, seconds))
+                speeds[watch].append(float(found["tokens"]) / max(time.monotonic() - started, 1e-3))
+    on_s, off_s = statistics.median(speeds[True]), statistics.median(speeds[False])
+    each = {watch: ", ".join(f"{v:.0f}" for v in values) for watch, values in speeds.items()}
+    return (
+        f"(d) watchdog cost: {rounds} x {seconds:g} s soaks in turn, median {on_s:.0f} tokens/s with the "
+        f"watchdog on, {off_s:.0f} with it off: x{on_s / max(off_s, 1e-9):.2f} "
+        f"(on {each[True]}; off {each[False]})"
+    )
 
 
 if __name__ == "__main__":

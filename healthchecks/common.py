@@ -44,6 +44,12 @@ ENV_LINGER = "BWSTACK_LINGER"
 ENV_ENV_FILE = "BWSTACK_ENV_FILE"
 #: the serve wrapper's hang watchdog (on unless ``0``): adds ``--enable-metrics`` and samples ``/metrics``
 ENV_HANG_WATCH = "BWSTACK_HANG_WATCH"
+#: seconds requests may be in flight with no token before the server is ``hang``: the profile's derived bound
+#: (``bwstack.stack.hangbound``), rendered by ``launch``; read by the watchdog, the healthcheck and the soak
+ENV_HC_HANG_AFTER = "BWSTACK_HC_HANG_AFTER"
+#: Docker's ``retries`` of the rendered healthcheck: after fail-fast the wrapper stays until that many
+#: failing probes are recorded, so Docker's own status turns ``unhealthy`` before the container exits
+ENV_HC_RETRIES = "BWSTACK_HC_RETRIES"
 
 DEFAULT_HC_URL = "http://127.0.0.1:30000"
 DEFAULT_HC_TIMEOUT = 30.0
@@ -55,8 +61,12 @@ DEFAULT_HC_LONG_EVERY = 600.0
 #: repeats it while the server is gone, so Docker records the class even when the readiness probe, not a
 #: Docker probe, found it)
 STOPPED_SUFFIX = ".stopped"
-#: seconds a server log may stay unchanged while the port refuses before the server counts as dead
+#: seconds a server log may stay unchanged while the port refuses before the server counts as dead (start-up:
+#: a 371 GB load or a JIT compile may keep the log quiet for minutes)
 DEFAULT_HC_STALL_AFTER = 900.0
+#: the hang bound where no derived one was rendered (a bare ``docker run`` of the image): the derivation's
+#: result for a 8192-token prefill pass at 418 tok/s (bwstack.stack.hangbound)
+DEFAULT_HC_HANG_AFTER = 50.0
 DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_API_KEY_FILE = f"{imagelayout.SECRETS_DIR}/api_key"
 DEFAULT_HF_TOKEN_FILE = f"{imagelayout.SECRETS_DIR}/hf_token"
@@ -138,6 +148,18 @@ def load_secret(path: str) -> str | None:
         os.close(fd)
     value = data.decode("utf-8", errors="replace").strip()
     return value or None
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why SGLang cannot take ``key`` as its ``--api-key``, else None. Its ``--config`` parser (0.5.9, 0.5.23)
+    turns the file's ``api-key`` into the argv items ``--api-key KEY``, and argparse reads a value that
+    begins with ``-`` as the next option ("expected one argument"). Never names the key."""
+    if key.startswith("-"):
+        return (
+            "the API key begins with '-': SGLang's argument parser takes it for an option and exits "
+            "('--api-key: expected one argument'); use a key that does not begin with '-'"
+        )
+    return None
 
 
 def read_secret(path: str) -> str | None:

@@ -4,8 +4,9 @@ SGLang started with ``--enable-metrics`` (0.5.9 and 0.5.23 alike) serves ``GET /
 process, which keeps answering while the scheduler is frozen. Requests in flight: the HTTP middleware's
 ``sglang:http_requests_active`` gauge (every endpoint but ``/metrics``; streamed answers count until their
 last chunk). Progress: any change of the token counters (inter-token latency and time-to-first-token counts,
-finished and aborted requests, the scheduler's processed tokens). With requests in flight and no progress
-for ``--stall-after`` seconds the server is stuck (class ``hang``); an idle server is never stuck. The serve
+finished requests, the scheduler's processed tokens; not aborted requests: a client's disconnect counts
+there). With requests in flight and no progress for the hang bound (``BWSTACK_HC_HANG_AFTER``, derived per
+profile) the server is stuck (class ``hang``); an idle server is never stuck. The serve
 wrapper samples every second and writes :func:`record` beside the healthcheck's state file; ``warmup.py``
 reads it (:func:`hang_from_record`).
 """
@@ -21,12 +22,14 @@ from healthchecks.verdict import Verdict
 
 IN_FLIGHT = "sglang:http_requests_active"
 NOT_WORK = ('endpoint="/metrics"',)
-#: counters that move whenever the server produces a token, a prefill or a finished request
+#: counters that move whenever the server produces a token, a prefill or a finished request. Not
+#: ``sglang:num_aborted_requests_total``: SGLang's main process counts a client's disconnect there
+#: (``TokenizerManager.abort_request``) without the scheduler doing anything, so a client giving up on a
+#: frozen server restarted the stall clock (seen on 0.5.23 in the CPU container: hang after 61 s, not 31 s)
 PROGRESS = (
     "sglang:inter_token_latency_seconds_count",
     "sglang:time_to_first_token_seconds_count",
     "sglang:e2e_request_latency_seconds_count",
-    "sglang:num_aborted_requests_total",
     "sglang:realtime_tokens_total",
     "sglang:generation_tokens_total",
     "sglang:prompt_tokens_total",
@@ -107,15 +110,47 @@ def record(
     }
 
 
-def hang_from_record(path: str, now: float | None = None) -> str | None:
-    """The hang reason of a fresh watcher record (``N requests in flight, no token for S s``), else None."""
+@dataclass(frozen=True)
+class Record:
+    """A fresh watcher record: requests in flight, seconds without progress, the bound, the hang line."""
+
+    in_flight: int
+    stalled: float
+    stall_after: float
+    verdict: str | None
+
+    @property
+    def reason(self) -> str | None:
+        """The hang reason (``N requests in flight, no token for S s``) when the watcher called it."""
+        if self.verdict is None or self.verdict.count(":") < 2:
+            return None
+        return self.verdict.split(":", 2)[2].strip()
+
+    @property
+    def stalling(self) -> bool:
+        """Requests are in flight and the counters have not moved since the last sample."""
+        return self.in_flight > 0 and self.stalled > 0
+
+
+def read_record(path: str, now: float | None = None) -> Record | None:
+    """The watcher's record when it is fresh (written within :data:`FRESH_INTERVALS` samples), else None."""
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
-        verdict, when, interval = data.get("verdict"), float(data["time"]), float(data["interval"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        when, interval = float(data["time"]), float(data["interval"])
+        found = Record(
+            in_flight=int(data["in_flight"]),
+            stalled=float(data["stalled_s"]),
+            stall_after=float(data["stall_after"]),
+            verdict=data.get("verdict") if isinstance(data.get("verdict"), str) else None,
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
     now = time.time() if now is None else now
-    if not isinstance(verdict, str) or now - when > FRESH_INTERVALS * max(interval, 1.0):
-        return None
-    return verdict.split(":", 2)[2].strip() if verdict.count(":") >= 2 else None
+    return found if now - when <= FRESH_INTERVALS * max(interval, 1.0) else None
+
+
+def hang_from_record(path: str, now: float | None = None) -> str | None:
+    """The hang reason of a fresh watcher record (``N requests in flight, no token for S s``), else None."""
+    found = read_record(path, now)
+    return found.reason if found is not None else None

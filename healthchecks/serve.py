@@ -24,8 +24,9 @@
   intervals plus 5 s; SIGTERM ends it);
 - hang watchdog (``BWSTACK_HANG_WATCH``, on unless ``0``): adds ``--enable-metrics`` to the server's argv
   and, once SGLang is ready, reads its ``/metrics`` every second (healthchecks/progress.py); requests in
-  flight with no token for ``BWSTACK_HC_STALL_AFTER`` seconds are ``unhealthy: hang: ...``, written beside
-  the state file for the healthcheck, and fail-fast stops the server on it;
+  flight with no token for ``BWSTACK_HC_HANG_AFTER`` seconds (the profile's derived bound) are
+  ``unhealthy: hang: ...``, written beside the state file for the healthcheck, and fail-fast stops the
+  server on it;
 - exports the variant's env switches from ``BWSTACK_ENV_FILE`` (``KEY=VALUE`` lines) to the child, where the
   environment does not set them already.
 
@@ -54,7 +55,7 @@ from typing import Any, BinaryIO
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, imagelayout, progress, signatures, verdict
+from healthchecks import common, imagelayout, norestart, progress, signatures, verdict
 
 PREFIX = verdict.MARKER
 READ_BYTES = 64 * 1024
@@ -254,6 +255,9 @@ def build_child(args: list[str]) -> ChildSpec:
             f"{os.getuid()}, or remove it)"
         ) from None
     key_config = None
+    problem = common.api_key_problem(key) if key else None
+    if problem is not None:
+        raise StartRefused(f"{key_file}: {problem}")
     if key and any(a.split("=", 1)[0] == "--api-key" for a in args):
         notes.append(f"--api-key given on the command line, {key_file} not used")
     elif key:
@@ -509,11 +513,11 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.unlink(stale)
     log_path = common.env_or(common.ENV_LOG, imagelayout.SERVER_LOG)
-    try:
-        max_bytes = max(1024, int(common.env_or(common.ENV_LOG_MAX_BYTES, str(common.DEFAULT_LOG_MAX_BYTES))))
-    except ValueError:
-        max_bytes = common.DEFAULT_LOG_MAX_BYTES
+    max_bytes = _log_max_bytes()
     hang_watch = common.env_or(common.ENV_HANG_WATCH, "1") != "0"
+    spec_key = norestart.digest(args, os.environ)
+    if _not_again(spec_key, state_file, BoundedLog(log_path, max_bytes)):
+        return common.EXIT_FAIL_FAST
     try:
         spec = build_child(with_metrics(args) if hang_watch else args)
     except StartRefused as exc:
@@ -559,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=readiness.run, daemon=True).start()
     if hang_watch:
         stall_after = common.parse_seconds(
-            common.env_or(common.ENV_HC_STALL_AFTER, ""), common.DEFAULT_HC_STALL_AFTER
+            common.env_or(common.ENV_HC_HANG_AFTER, ""), common.DEFAULT_HC_HANG_AFTER
         )
         hang = HangWatch(probe_url(args), tee, watcher, fail_fast, stall_after)
         threading.Thread(target=hang.run, daemon=True).start()
@@ -570,9 +574,10 @@ def main(argv: list[str] | None = None) -> int:
     reader.join(READER_GRACE_S)
     if watcher.triggered:
         tee.say(verdict.stopped_message(code, watcher.triggered or ""))
-        if readiness is not None and readiness.verdict == watcher.triggered:
-            # no Docker probe has seen this verdict yet: stay until one records it (it repeats the stop)
-            linger(tee, forwarded, state_file, exited_at, after_exit=True)
+        _remember(tee, spec_key, verdict.Verdict.parse(watcher.triggered))
+        # stay until Docker's probes have recorded the stop `retries` times (they repeat it), so Docker's own
+        # status is `unhealthy` with the class before the container exits
+        linger(tee, forwarded, state_file, exited_at, after_exit=True, streak=_retries())
         tee.log.close()
         return common.EXIT_FAIL_FAST
     if forwarded:
@@ -583,23 +588,71 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tee.say("server exited: exit status 0")
     if code != 0 and not forwarded:
+        found = signatures.classify_file(log_path)  # the root cause the server died of, from its own log
+        _remember(tee, spec_key, verdict.Verdict(found.cls, found.text) if found is not None else None)
         linger(tee, forwarded, state_file, exited_at)
     tee.log.close()
     return code
 
 
-def linger(
-    tee: Tee, forwarded: list[int], state_file: str, exited_at: float, *, after_exit: bool = False
-) -> None:
-    """After a crash, stay up until a health probe has recorded a verdict (its class lands in docker inspect).
+def _log_max_bytes() -> int:
+    """``BWSTACK_LOG_MAX_BYTES`` (at least 1 KiB), else the default."""
+    try:
+        return max(1024, int(common.env_or(common.ENV_LOG_MAX_BYTES, str(common.DEFAULT_LOG_MAX_BYTES))))
+    except ValueError:
+        return common.DEFAULT_LOG_MAX_BYTES
 
-    ``BWSTACK_LINGER`` is the healthcheck interval: the wait ends one second after the first verdict newer
-    than the crash, and at the latest after two intervals plus 5 s. SIGTERM ends it at once.
+
+def _not_again(key: str, state_file: str, log: BoundedLog) -> bool:
+    """A start of a spec whose failure a restart cannot heal: say so (stdout, log), record the verdict for the
+    healthcheck, and True (the caller exits without loading the model)."""
+    remembered = norestart.recalled(key, os.environ)
+    if remembered is None:
+        return False
+    line = norestart.refusal(key, remembered)
+    print(f"{PREFIX} not starting: {line}", flush=True)
+    log.write(f"{PREFIX} not starting: {line}\n".encode())
+    verdict.write_record(state_file + common.STOPPED_SUFFIX, remembered["verdict"], time.time())
+    return True
+
+
+def _remember(tee: Tee, key: str, found: verdict.Verdict | None) -> None:
+    """Remember a verdict a restart cannot heal (healthchecks/norestart.py), and say so."""
+    if found is not None and norestart.remember(key, found, os.environ) is not None:
+        tee.say(
+            f"remembered '{found.cls}' for this launch spec (digest {key}): a restart of the same spec exits "
+            f"at once instead of loading the model again ('bwstack up --retry' clears it)"
+        )
+
+
+def _retries() -> int:
+    """Docker's ``retries`` of the rendered healthcheck (``BWSTACK_HC_RETRIES``; 1 when unset)."""
+    try:
+        return max(1, min(10, int(common.env_or(common.ENV_HC_RETRIES, "1"))))
+    except ValueError:
+        return 1
+
+
+def linger(
+    tee: Tee,
+    forwarded: list[int],
+    state_file: str,
+    exited_at: float,
+    *,
+    after_exit: bool = False,
+    streak: int = 1,
+) -> None:
+    """After a crash, stay up until health probes have recorded a verdict (its class lands in docker inspect).
+
+    ``BWSTACK_LINGER`` is the healthcheck interval: the wait ends one second after the healthcheck's failing
+    streak reaches ``streak`` with a verdict newer than the crash (one probe after a crash; Docker's
+    ``retries`` after a fail-fast stop, so Docker's status turns ``unhealthy``), and at the latest after
+    ``streak + 1`` intervals plus 5 s per probe. SIGTERM ends it at once.
     """
     interval = common.parse_seconds(common.env_or(common.ENV_LINGER, "0"), 0.0)
     if interval <= 0 or forwarded:
         return
-    cap = 2 * interval + 5.0
+    cap = (streak + 1) * interval + 5.0 * streak
     tee.say(f"waiting up to {cap:g}s for the healthcheck to record the failure")
     stop = threading.Event()
     for sig in FORWARDED:
@@ -608,17 +661,21 @@ def linger(
     while not stop.wait(0.25) and time.monotonic() < deadline:
         # a failure verdict from the last interval: the probe that saw the crash (its decode may have caused
         # it, finishing just before the process was gone) or one after it
-        cls, when = _last_verdict(state_file)
+        cls, when, failing = _last_verdict(state_file)
         since = exited_at if after_exit else exited_at - interval
-        if cls not in ("", "healthy", "starting") and when > since:
+        if cls not in ("", "healthy", "starting") and when > since and failing >= streak:
             stop.wait(1.0)  # the probe prints after writing its state; let Docker record the output
             return
 
 
-def _last_verdict(state_file: str) -> tuple[str, float]:
-    """(class, time) of the healthcheck's last verdict; ("", 0.0) when there is none."""
+def _last_verdict(state_file: str) -> tuple[str, float, int]:
+    """(class, time, failing streak) of the healthcheck's last verdict; ("", 0.0, 0) when there is none."""
     found = verdict.state_verdict(state_file)
-    return (found[0].cls, found[1]) if found is not None else ("", 0.0)
+    if found is None:
+        return "", 0.0, 0
+    data = verdict.read_json(state_file)
+    failing = data.get("failing") if isinstance(data, dict) else None
+    return found[0].cls, found[1], failing if isinstance(failing, int) else 1
 
 
 def _signal_note(code: int) -> str:

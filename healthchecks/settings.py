@@ -30,6 +30,8 @@ class Config:
     decode_every: float
     state_path: str
     stall_after: float = common.DEFAULT_HC_STALL_AFTER
+    #: seconds a request may wait for its next token before it is ``hang`` (the profile's derived bound)
+    hang_after: float = common.DEFAULT_HC_HANG_AFTER
     baseline: tuple[str, float] | None = None
     margin: float = judging.DEFAULT_MARGIN
     #: the long-context probe (healthchecks/longprobe.py): its calibrated ``repeat-N=SCORE``, its length
@@ -100,6 +102,9 @@ def parse_args(argv: list[str] | None) -> Config:
     p.add_argument(
         "--stall-after", type=_positive, default=None, help="seconds of an unchanged log while refused = dead"
     )
+    p.add_argument(
+        "--hang-after", type=_positive, default=None, help="seconds a streamed probe may wait for a token"
+    )
     p.add_argument("--baseline", default=None, metavar="PASSAGE_ID=SCORE", help="calibrated passage score")
     p.add_argument("--margin", type=_positive, default=None, help="nats/token below the baseline = garbage")
     p.add_argument("--long-baseline", default=None, metavar="repeat-N=SCORE", help="calibrated long score")
@@ -112,6 +117,9 @@ def parse_args(argv: list[str] | None) -> Config:
     )
     stall_after = args.stall_after or _positive(
         env(common.ENV_HC_STALL_AFTER, str(common.DEFAULT_HC_STALL_AFTER))
+    )
+    hang_after = args.hang_after or _positive(
+        env(common.ENV_HC_HANG_AFTER, str(common.DEFAULT_HC_HANG_AFTER))
     )
     mode = args.mode or env(common.ENV_HC_MODE, common.DEFAULT_HC_MODE)
     if mode not in ("full", "light"):
@@ -143,6 +151,7 @@ def parse_args(argv: list[str] | None) -> Config:
         decode_every=decode_every,
         state_path=args.state,
         stall_after=stall_after,
+        hang_after=hang_after,
         baseline=baseline,
         margin=margin,
     )

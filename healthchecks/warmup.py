@@ -30,6 +30,7 @@ import socket
 import sys
 import time
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -377,12 +378,49 @@ def check_liveness(run: Run) -> Unhealthy | None:
         return None
     if reply.status == 503:
         if healthy_once:
+            stuck = in_flight_hang(run, "GET /health answered 503")
+            if stuck is not None:
+                return stuck
             return Unhealthy(
                 "health_timeout",
-                "GET /health answered 503 after a healthy pass (SGLang unhealthy or stopping)",
+                "GET /health answered 503 after a healthy pass (SGLang unhealthy or stopping)"
+                + _in_flight_note(run),
             )
         return Unhealthy("starting", "GET /health answered 503: SGLang is still starting (warmup not done)")
     return _http_failure(run, "GET /health", reply, rescan=False)
+
+
+def _watch_record(run: Run) -> progress.Record | None:
+    return progress.read_record(run.cfg.state_path + progress.SUFFIX) if run.cfg.state_path else None
+
+
+def in_flight_hang(run: Run, what: str) -> Unhealthy | None:
+    """``hang`` when requests are in flight and SGLang's token counters have not moved for the hang bound (the
+    serve wrapper's watchdog record says so). While they are in flight and still, waits within the budget
+    for the bound (the watchdog rewrites its record every second); None once they move, when nothing is in
+    flight, without a fresh record, or when the budget runs out first."""
+    while True:
+        found = _watch_record(run)
+        if found is None or not found.stalling:
+            return None
+        if found.reason is not None or found.stalled >= found.stall_after:
+            reason = found.reason or progress.hang_line(found.in_flight, found.stalled).split(": ", 2)[2]
+            return Unhealthy("hang", f"{reason} ({what}; hang bound {found.stall_after:g} s)")
+        left = run.deadline - time.monotonic()
+        if left < 1.5 or left < found.stall_after - found.stalled:
+            return None
+        time.sleep(0.5)
+
+
+def _in_flight_note(run: Run) -> str:
+    """What the watchdog saw, for a verdict that is not (yet) ``hang``: "" when nothing is in flight."""
+    found = _watch_record(run)
+    if found is None or not found.stalling:
+        return ""
+    return (
+        f"; {found.in_flight} requests in flight, no token for {found.stalled:.0f} s "
+        f"(hang bound {found.stall_after:g} s)"
+    )
 
 
 def _call_json(run: Run, method: str, path: str, payload: Any = None) -> tuple[Reply, Any]:
@@ -510,29 +548,104 @@ def long_length(run: Run) -> int:
     return longprobe.length_for(None, context)
 
 
-def score_long(run: Run, length: int) -> list[float]:
-    """One prefill of the long prompt; its second copy's logprobs. No answer within the stall bound (or the
-    run's budget) is ``hang``: long requests stuck while short ones flow."""
-    run.stage = f"POST /generate (long context, {length} tokens)"
-    started = time.monotonic()
+def _stream_chunks(run: Run, path: str, payload: dict[str, Any], per_token: float) -> Iterator[Any]:
+    """POST a streamed request; yields each ``data:`` chunk (a non-streamed JSON answer as one chunk). Every
+    wait for the next chunk is bounded by ``per_token`` and the run's budget: :class:`TokenLate` when the
+    per-token deadline passes first. A non-200 answer raises its failure verdict."""
+    what = f"POST {path}"
+    conn, prefix = _connect(run)
+    headers = {"Accept": "text/event-stream", "User-Agent": "bwstack-healthcheck"}
+    headers["Content-Type"] = "application/json"
+    if run.api_key:
+        headers["Authorization"] = f"Bearer {run.api_key}"
+    last = time.monotonic()
     try:
-        reply, data = _call_json(run, "POST", "/generate", longprobe.payload(length))
-    except (Unhealthy, DeadlineExceeded) as exc:
-        if isinstance(exc, Unhealthy) and exc.cls != "timeout":
-            raise
-        waited = time.monotonic() - started
+        conn.connect()
+        sock = conn.sock
+        conn.request("POST", prefix + path, body=json.dumps(payload).encode(), headers=headers)
+        sock.settimeout(min(_remaining(run), per_token))
+        resp = conn.getresponse()
+        if resp.status != 200 or "event-stream" not in (resp.getheader("Content-Type") or ""):
+            reply = Reply(status=resp.status, reason=resp.reason, body=_read_body(run, sock, resp, what))
+            if reply.status != 200:
+                raise _http_failure(run, what, reply)
+            yield _parse_json(reply, what)
+            return
+        while True:
+            sock.settimeout(min(_remaining(run), per_token))
+            line = resp.readline(MAX_BODY_BYTES)
+            if not line:
+                return
+            last = time.monotonic()
+            data = line.strip()
+            if not data.startswith(b"data:"):
+                continue
+            data = data[5:].strip()
+            if data == b"[DONE]":
+                return
+            try:
+                yield json.loads(data)
+            except ValueError as exc:
+                raise Unhealthy("warmup_failed", f"{what}: non-JSON chunk: {_snippet(data)!r}") from exc
+    except ConnectionRefusedError as exc:
+        raise Refused(what) from exc
+    except TimeoutError as exc:
+        raise TokenLate(time.monotonic() - last) from exc
+    except (http.client.IncompleteRead, ConnectionError) as exc:
+        raise Dropped(f"{what}: {type(exc).__name__}") from exc
+    except http.client.HTTPException as exc:
+        raise Unhealthy("warmup_failed", f"{what}: malformed HTTP response ({type(exc).__name__})") from exc
+    except OSError as exc:
+        raise Unreachable(f"{what}: {exc.strerror or type(exc).__name__}") from exc
+    finally:
+        conn.close()
+
+
+class TokenLate(Exception):
+    """A streamed request's next token did not come within its per-token deadline."""
+
+    def __init__(self, waited: float) -> None:
+        super().__init__(f"no token for {waited:.0f} s")
+        self.waited = waited
+
+
+def score_long(run: Run, length: int) -> list[float]:
+    """One prefill of the long prompt, streamed; its second copy's logprobs. The request carries a per-token
+    deadline, the hang bound (``--hang-after``): no token within it (or within the run's budget) is ``hang``,
+    a long request stuck while short ones flow."""
+    what = f"long-context probe ({length} tokens)"
+    run.stage = f"POST /generate (long context, {length} tokens)"
+    payload = {**longprobe.payload(length), "stream": True}
+    started = time.monotonic()
+    final: Any = None
+    try:
+        for chunk in _stream_chunks(run, "/generate", payload, run.cfg.hang_after):
+            if isinstance(chunk, dict) and chunk.get("error") is not None:
+                raise _stream_error(run, what, chunk["error"])
+            final = chunk
+    except (TokenLate, DeadlineExceeded) as exc:
+        waited = exc.waited if isinstance(exc, TokenLate) else time.monotonic() - started
         raise Unhealthy(
-            "hang", f"long-context probe ({length} tokens): 1 request in flight, no token for {waited:.0f} s"
+            "hang",
+            f"{what}: 1 request in flight, no token for {waited:.0f} s (hang bound {run.cfg.hang_after:g} s)",
         ) from None
-    if reply.status != 200:
-        raise _http_failure(run, f"POST /generate (long context, {length} tokens)", reply)
-    if isinstance(data, list) and data:
-        data = data[0]
-    if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
-        raise Unhealthy(
-            "warmup_failed", f"long-context probe: unexpected answer {_snippet(json.dumps(data))!r}"
-        )
-    return longprobe.scores(data["meta_info"])
+    except (Refused, Dropped, Unreachable) as exc:
+        raise _root_cause_or(run, Unhealthy("crash", f"{what}: {exc}"), wait=True) from exc
+    if isinstance(final, list) and final:
+        final = final[0]
+    if not isinstance(final, dict) or not isinstance(final.get("meta_info"), dict):
+        raise Unhealthy("warmup_failed", f"{what}: unexpected answer {_snippet(json.dumps(final))!r}")
+    return longprobe.scores(final["meta_info"])
+
+
+def _stream_error(run: Run, what: str, error: Any) -> Unhealthy:
+    """An error chunk in a streamed answer (SGLang sends ``{"error": {"message": ...}}``): its text goes
+    through the failure catalog, so a CUDA fault names its class."""
+    text = error.get("message") if isinstance(error, dict) else error
+    text = " ".join(str(text).split())
+    match = signatures.classify_text(text)
+    cls = match.cls if match is not None and match.cls not in ("healthy", "starting") else "warmup_failed"
+    return Unhealthy(cls, f"{what}: error in the stream: {_snippet(common.redact(text, _SECRETS))}")
 
 
 def check_long(run: Run) -> str:
@@ -645,7 +758,13 @@ def _verdict(run: Run) -> Verdict:
     except Unhealthy as exc:
         return Verdict(exc.cls, exc.reason)
     except DeadlineExceeded:
-        return Verdict("timeout", f"no verdict within the {run.cfg.timeout:g}s budget (at {run.stage})")
+        found = _watch_record(run)
+        if found is not None and found.reason is not None:
+            return Verdict("hang", f"{found.reason} (no verdict within the budget at {run.stage})")
+        return Verdict(
+            "timeout",
+            f"no verdict within the {run.cfg.timeout:g}s budget (at {run.stage})" + _in_flight_note(run),
+        )
     except UsageError as exc:
         return Verdict("warmup_failed", f"healthcheck misconfigured: {exc}")
     except Exception as exc:  # never a traceback in the health log
@@ -668,6 +787,10 @@ def main(argv: list[str] | None = None) -> int:
     # every printed form of a secret is redacted before anything is cut or folded
     found = Verdict(found.cls, " ".join(common.redact(found.reason, _SECRETS).split()))
     run.state["verdict"] = found.record(time.time())  # serve.py's fail-fast reads this
+    # the failing streak, as Docker counts it against `retries` (serve.py's linger waits for it)
+    streak = run.state.get("failing")
+    streak = streak if isinstance(streak, int) and not isinstance(streak, bool) and streak >= 0 else 0
+    run.state["failing"] = 0 if found.healthy else streak + 1
     save_state(cfg.state_path, run.state)
     print(found.line()[:2000], flush=True)
     return 0 if found.healthy else 1

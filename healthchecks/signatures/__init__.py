@@ -24,6 +24,7 @@ Public API::
     CLASS_INFO / CLASSES         every class with its meaning, typical fix, rank and fail-fast flag
     DESCRIPTIONS                 class -> "meaning; fix: typical fix"
     FAIL_FAST_CLASSES            classes that do not heal by waiting
+    RESTART_HEALS                classes a restart of the same spec may heal (norestart.py remembers the rest)
     SEVERITY                     class -> 0 (healthy) .. 3 (serves wrong output), for comparing sweeps
     SIGNATURES                   the catalog (tuple of Signature)
     FATAL, SERVING, SERVING_MIN  the fatal-evidence and serving-evidence rules (docs/healthcheck.md)
@@ -52,6 +53,7 @@ from healthchecks.signatures.classes import (
     DESCRIPTIONS,
     FAIL_FAST_CLASSES,
     NOT_FATAL_WHILE_ALIVE,
+    RESTART_HEALS,
     SEVERITY,
     ClassInfo,
     class_table,
@@ -68,6 +70,7 @@ __all__ = [
     "MAX_TEXT",
     "NOT_FATAL_WHILE_ALIVE",
     "READY_TEXT",
+    "RESTART_HEALS",
     "SERVING",
     "SERVING_MIN",
     "SEVERITY",

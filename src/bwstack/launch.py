@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from bwstack.stack import snapshots
+from bwstack.errors import UserError
+from bwstack.stack import hangbound, snapshots
 from bwstack.stack.baselines import load_baseline
-from healthchecks import imagelayout
+from healthchecks import common, imagelayout, norestart
 
 if TYPE_CHECKING:
     from bwstack.stack.schema import Stack
@@ -34,6 +35,8 @@ LISTEN_HOST = "0.0.0.0"  # noqa: S104 - inside the container
 LABEL_PROFILE = "io.bwstack.profile"
 LABEL_VARIANT = "io.bwstack.variant"
 LABEL_EXPECT = "io.bwstack.expect"
+#: SGLang's argparse dest for the pipeline stages (``--pp-size`` / ``--pipeline-parallel-size``, default 1)
+PP_DEST = "pp_size"
 
 
 class LaunchError(Exception):
@@ -67,6 +70,16 @@ def launch_spec(stack: Stack, profile_name: str, variant: str | None = None) -> 
     return LaunchSpec(stack, profile_name, variant or stack.variant_name_for(profile_name))
 
 
+@dataclass(frozen=True)
+class Placement:
+    """One replica over ``nodes`` hosts: exactly one rank group per host (a Kubernetes pod kept apart from
+    its group by required anti-affinity, a multi-host Compose service started on its own host), each
+    reserving ``gpus_per_node`` GPUs (None: a CPU profile reserves none)."""
+
+    nodes: int
+    gpus_per_node: int | None
+
+
 @dataclass(frozen=True, eq=False)
 class LaunchSpec:
     """One profile's server on one variant. Each part is computed on first use, once."""
@@ -85,8 +98,48 @@ class LaunchSpec:
 
     @property
     def gpus(self) -> int | None:
-        """GPUs of one replica (model.tp_size); None for a profile that runs on the CPU."""
-        return self.stack.model.tp_size if self.stack.device_for(self.profile) == "gpu" else None
+        """GPUs of one replica (tp x pp); None for a profile that runs on the CPU."""
+        return self.world_size if self.stack.device_for(self.profile) == "gpu" else None
+
+    @cached_property
+    def pp_size(self) -> int:
+        """Pipeline stages: a ``--pp-size`` in the extra args (any spelling the variant parses), else 1."""
+        snapshot = self.stack.snapshot(self.variant)
+        argv = self.extra_argv
+        for index, arg in enumerate(argv):
+            option, has_value, value = arg.partition("=")
+            flag = snapshot.flag(option)
+            if flag is None or flag.dest != PP_DEST:
+                continue
+            if not has_value:
+                value = argv[index + 1] if index + 1 < len(argv) else ""
+            if not value.isdigit() or int(value) < 1:
+                raise LaunchError(f"profile {self.profile}: {option} {value!r} is not a positive integer")
+            return int(value)
+        return 1
+
+    @property
+    def world_size(self) -> int:
+        """Ranks (one GPU each) of one replica: model.tp_size x pp_size."""
+        return self.stack.model.tp_size * self.pp_size
+
+    def placement(self, nodes: int) -> Placement:
+        """How one replica spreads over ``nodes`` hosts: one rank group (pod, compose service) per node,
+        each with the node's share of tp x pp GPUs. UserError when ``nodes`` does not divide tp x pp."""
+        if nodes < 1:
+            raise UserError(f"--nodes must be 1 or more, got {nodes}", field="--nodes")
+        tp_size, pp_size = self.stack.model.tp_size, self.pp_size
+        if self.world_size % nodes:
+            world = f"tp_size {tp_size}" + (f" x pp_size {pp_size}" if pp_size > 1 else "")
+            raise UserError(
+                f"{world} cannot be split evenly over {nodes} nodes; --nodes must divide model.tp_size"
+                + (" x pp_size" if pp_size > 1 else ""),
+                file=self.stack.path,
+                line=self.stack.line_of("model", "tp_size"),
+                field="model.tp_size",
+            )
+        gpus = self.gpus
+        return Placement(nodes=nodes, gpus_per_node=None if gpus is None else gpus // nodes)
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -196,13 +249,34 @@ class LaunchSpec:
         env["BWSTACK_PROFILE"] = self.profile
         env["BWSTACK_FAIL_FAST"] = "1"
         env["BWSTACK_LINGER"] = "${BWSTACK_HC_INTERVAL:-" + self.stack.settings.healthcheck.interval + "}"
+        env[common.ENV_HC_RETRIES] = str(self.stack.settings.healthcheck.retries)
+        # `bwstack up --retry` sets it: the wrapper forgets a remembered verdict (healthchecks/norestart.py)
+        env[norestart.ENV_RETRY] = "${" + norestart.ENV_RETRY + ":-0}"
+        env[common.ENV_HC_HANG_AFTER] = str(self.hang_bound.seconds)
 
-        baseline = load_baseline(self.stack)  # the quality probe's calibrated passage score (baselines.json)
+        # the quality probe's calibrated passage score (baselines.json), of the model this profile serves
+        baseline = load_baseline(self.stack, self.profile)
         if baseline is not None:
             env.update(baseline.env())
         if extra:
             env.update(extra)
         return dict(sorted(env.items()))
+
+    @cached_property
+    def hang_bound(self) -> hangbound.HangBound:
+        """Seconds in flight without a token before the server is ``hang``, derived from this server's longest
+        prefill pass (:mod:`bwstack.stack.hangbound`); the profile's env may set ``BWSTACK_HC_HANG_AFTER``."""
+        baseline = load_baseline(self.stack, self.profile)
+        argv = [*self.model_argv(), *self.extra_argv]  # the sizes it reads; backend flags play no part
+        speed = baseline.prefill_tok_s if baseline is not None else None
+        derived = hangbound.derive(self.stack, self.profile, argv, speed)
+        chosen = self.stack_env.get(common.ENV_HC_HANG_AFTER)
+        if chosen is not None and chosen.strip().isdigit() and int(chosen) > 0:
+            why = f"{common.ENV_HC_HANG_AFTER} set in the stack file's env"
+            return hangbound.HangBound(
+                int(chosen), derived.context, derived.chunk, derived.prefill_tok_s, why
+            )
+        return derived
 
     # --- healthcheck --------------------------------------------------------------------------------------
 

@@ -517,3 +517,15 @@ def test_readiness_poll_ignores_proxies_and_redirects(monkeypatch: pytest.Monkey
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_key_beginning_with_a_dash_is_refused_before_start(tmp_path: Path) -> None:
+    """SGLang's --config parser hands the key to argparse as ``--api-key -x...``, which takes it for an
+    option (tests/real/test_real_server.py shows the real parser's error): refused in one line, no start."""
+    secret = "-x" + KEY
+    (tmp_path / "api_key").write_text(secret)
+    dump = tmp_path / "child.json"
+    proc = run_serve(tmp_path, "--dump", str(dump))
+    assert proc.returncode == serve.EXIT_REFUSED and not dump.exists()
+    assert proc.stdout.startswith(f"bwstack-serve: not starting: {tmp_path / 'api_key'}: the API key begins")
+    assert len(proc.stdout.splitlines()) == 1 and secret not in proc.stdout and KEY not in proc.stdout

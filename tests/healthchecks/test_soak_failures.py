@@ -1,6 +1,6 @@
 """The soak's verdict on failed requests, end to end without Docker: a real HTTP server on 127.0.0.1 (stdlib
 ``http.server`` in a thread, a random port) streams ``POST /generate`` as SGLang does for short prompts and
-fails past 1000 tokens (an HTTP 500, SGLang's streamed error chunk or abort, a stream cut short); the real
+fails past the 2048-token sparse window (an HTTP 500, SGLang's streamed error chunk or abort, a stream cut short); the real
 ``healthchecks/soak_client.py`` runs against it as a subprocess, with the argv the sweep builds
 (:func:`bwstack.sweep.soak.measure`), and its record goes through the sweep's row logic and ``up --soak``.
 
@@ -38,8 +38,8 @@ from support import sse
 from support.stack import ROOT
 
 CLIENT = ROOT / "healthchecks" / "soak_client.py"
-#: the test server fails prompts longer than this
-FAIL_OVER = 1000
+#: the test server fails prompts longer than this (the default sparse window: short prompts fine, long broken)
+FAIL_OVER = 2048
 ILLEGAL = "CUDA error: an illegal memory access"
 
 
@@ -172,7 +172,7 @@ def soaked(behaviour: Behaviour, settings: SoakSettings, seconds: float = 2.0) -
     return record, codes[0]
 
 
-SETTINGS = SoakSettings(concurrency=2, lengths=[64, 1500], output_len=8, stall_after_s=10, window_s=1)
+SETTINGS = SoakSettings(concurrency=2, lengths=[64, 2304], output_len=8, stall_after_s=10, window_s=1)
 HEALTHY = Verdict("healthy", "healthcheck", "healthy: sampled decode ok")
 
 
@@ -199,12 +199,12 @@ def test_a_server_failing_at_length_is_not_ok_and_its_row_not_healthy(mode: str,
     assert record["reason"].startswith(
         f"{record['failed']} of {record['failed'] + record['requests']} requests"
     )
-    assert "at 1500 tokens" in record["reason"] and says in record["reason"], record["reason"]
-    short, long = _bucket(record, 64), _bucket(record, 1500)
+    assert "at 2304 tokens" in record["reason"] and says in record["reason"], record["reason"]
+    short, long = _bucket(record, 64), _bucket(record, 2304)
     assert short["requests"] > 0 and short["failed"] == 0 and short["itl_ms_p50"] is not None
     assert long["requests"] == 0 and long["failed"] > 0
     assert record["failed"] == long["failed"] and record["requests"] == short["requests"]
-    assert f"| 1500 | 0 | {long['failed']} |" in "\n".join(soak.bucket_table(record))  # the matrix's table
+    assert f"| 2304 | 0 | {long['failed']} |" in "\n".join(soak.bucket_table(record))  # the matrix's table
     row = soak.row_verdict(HEALTHY, record)
     assert row.cls == cls and row.decided_by == "soak" and row.reason == f"soak: {record['reason']}"
     assert soak.words(record).startswith(f"{cls}: ")
@@ -214,11 +214,11 @@ def test_a_healthy_server_is_ok_with_figures_per_length() -> None:
     behaviour = Behaviour("ok")
     record, code = soaked(behaviour, SETTINGS)
     assert code == 0 and record["verdict"] == "ok" and record["failed"] == 0, record
-    for length in (64, 1500):
+    for length in (64, 2304):
         bucket = _bucket(record, length)
         assert bucket["requests"] > 0 and bucket["failed"] == 0 and bucket["tokens"] == 8 * bucket["requests"]
         assert 0 <= bucket["itl_ms_p50"] <= bucket["itl_ms_p99"]
-    assert sorted(set(behaviour.lengths)) == [64, 1500]
+    assert sorted(set(behaviour.lengths)) == [64, 2304]
     assert soak.row_verdict(HEALTHY, record) is HEALTHY
 
 
@@ -272,7 +272,7 @@ def test_lengths_are_capped_by_the_served_context() -> None:
     behaviour = Behaviour("ok", context=1024)
     record, code = soaked(behaviour, SETTINGS, seconds=1.0)
     assert code == 0 and record["context_length"] == 1024
-    assert record["lengths"] == [64, 1016] and record["lengths_asked"] == [64, 1500]
+    assert record["lengths"] == [64, 1016] and record["lengths_asked"] == [64, 2304]
     assert max(behaviour.lengths) == 1016
     assert soak_client.capped([3000, 2304, 64], 2048, 8) == [2040, 64]
     assert soak_client.capped([64, 2304], None, 8) == [64, 2304]
@@ -287,8 +287,8 @@ def test_up_soak_exits_1_when_the_soak_fails_at_length(monkeypatch: pytest.Monke
     monkeypatch.setattr(
         bench, "exec_argv", lambda container, argv: local(["docker", "exec", container, *argv])
     )
-    lengths = soak.lengths(stack.settings.soak, None)
-    assert max(lengths) > FAIL_OVER  # the shipped soak reaches the failing length
+    lengths = soak.for_profile(stack, "cpu-torch-native").lengths
+    assert lengths and min(lengths) < FAIL_OVER < max(lengths)  # the shipped soak crosses the window
     out = io.StringIO()
     with serving(Behaviour("error_chunk")) as port:
         stack = dataclasses.replace(stack, settings=stack.settings.model_copy(update={"port": port}))

@@ -89,10 +89,14 @@ def test_an_ok_soak_prints_figures_and_the_verdict_and_exits_0(
     assert (
         seen["container"] == "c0ffee" and seen["seconds"] == 20 and seen["port"] == shipped_cpu.settings.port
     )
-    assert seen["settings"] == shipped_cpu.settings.soak and seen["api_key_file"] is None
+    # stack.soak with its stall bound resolved to the profile's derived hang bound and its lengths to the
+    # default window's (the shipped file sets neither)
+    assert shipped_cpu.settings.soak.stall_after_s is None and seen["api_key_file"] is None
+    resolved = {"stall_after_s": 30.0, "lengths": [1024, 2304]}
+    assert seen["settings"] == shipped_cpu.settings.soak.model_copy(update=resolved)
     lines = out.splitlines()
     assert lines[0] == (
-        "bwstack: cpu-torch-native: soaking for 20 s (2 streams, prompts of 32,1500 tokens, 32 sampled tokens "
+        "bwstack: cpu-torch-native: soaking for 20 s (2 streams, prompts of 1024,2304 tokens, 32 sampled tokens "
         "each, no token for 30 s = hang)"
     )
     assert lines[1:] == [

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bwstack import launch
 from bwstack.errors import UserError
 from bwstack.know import explain
 from bwstack.stack import schema
@@ -209,7 +210,8 @@ def test_explain_uses_the_variants_version_and_notes_a_proxy(
     monkeypatch.setattr(explain, "resolve_many", fake_many)
     result = explain.explain(stack, "dsa-fi-sparse-fp8", arch="sm90", variant=None)
     assert seen[-1][0] == stack.variant_for("dsa-fi-sparse-fp8").sglang_version and seen[-1][1].arch == "sm90"
-    assert result.variant == stack.variant_name_for("dsa-fi-sparse-fp8") and result.notes == ()
+    assert result.variant == stack.variant_name_for("dsa-fi-sparse-fp8")
+    assert result.notes == (launch.launch_spec(stack, "dsa-fi-sparse-fp8").hang_bound.line(),)  # only that
     nightly = next(p.name for p in stack.images_dir.iterdir() if p.name.startswith("nightly"))
     result = explain.explain(stack, "dsa-fi-sparse-fp8", arch="sm120", variant=nightly)
     snapshot = stack.snapshot(nightly)

@@ -140,8 +140,27 @@ def validate(file: Path, arch: str | None) -> None:
     "--profile", "profiles", multiple=True, help="Only these profiles (k8s or --nodes > 1); default all."
 )
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Output folder or file.")
+@click.option(
+    "--lws-version",
+    default=None,
+    help="k8s: the LeaderWorkerSet release installed; refused when older than the manifests need.",
+)
+@click.option(
+    "--fit",
+    default=None,
+    metavar="NODESxGPUS",
+    help="k8s: simulate the scheduler on NODES nodes of GPUS GPUs each; exit 1 if a group packs or cannot "
+    "be placed.",
+)
 def render(
-    file: Path, check: bool, target: str, nodes: int, profiles: Sequence[str], out: Path | None
+    file: Path,
+    check: bool,
+    target: str,
+    nodes: int,
+    profiles: Sequence[str],
+    out: Path | None,
+    lws_version: str | None,
+    fit: str | None,
 ) -> None:
     """Render compose.yaml (or Kubernetes manifests) from profiles.yaml and templates/.
 
@@ -149,15 +168,29 @@ def render(
     and checked too.
     """
     from bwstack.render import compose as render_mod
-    from bwstack.render import k8s, multihost
+    from bwstack.render import k8s, k8sfit, lwsversions, multihost
     from bwstack.stack import loader
+
+    if target != "k8s" and (lws_version is not None or fit is not None):
+        raise UserError("--lws-version and --fit apply to --target k8s only", field="--target")
+    cluster = k8sfit.parse_cluster(fit) if fit is not None else None
 
     stack = loader.load_stack(file)
     loader.emit_warnings(stack)
     for name in profiles:
         stack.profile(name)  # UserError for an unknown name, before any target's own checks
     if target == "k8s":
-        outputs = k8s.render_k8s(stack, nodes=nodes, profiles=profiles, out=out)
+        outputs = k8s.render_k8s(stack, nodes=nodes, profiles=profiles, out=out, lws_version=lws_version)
+        needed = lwsversions.newest([k8s.requirement_of(o.text) for o in outputs])
+        if needed is not None:
+            click.echo(f"manifests for {needed.line()}")
+        if cluster is not None:
+            verdicts = [(o.path.stem, k8s.fit(o.text, cluster)) for o in outputs]
+            for name, verdict in verdicts:
+                click.echo(f"{name}: {verdict.status} on {cluster}: {verdict.detail}")
+            if not all(verdict.ok for _, verdict in verdicts):
+                _err(f"a group would not run as swept on {cluster}; nothing written")
+                sys.exit(1)
     elif nodes > 1:
         outputs = multihost.render_multihost(stack, nodes=nodes, profiles=profiles, out=out)
     else:
@@ -250,6 +283,11 @@ def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -
 @file_option
 @click.argument("profile", required=False)
 @click.option("--force", is_flag=True, help="Start a profile that is known to fail.")
+@click.option(
+    "--retry",
+    is_flag=True,
+    help="Load the model again although this launch spec already failed in a way a restart cannot heal.",
+)
 @click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds to wait for healthy.")
 @click.option("--no-wait", is_flag=True, help="Return once the container is started.")
 @click.option("--dry-run", is_flag=True, help="Print the profile that would start and why; start nothing.")
@@ -270,6 +308,7 @@ def up(
     file: Path,
     profile: str | None,
     force: bool,
+    retry: bool,
     timeout: int | None,
     no_wait: bool,
     dry_run: bool,
@@ -334,6 +373,7 @@ def up(
             wait=not no_wait,
             skip_model_check=skip_model_check,
             soak_s=soak or 0.0,
+            retry=retry,
         )
     )
 
@@ -380,9 +420,11 @@ def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: 
     if profile is not None:
         stack.profile(profile)  # every profile serves model.path; the name is checked, not needed
     if stack.tiny_models:  # a CPU stack: its checkpoints are made here, not downloaded
-        from bwstack.nogpu import tinymodel
+        from bwstack.lock import wheelhouse
+        from bwstack.nogpu import ensure
 
-        made = tinymodel.ensure_for_stack(stack, echo=click.echo)
+        python = wheelhouse.host_python(stack.variant(stack.settings.variant), click.echo)
+        made = ensure.ensure_for_stack(stack, echo=click.echo, copy_python=python)
         click.echo(f"ok: {len(made)} tiny model(s) in {made[0].parent}")
         return
     sys.exit(fetch_mod.fetch(stack, cache_dir=cache_dir, max_workers=max_workers, echo=click.echo))

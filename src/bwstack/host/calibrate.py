@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bwstack import launch
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
 from bwstack.host import netwait
@@ -48,9 +49,12 @@ def measure(
         values, _meta = warmup.score_passage(run)
         judging.judge_passage(values, None, judging.DEFAULT_MARGIN)  # a flat passage is no baseline
         length = longprobe.length_for(window, warmup.context_length(run))
+        started = time.monotonic()
         long_values = warmup.score_long(run, length)
+        speeds.append(length / max(time.monotonic() - started, 1e-3))
         return info, values, length, long_values
 
+    speeds: list[float] = []  # the long probe's prefill speed (one prefill of `length` tokens)
     try:  # the budget holds as a wall clock: a server that trickles bytes cannot stretch it
         info, values, length, long_values = netwait.within(timeout + 1.0, probe)
     except netwait.TooSlow:
@@ -73,6 +77,7 @@ def measure(
         "long": (longprobe.probe_id(length), sum(long_values) / len(long_values), len(long_values))
         if long_values
         else None,
+        "prefill_tok_s": round(speeds[-1], 1) if speeds else None,
         "sglang": str(info.get("version", "")),
         "model_path": str(info.get("model_path", "")),
     }
@@ -87,9 +92,11 @@ def calibrate(
         raise UserError("must be > 0", field="--margin")
     target = url or f"http://127.0.0.1:{stack.settings.port}"
     found = measure(target, window=modelconfig.sparse_window(stack))
-    if found["model_path"] and found["model_path"] != stack.model.path:
+    model = stack.model_path_for(profile)
+    served = {model, launch.model_path_in_container(stack, profile)}  # a tiny model: its path in the image
+    if found["model_path"] and found["model_path"] not in served:
         raise UserError(
-            f"the server at {target} serves {found['model_path']}, not this stack's model {stack.model.path}",
+            f"the server at {target} serves {found['model_path']}, not profile {profile}'s model {model}",
             file=stack.path,
             line=stack.line_of("model", "path"),
             field="model.path",
@@ -103,15 +110,18 @@ def calibrate(
         sglang=found["sglang"],
         calibrated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         long=(found["long"][0], round(found["long"][1], 4)) if found["long"] else None,
+        prefill_tok_s=found["prefill_tok_s"],
     )
     path = baselines.baselines_path(stack)
     data = baselines.load_file(path)
-    entry = {k: v for k, v in baseline.__dict__.items() if k not in ("passage", "long")}
-    models = data["models"].setdefault(stack.model.path, {})
+    entry = {k: v for k, v in baseline.__dict__.items() if k not in ("passage", "long", "prefill_tok_s")}
+    models = data["models"].setdefault(model, {})
     models[judging.PASSAGE_ID] = entry
     if found["long"]:
         long_id, long_score, long_tokens = found["long"]
         models[long_id] = {**entry, "score": round(long_score, 4), "tokens": long_tokens}
+        if baseline.prefill_tok_s:  # the hang bound's prefill speed (bwstack.stack.hangbound)
+            models[long_id]["prefill_tok_s"] = baseline.prefill_tok_s
 
     atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return baseline, path

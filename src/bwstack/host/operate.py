@@ -10,6 +10,7 @@ seconds and prints its figures and verdict.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -31,14 +32,13 @@ from bwstack.host.gitinfo import git
 from bwstack.know import next_try
 from bwstack.lock import command as locking
 from bwstack.lock import wheelhouse
-from bwstack.nogpu import tinymodel
+from bwstack.nogpu import ensure
 from bwstack.render import compose
-from bwstack.stack import modelconfig
 from bwstack.stack.baselines import describe
 from bwstack.stack.pins import Variant
 from bwstack.stack.schema import Stack
 from bwstack.sweep import soak
-from healthchecks import common, imagelayout
+from healthchecks import common, imagelayout, norestart
 
 POLL_SECONDS = 2.0
 #: seconds between two progress lines of ``up --soak``
@@ -87,6 +87,11 @@ def ensure_secrets(stack: Stack) -> list[str]:
             )
             continue
         secretfiles.check_regular(path)
+        if name == "api_key":
+            with contextlib.suppress(OSError):  # unreadable here: serve.py checks it in the container
+                problem = common.api_key_problem(path.read_text(encoding="utf-8", errors="replace").strip())
+                if problem is not None:
+                    raise UserError(problem, file=path)
         changed = secretfiles.grant_serving_user(path)
         if changed:
             notes.append(changed)
@@ -143,10 +148,12 @@ def up(
     out: Any = None,
     skip_model_check: bool = False,
     soak_s: float = 0.0,
+    retry: bool = False,
 ) -> int:
     """Start one profile and wait for health; 0 healthy (or started with wait=False), 1 otherwise. With
     ``soak_s`` (and ``wait``) the healthy service is then soaked (:func:`soak_service`): 1 unless its verdict
-    is ``ok``.
+    is ``ok``. ``retry``: the serve wrapper forgets a verdict it remembered for this launch spec (a start of
+    the same spec otherwise exits at once instead of loading the model again; healthchecks/norestart.py).
 
     Without ``project`` (the real stack) the model must be fetched first (:func:`modelcache.service_env`
     refuses with ExternalError otherwise), so the start period never covers a download."""
@@ -165,7 +172,9 @@ def up(
 
         print(f"bwstack: {describe(stack)}", file=echo)  # which quality checks the healthcheck runs
     if stack.tiny_models:
-        tinymodel.ensure_for_stack(stack, echo=lambda m: print(f"bwstack: {m}", file=echo))
+        say = lambda m: print(f"bwstack: {m}", file=echo)  # noqa: E731
+        python = wheelhouse.host_python(stack.variant(stack.settings.variant), say)
+        ensure.ensure_for_stack(stack, echo=say, copy_python=python)
     for note in ensure_secrets(stack):
         print(f"bwstack: {note}", file=echo)
     key_file = (stack.root / stack.settings.secrets_dir / "api_key").resolve()
@@ -176,6 +185,9 @@ def up(
         return 1
     for service in stop_other_profiles(project, profile_name):
         print(f"bwstack: stopped {service} (one profile at a time)", file=echo)
+    if retry:
+        project = dataclasses.replace(project, env={**(project.env or {}), norestart.ENV_RETRY: "1"})
+        print(f"bwstack: {profile_name}: --retry: a verdict remembered for this spec is cleared", file=echo)
     result = project.run(["up", "--detach", profile_name], profiles=[profile_name])
     if result.returncode != 0:
         return 1
@@ -193,17 +205,16 @@ def soak_service(stack: Stack, project: Project, service: str, seconds: float, e
     against 127.0.0.1 (``docker exec``), ``stack.soak`` settings, a progress line every
     :data:`SOAK_PROGRESS_S`; prints the figures and the verdict line. 0 when the verdict is ``ok``, else
     :data:`EXIT_SOAK_FAILED`."""
-    settings = stack.settings.soak
+    settings = soak.for_profile(stack, service)
     cid = container_id(project, service)
     if cid is None:
         print(f"bwstack: {service}: no container to soak", file=echo)
         return EXIT_SOAK_FAILED
-    window = modelconfig.sparse_window(stack)
-    lengths = ",".join(str(n) for n in soak.lengths(settings, window))
+    lengths = ",".join(str(n) for n in soak.lengths(settings))
     print(
         f"bwstack: {service}: soaking for {seconds:g} s ({settings.concurrency} streams, prompts of "
         f"{lengths} tokens, {settings.output_len} sampled tokens each, no token for "
-        f"{settings.stall_after_s:g} s = hang)",
+        f"{soak.stall_after(settings):g} s = hang)",
         file=echo,
         flush=True,
     )
@@ -216,7 +227,7 @@ def soak_service(stack: Stack, project: Project, service: str, seconds: float, e
 
     key = f"{imagelayout.SECRETS_DIR}/api_key" if stack.settings.api_key else None
     found = soak.measure(
-        settings, cid, port=stack.settings.port, seconds=seconds, api_key_file=key, window=window,
+        settings, cid, port=stack.settings.port, seconds=seconds, api_key_file=key,
         run=soak.with_progress(tick, SOAK_PROGRESS_S),
     )  # fmt: skip
     for line in soak.summary(found):
@@ -275,7 +286,8 @@ def wait_healthy(project: Project, service: str, limit: float, echo: Any, stack:
             elapsed = time.monotonic() - start
             cid = cid or container_id(project, service)
             if cid is not None:
-                state = inspect(cid)["State"]
+                details = inspect(cid)
+                state = details["State"]
                 health = (state.get("Health") or {}).get("Status", "none")
                 reason = health_reason(state)
                 status_text = f"{state.get('Status')}/{health}"
@@ -283,7 +295,9 @@ def wait_healthy(project: Project, service: str, limit: float, echo: Any, stack:
                 if health == "healthy":
                     console.print(f"[green]{service}: healthy[/] after {elapsed:.0f} s: {reason}")
                     return 0
-                if health == "unhealthy" or state.get("Status") in {"exited", "dead"}:
+                # a restart is a failure too: report the first one, not the third reload of the model
+                restarted = state.get("Restarting") or int(details.get("RestartCount") or 0) > 0
+                if health == "unhealthy" or state.get("Status") in {"exited", "dead"} or restarted:
                     report_failure(console, cid, service, state, elapsed, stack=stack)
                     return 1
             if elapsed > limit:

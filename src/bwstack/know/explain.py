@@ -220,7 +220,10 @@ def explain(stack: Stack, profile_name: str, *, arch: str, variant: str | None) 
     """Resolve one profile of ``stack`` with its variant's SGLang (or ``variant``'s) on ``arch``."""
     version, query, notes = profile_query(stack, profile_name, arch=arch, variant=variant)
     resolution = resolve_many(version, [query])[0]
-    return Explanation(profile_name, variant or stack.variant_name_for(profile_name), arch, resolution, notes)
+    bound = launch_spec(stack, profile_name, variant).hang_bound.line()
+    return Explanation(
+        profile_name, variant or stack.variant_name_for(profile_name), arch, resolution, (*notes, bound)
+    )
 
 
 def cached_explanation(

@@ -22,15 +22,13 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bwstack.errors import UserError
-
-if TYPE_CHECKING:
-    from bwstack.stack.schema import Stack
+from bwstack.stack.schema import TINY_CONTEXT
 
 ARCHS: dict[str, str] = {
     "llama": "LlamaForCausalLM",
@@ -75,7 +73,7 @@ class TinySpec:
     kv_heads: int = 2
     intermediate: int = 128
     vocab: int = 512
-    max_positions: int = 2048
+    max_positions: int = TINY_CONTEXT
     seed: int = 0
     fault: str = "none"
     noise_scale: float = 0.5
@@ -216,7 +214,7 @@ def train_tokenizer(vocab: int, corpus: Iterable[str] = CORPUS) -> Any:
     return tokenizer
 
 
-def tokenizer_config() -> dict[str, Any]:
+def tokenizer_config(max_length: int = TINY_CONTEXT) -> dict[str, Any]:
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "unk_token": "<unk>",
@@ -224,7 +222,7 @@ def tokenizer_config() -> dict[str, Any]:
         "eos_token": "</s>",
         "pad_token": "<unk>",
         "add_bos_token": False,
-        "model_max_length": 2048,
+        "model_max_length": max_length,
         "clean_up_tokenization_spaces": False,
         "chat_template": CHAT_TEMPLATE,
     }
@@ -259,7 +257,7 @@ def write(
         train_tokenizer(spec.vocab, corpus).save(str(staging / "tokenizer.json"))
         _dump(staging / "config.json", config_json(spec))
         _dump(staging / "generation_config.json", {"bos_token_id": 1, "eos_token_id": 2, "do_sample": True})
-        _dump(staging / "tokenizer_config.json", tokenizer_config())
+        _dump(staging / "tokenizer_config.json", tokenizer_config(spec.max_positions))
         _dump(staging / "bwstack-tiny-model.json", {"spec": spec.__dict__, **dict(extra or {})})
         for path in staging.iterdir():
             path.chmod(0o644)  # the serving container's user (uid 10001) reads a bind mount
@@ -277,30 +275,8 @@ def _dump(path: Path, data: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def ensure_for_stack(stack: Stack, echo: Callable[[str], object] = print) -> list[Path]:
-    """Make every ``tiny_models`` entry in ``stack.model_cache_path`` (kept when already right)."""
-    if not stack.tiny_models:
-        return []
-    if stack.settings.model_cache_path is None:
-        raise UserError(
-            "tiny_models need stack.model_cache_path (the host folder the services mount)",
-            file=stack.path,
-            field="stack.model_cache_path",
-        )
-    root = (stack.root / stack.settings.model_cache_path).resolve()
-    made = []
-    for name, entry in sorted(stack.tiny_models.items()):
-        spec = TinySpec(arch=entry.arch, fault=entry.fault, seed=entry.seed)
-        target = root / name
-        if _recorded_spec(target) != spec.__dict__:
-            echo(f"tiny-model: writing {name} ({entry.arch}, fault {entry.fault}) into {root}")
-            write(target, spec)
-        made.append(target)
-    root.chmod(0o755)
-    return made
-
-
-def _recorded_spec(target: Path) -> dict[str, Any] | None:
+def recorded_spec(target: Path) -> dict[str, Any] | None:
+    """The spec a made model folder records (``bwstack-tiny-model.json``), None unless it is complete."""
     try:
         data = json.loads((target / "bwstack-tiny-model.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

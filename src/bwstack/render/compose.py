@@ -74,6 +74,7 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
         "name": profile_name,
         "description": profile.description,
         "expect": profile.expect,
+        "hang_bound": spec.hang_bound.line(),
         "variant": spec.variant,
         "image": overrides.image_by_variant.get(spec.variant) or spec.image,
         "build": {"context": ".", "dockerfile": "Dockerfile", "args": variant.build_args()},

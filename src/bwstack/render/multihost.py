@@ -10,7 +10,11 @@ Only rank 0 serves the API and runs the deep healthcheck. Ranks above 0 run SGLa
 Services use the host network: NCCL, gloo and torch's rendezvous connect on ports chosen at run time and
 advertise the container's address, which a bridge network hides from the other hosts.
 
-This module also holds the pieces the Kubernetes renderer shares (GPUs per node, the distributed flags).
+Placement: each rank is a compose profile of its own, so the operator's per-host ``--profile <p>-node<k>``
+command is what keeps one rank per host (the Compose counterpart of the Kubernetes pod anti-affinity); the
+GPUs each rank reserves are the launch spec's placement (tp x pp over the nodes).
+
+This module also holds the pieces the Kubernetes renderer shares (node-count check, the distributed flags).
 """
 
 from __future__ import annotations
@@ -41,19 +45,12 @@ HEADER = (
 )
 
 
-def check_nodes(stack: Stack, nodes: int) -> int:
-    """GPUs each node contributes: model.tp_size split evenly over ``nodes``; UserError otherwise."""
+def check_nodes(stack: Stack, nodes: int, profiles: Sequence[str] = ()) -> None:
+    """UserError unless ``nodes`` splits each selected profile's tp x pp evenly (launch spec placement)."""
     if nodes < 1:
         raise UserError(f"--nodes must be 1 or more, got {nodes}", field="--nodes")
-    tp_size = stack.model.tp_size
-    if tp_size % nodes:
-        raise UserError(
-            f"tp_size {tp_size} cannot be split evenly over {nodes} nodes; --nodes must divide model.tp_size",
-            file=stack.path,
-            line=stack.line_of("model", "tp_size"),
-            field="model.tp_size",
-        )
-    return tp_size // nodes
+    for name in selected_profiles(stack, profiles):
+        launch.launch_spec(stack, name).placement(nodes)
 
 
 def selected_profiles(stack: Stack, profiles: Sequence[str]) -> list[str]:
@@ -134,7 +131,7 @@ def node_service(stack: Stack, profile_name: str, nodes: int, rank: int, rel: st
         "profile": profile_name,
         "rank": rank,
         "command": [*argv, *dist_argv(dist, str(nodes), str(rank))],
-        "gpu_count": stack.model.tp_size // nodes if base["gpu_count"] else None,
+        "gpu_count": spec.placement(nodes).gpus_per_node,
         "labels": {**base["labels"], "io.bwstack.node-rank": str(rank), "io.bwstack.nodes": str(nodes)},
     }
 
@@ -157,7 +154,6 @@ def multihost_context(stack: Stack, nodes: int, profiles: Sequence[str], target:
         # the single-host project name: a host keeps one model cache volume for both files
         "project": stack.settings.project,
         "nodes": nodes,
-        "gpus_per_node": stack.model.tp_size // nodes,
         "dist_env": DIST_ENV,
         "dist_port": DIST_INIT_PORT,
         "example": services[0]["profile"] if services else "PROFILE",
@@ -180,7 +176,7 @@ def render_multihost(
     stack: Stack, *, nodes: int, profiles: Sequence[str] = (), out: Path | None = None
 ) -> list[compose.Output]:
     """compose.multihost.yaml: every selected profile as one service per node rank."""
-    check_nodes(stack, nodes)
+    check_nodes(stack, nodes, profiles)
     if nodes < 2:
         raise UserError(
             "multi-host Compose needs --nodes 2 or more (compose.yaml is the one-host file)", field="--nodes"

@@ -31,6 +31,8 @@ class Baseline:
     calibrated: str
     #: the long-context probe's id (``repeat-N``) and score, recorded beside the passage's
     long: tuple[str, float] | None = None
+    #: the long probe's prefill speed in tokens/s (its length over its wall time), for the hang bound
+    prefill_tok_s: float | None = None
 
     def env(self) -> dict[str, str]:
         """What the rendered container passes to warmup.py (and serve.py's readiness probe)."""
@@ -59,15 +61,18 @@ def load_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_baseline(stack: Stack) -> Baseline | None:
-    """The baseline of the stack's model for the healthcheck's current passage; None when not calibrated."""
+def load_baseline(stack: Stack, profile: str | None = None) -> Baseline | None:
+    """The baseline of ``profile``'s model (its ``model_path``, else the stack's model) for the healthcheck's
+    current passage; None when not calibrated. A baseline belongs to a model, not to a stack: a CPU stack
+    serves several tiny models."""
     path = baselines_path(stack)
-    entries = load_file(path)["models"].get(stack.model.path, {})
+    model = stack.model_path_for(profile) if profile is not None else stack.model.path
+    entries = load_file(path)["models"].get(model, {})
     entry = entries.get(judging.PASSAGE_ID)
     if entry is None:
         return None
-    long = _long_entry(entries)
-    where = f"models.{stack.model.path}.{judging.PASSAGE_ID}"
+    long, speed = _long_entry(entries)
+    where = f"models.{model}.{judging.PASSAGE_ID}"
     try:
         baseline = Baseline(
             passage=judging.PASSAGE_ID,
@@ -78,6 +83,7 @@ def load_baseline(stack: Stack) -> Baseline | None:
             sglang=str(entry.get("sglang", "")),
             calibrated=str(entry.get("calibrated", "")),
             long=long,
+            prefill_tok_s=speed,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(
@@ -88,16 +94,20 @@ def load_baseline(stack: Stack) -> Baseline | None:
     return baseline
 
 
-def _long_entry(entries: dict[str, Any]) -> tuple[str, float] | None:
-    """The long probe's recorded (id, score), the longest when several lengths were calibrated."""
+def _long_entry(entries: dict[str, Any]) -> tuple[tuple[str, float] | None, float | None]:
+    """The long probe's recorded (id, score), the longest when several lengths were calibrated, and its
+    prefill speed (tokens/s) when recorded."""
     found = [(longprobe.length_of(k) or 0, k, v) for k, v in entries.items() if longprobe.length_of(k)]
     if not found:
-        return None
-    _length, key, value = max(found)
+        return None, None
+    _length, key, value = max(found, key=lambda item: item[0])
     try:
-        return key, float(value["score"])
+        long = key, float(value["score"])
     except (KeyError, TypeError, ValueError):
-        return None
+        return None, None
+    speed = value.get("prefill_tok_s")
+    ok = isinstance(speed, int | float) and not isinstance(speed, bool) and 0 < speed < 1e9
+    return long, float(speed) if ok else None
 
 
 def describe(stack: Stack) -> str:

@@ -34,6 +34,9 @@ COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 #: failure classes a profile may expect (the healthcheck's classes; ``healthy`` for a working profile)
 EXPECT_CLASSES = ("healthy", *(c for c in signatures.CLASSES if c not in {"healthy", "starting"}))
 COMPOSE_FEATURES = ("start_interval",)
+#: a tiny model's context (max_position_embeddings): 4x the default sparse window (2048), so the long probe
+#: and the soak's long prompts pass the window with room for the soak's concurrency
+TINY_CONTEXT = 8192
 
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
@@ -103,8 +106,12 @@ class SoakSettings(_Strict):
     )
     output_len: int = Field(default=64, ge=1, le=65_536, description="sampled tokens per request")
     duration_s: int = Field(default=60, ge=1, le=86_400, description="seconds of load when --soak has none")
-    stall_after_s: float = Field(
-        default=60.0, gt=0, le=3600, description="a request with no token for this long ends the soak: hang"
+    stall_after_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=3600,
+        description="a request with no token for this long ends the soak: hang (default: the profile's "
+        "derived hang bound, bwstack.stack.hangbound)",
     )
     window_s: float = Field(default=10.0, gt=0, le=3600, description="seconds per window of the figures")
 
@@ -249,9 +256,20 @@ class Profile(_ProfileBackends):
 class TinyModel(_Strict):
     """A tiny model bwstack makes itself (``bwstack tiny-model``) in the model cache before up or a sweep."""
 
+    #: random: seeded random weights (numpy); copy / copy-window: the long-context pair of
+    #: bwstack.nogpu.tinycopy (an induction circuit that copies across 2,000+ tokens, and its twin whose
+    #: config declares a 1024-token sliding window); arch, fault, seed and context_length apply to random only
+    kind: Literal["random", "copy", "copy-window"] = "random"
     arch: Literal["llama", "qwen2"] = "llama"
     fault: Literal["none", "nan-lm-head", "nan-norm", "noise"] = "none"
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    context_length: int = Field(
+        default=TINY_CONTEXT,
+        ge=256,
+        le=65_536,
+        description="max_position_embeddings of the tiny model: at least twice the sparse window (2048), so "
+        "the long-context probe and the soak's long prompts really pass it",
+    )
 
 
 class StackFile(_Strict):

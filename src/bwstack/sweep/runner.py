@@ -13,7 +13,6 @@ from bwstack.errors import ExternalError
 from bwstack.host import operate
 from bwstack.host.dockercompose import Project
 from bwstack.launch import launch_spec
-from bwstack.stack import modelconfig
 from bwstack.stack.schema import Stack
 from bwstack.sweep import bench, report, soak
 from bwstack.sweep.display import Display, status_text
@@ -157,8 +156,8 @@ class Runner:
         key = f"{imagelayout.SECRETS_DIR}/api_key" if self.stack.settings.api_key else None
         try:
             return soak.measure(
-                self.stack.settings.soak, watch.container.id, port=self.stack.settings.port, seconds=seconds,
-                api_key_file=key, window=modelconfig.sparse_window(self.stack),
+                soak.for_profile(self.stack, watch.name), watch.container.id,
+                port=self.stack.settings.port, seconds=seconds, api_key_file=key,
             )  # fmt: skip
         except (OSError, ValueError) as exc:
             return {"verdict": "error", "reason": f"soak step failed: {' '.join(str(exc).split())[:300]}"}

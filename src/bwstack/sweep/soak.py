@@ -3,9 +3,10 @@
 After the verdict ``healthy`` (and the bench step, if any) the sweep runs ``healthchecks/soak_client.py``
 inside the serving container with ``docker exec`` against ``127.0.0.1``: ``stack.soak`` settings
 (:class:`bwstack.stack.schema.SoakSettings`: concurrency, prompt lengths, output length, stall bound,
-window), for ``--soak`` seconds. Unset lengths cross the model's sparse window (:func:`lengths`: half the
-window and 256 tokens past it; the window is ``index_topk`` of ``model.config``, else 2048); the client caps
-them by the served context length. The client checks every streamed token's logprob, ends the step as
+window; :func:`for_profile` resolves the unset ones), for ``--soak`` seconds. An unset stall bound is the
+profile's derived hang bound; unset lengths cross the model's sparse window (:func:`default_lengths`: half
+the window and 256 tokens past it; the window is ``index_topk`` of ``model.config``, else 2048); the client
+caps them by the served context length. The client checks every streamed token's logprob, ends the step as
 ``hang`` once a request has had no token for the stall bound, and names failed requests (HTTP errors, errors
 in the stream, streams cut short) past its threshold by their class in the failure catalog. The row's
 ``soak`` (results.json): verdict, reason, tokens, requests, failed, ITL p50/p99, stalls, the worst window,
@@ -25,10 +26,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bwstack.stack.schema import SoakSettings
+from bwstack import launch
+from bwstack.stack import modelconfig
+from bwstack.stack.schema import SoakSettings, Stack
 from bwstack.sweep import bench
 from bwstack.sweep.judge import Verdict
-from healthchecks import imagelayout, longprobe, signatures
+from healthchecks import common, imagelayout, longprobe, signatures
 
 CLIENT = f"{imagelayout.HC_DIR}/soak_client.py"
 #: seconds the ``docker exec`` may take past the soak's own duration and stall bound
@@ -38,29 +41,49 @@ EXEC_GRACE_S = 30.0
 FAILING: frozenset[str] = frozenset(signatures.CLASSES) - {"healthy", "starting"}
 
 
-def lengths(settings: SoakSettings, window: int | None) -> list[int]:
-    """The prompt lengths of the soak: ``stack.soak.lengths`` when set, else half the sparse window (under it)
-    and :data:`longprobe.PAST_WINDOW` tokens past it (as the long probe); ``window`` is the model's
+def default_lengths(window: int | None) -> list[int]:
+    """The soak's prompt lengths when ``stack.soak.lengths`` is unset: half the sparse window (under it) and
+    :data:`longprobe.PAST_WINDOW` tokens past it (as the long probe); ``window`` is the model's
     ``index_topk`` (:func:`bwstack.stack.modelconfig.sparse_window`), else :data:`longprobe.DEFAULT_WINDOW`.
     The client caps them by the served context length."""
-    if settings.lengths:
-        return list(settings.lengths)
     span = window or longprobe.DEFAULT_WINDOW
     return [max(1, span // 2), span + longprobe.PAST_WINDOW]
 
 
-def argv(
-    settings: SoakSettings, *, port: int, seconds: float, api_key_file: str | None, window: int | None = None
-) -> list[str]:
+def for_profile(stack: Stack, profile: str) -> SoakSettings:
+    """``stack.soak`` resolved for one profile: the stall bound as written, else the profile's derived hang
+    bound (the one the container's watchdog and healthcheck use,
+    :attr:`bwstack.launch.LaunchSpec.hang_bound`); the lengths as written, else :func:`default_lengths` of
+    the model's sparse window."""
+    settings = stack.settings.soak
+    update: dict[str, Any] = {}
+    if settings.stall_after_s is None:
+        update["stall_after_s"] = float(launch.launch_spec(stack, profile).hang_bound.seconds)
+    if not settings.lengths:
+        update["lengths"] = default_lengths(modelconfig.sparse_window(stack))
+    return settings.model_copy(update=update) if update else settings
+
+
+def stall_after(settings: SoakSettings) -> float:
+    """The soak's stall bound (resolved by :func:`for_profile`; the in-image default otherwise)."""
+    return settings.stall_after_s or common.DEFAULT_HC_HANG_AFTER
+
+
+def lengths(settings: SoakSettings) -> list[int]:
+    """The soak's prompt lengths (resolved by :func:`for_profile`; the default window's otherwise)."""
+    return list(settings.lengths) if settings.lengths else default_lengths(None)
+
+
+def argv(settings: SoakSettings, *, port: int, seconds: float, api_key_file: str | None) -> list[str]:
     """The client's argv inside the container."""
     out = [
         "python3", CLIENT,
         "--url", f"http://127.0.0.1:{port}",
         "--duration", f"{seconds:g}",
         "--concurrency", str(settings.concurrency),
-        "--lengths", ",".join(str(n) for n in lengths(settings, window)),
+        "--lengths", ",".join(str(n) for n in lengths(settings)),
         "--output-len", str(settings.output_len),
-        "--stall-after", f"{settings.stall_after_s:g}",
+        "--stall-after", f"{stall_after(settings):g}",
         "--window", f"{settings.window_s:g}",
     ]  # fmt: skip
     if api_key_file:
@@ -87,15 +110,15 @@ def measure(
     port: int,
     seconds: float,
     api_key_file: str | None,
-    window: int | None = None,
     run: bench.Run = bench.run_host,
 ) -> dict[str, Any]:
-    """The row's ``soak`` record of one healthy, running container (``window``: the model's sparse window,
-    for the default lengths)."""
+    """The row's ``soak`` record of one healthy, running container."""
     started = time.monotonic()
-    limit = seconds + settings.stall_after_s + EXEC_GRACE_S
-    asked = argv(settings, port=port, seconds=seconds, api_key_file=api_key_file, window=window)
-    done = run(bench.exec_argv(container, asked), limit)
+    limit = seconds + stall_after(settings) + EXEC_GRACE_S
+    done = run(
+        bench.exec_argv(container, argv(settings, port=port, seconds=seconds, api_key_file=api_key_file)),
+        limit,
+    )
     found = parse(done.stdout)
     if found is None:
         tail = " ".join((done.stderr or done.stdout or "").split())[-300:]
