@@ -270,7 +270,8 @@ def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -
         stack, profile, url=url, margin=judging.DEFAULT_MARGIN if margin is None else margin
     )
     click.echo(
-        f"{path}: {stack.model.path} passage {baseline.passage}: {baseline.score:.4f} nats/token over "
+        f"{path}: {stack.model_path_for(profile)} passage {baseline.passage}: {baseline.score:.4f} "
+        "nats/token over "
         f"{baseline.tokens} tokens (SGLang {baseline.sglang or '?'}, profile {profile}); healthchecks report "
         f"garbage below {baseline.score - baseline.margin:.4f}. Run 'bwstack render' and commit both files."
     )
@@ -476,7 +477,16 @@ def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry
     is_flag=True,
     help="Regenerate kernel-archs.json from the pinned wheels (downloads ~1 GB); with --check only compare.",
 )
-@click.option("--check", is_flag=True, help="With --kernel-facts: exit 1 when the committed facts differ.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Check that every pin still resolves (base digest, locked wheels, git sources, model revision): one "
+    "line per pin, exit 1 when one moved, vanished or could not be checked. With --kernel-facts: compare.",
+)
+@click.option(
+    "--index-url", default=None, metavar="URL", help="With --check: the package index (default PyPI)."
+)
+@click.option("--json", "as_json", is_flag=True, help="With --check: machine-readable output.")
 @click.option(
     "--inspect", "inspect_variant", metavar="VARIANT", help="Pull the base, judge the first-contact read."
 )
@@ -495,6 +505,8 @@ def lock(
     args_: bool,
     kernel_facts: bool,
     check: bool,
+    index_url: str | None,
+    as_json: bool,
     inspect_variant: str | None,
     image: str | None,
     out: Path | None,
@@ -513,11 +525,38 @@ def lock(
 
         names = list(variants) or [v for v in pins.list_variants(root / "images") if v.startswith("v")]
         sys.exit(facts_mod.run_kernel_facts(root / "images", names, check=check, echo=click.echo))
+    if check:
+        sys.exit(_lock_check(file, list(variants), index_url, as_json))
     sys.exit(
         locking.lock(
             root, variants=list(variants), digest=digest, python=python_, args=args_, echo=click.echo
         )
     )
+
+
+def _lock_check(file: Path, variants: list[str], index_url: str | None, as_json: bool) -> int:
+    from bwstack.lock import check as pin_check
+    from bwstack.stack import loader, pins
+
+    images = file.parent / "images"
+    names = variants or pins.list_variants(images)
+    model = None
+    if file.is_file():
+        stack = loader.load_stack(file)
+        if stack.model.revision:
+            model = (stack.model.path, stack.model.revision)
+    found = pin_check.check(
+        images,
+        names,
+        sources=pin_check.Sources(index_url),
+        model=model,
+        echo=None if as_json else click.echo,
+    )
+    if as_json:
+        click.echo(json.dumps(pin_check.to_json(found), indent=2))
+    else:
+        click.echo(pin_check.summary(found))
+    return pin_check.exit_status(found)
 
 
 # --- knowledge before launch ----------------------------------------------------------------------------

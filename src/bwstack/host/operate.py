@@ -25,7 +25,7 @@ from typing import Any
 
 from bwstack import __version__, classify, launch
 from bwstack.errors import ExternalError, UserError
-from bwstack.host import cpubase, modelcache, secretfiles
+from bwstack.host import cpubase, enginekind, modelcache, secretfiles
 from bwstack.host.dockercompose import Project
 from bwstack.host.doctor import image
 from bwstack.host.gitinfo import git
@@ -72,10 +72,14 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def ensure_secrets(stack: Stack) -> list[str]:
+def ensure_secrets(stack: Stack, kind: enginekind.EngineKind | None = None) -> list[str]:
     """Make each secret file the stack mounts exist (empty, mode 0600) and readable for the serving user only
-    (:mod:`bwstack.host.secretfiles`); one note per file created or changed."""
-    notes = []
+    (:mod:`bwstack.host.secretfiles`), as the engine runs it (``kind``: SELinux labels, rootless or
+    userns-remapped uids; detected when not given); one note per file created or changed."""
+    notes: list[str] = []
+    if not launch.stack_secrets(stack):
+        return notes
+    kind = kind or enginekind.detect()
     folder = (stack.root / stack.settings.secrets_dir).resolve()
     for name in launch.stack_secrets(stack):
         path = folder / name
@@ -85,16 +89,19 @@ def ensure_secrets(stack: Stack) -> list[str]:
                 f"created empty secret file {path} (mode 0600, readable for the serving user uid "
                 f"{imagelayout.UID} only); put your token there if needed"
             )
-            continue
         secretfiles.check_regular(path)
         if name == "api_key":
             with contextlib.suppress(OSError):  # unreadable here: serve.py checks it in the container
                 problem = common.api_key_problem(path.read_text(encoding="utf-8", errors="replace").strip())
                 if problem is not None:
                     raise UserError(problem, file=path)
-        changed = secretfiles.grant_serving_user(path)
+        changed = secretfiles.grant_serving_user(path, kind.serving_uid)
         if changed:
             notes.append(changed)
+        if kind.relabel:
+            labelled = enginekind.relabel(path)
+            notes.append(labelled or f"{path}: SELinux is enforcing and chcon is missing: label it "
+                         "container_file_t yourself")  # fmt: skip
     return notes
 
 

@@ -1,10 +1,11 @@
 """A CPU stack's ``tiny_models``, made in ``stack.model_cache_path`` before ``up``, ``fetch`` or a sweep.
 
-``kind: random`` entries are written by :mod:`bwstack.nogpu.tinymodel` (numpy, seeded: seconds). The
-``copy`` / ``copy-window`` pair of :mod:`bwstack.nogpu.tinycopy` (an induction circuit and its twin whose
-config breaks attention past 1024 tokens) needs torch and transformers: it is built once, in the interpreter
-the caller names (the host venv of the stack's CPU variant: the image's own closure), and both folders are
-written from that one build. A folder whose recorded spec matches is kept.
+``kind: random`` entries are written by :mod:`bwstack.nogpu.tinymodel` (numpy, seeded: seconds). A ``copy``
+entry, the long-context model of :mod:`bwstack.nogpu.tinycopy` (an induction circuit), needs torch and
+transformers: it is built once, in the interpreter the caller names (the host venv of the stack's CPU
+variant: the image's own closure), and every ``copy`` entry is written from that one build. A folder whose
+recorded spec matches is kept. (A profile breaks it past a length with SGLang's own
+``--json-model-override-args``: the same weights, a sliding window the engine applies.)
 """
 
 from __future__ import annotations
@@ -19,11 +20,8 @@ from bwstack.errors import UserError
 from bwstack.nogpu import tinycopy, tinymodel
 from bwstack.stack.schema import Stack, TinyModel
 
-#: the spec each kind of the copy pair records (tinymodel.write keeps it in bwstack-tiny-model.json)
-COPY_SPECS: dict[str, tinymodel.TinySpec] = {
-    "copy": tinycopy.SPEC,
-    "copy-window": tinymodel.TinySpec(**{**tinycopy.SPEC.__dict__, "sliding_window": tinycopy.BROKEN_WINDOW}),
-}
+#: the spec each built kind records (tinymodel.write keeps it in bwstack-tiny-model.json)
+COPY_SPECS: dict[str, tinymodel.TinySpec] = {"copy": tinycopy.SPEC}
 
 
 def spec_of(entry: TinyModel) -> tinymodel.TinySpec:
@@ -73,16 +71,16 @@ def ensure_for_stack(
 def _write_copies(
     stack: Stack, root: Path, echo: Callable[[str], object], copy_python: Callable[[], Path] | None
 ) -> dict[str, Any]:
-    """Build the copy pair once and write it to every ``copy`` / ``copy-window`` entry of the stack."""
+    """Build the copy model once and write it to every ``copy`` entry of the stack."""
     if copy_python is None:
         raise UserError(
-            "tiny_models of kind copy/copy-window need torch to be built: run this from bwstack's own "
+            "tiny_models of kind copy need torch to be built: run this from bwstack's own "
             "commands (fetch, up, sweep), which build them in the host venv of the stack's CPU variant",
             file=stack.path,
             field="tiny_models",
         )
     python = copy_python()
-    echo(f"tiny-model: building the copy pair (induction circuit + sliding-window twin) with {python}")
+    echo(f"tiny-model: building the copy model (an induction circuit) with {python}")
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".copy-pair.", dir=root))
     try:
