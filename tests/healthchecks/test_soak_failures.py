@@ -228,6 +228,7 @@ def test_one_failure_in_a_thousand_stays_ok_one_in_twenty_does_not() -> None:
     tried = record["requests"] + record["failed"]
     assert tried >= 1000 and record["failed"] == tried // 1000 >= 1, record  # the server did fail some
     assert code == 0 and record["verdict"] == "ok"
+    assert f"{record['requests']} req ({record['failed']} failed)" in soak.words(record)
     often, code = soaked(Behaviour("ok", fail_every=20), SETTINGS)
     tried = often["requests"] + often["failed"]
     assert often["failed"] == tried // 20 and tried >= 40, often

@@ -149,7 +149,7 @@ def words(soak: Any) -> str:
     worst = soak.get("worst_window") or {}
     parts = [
         f"ok {soak.get('duration_s', 0):.0f} s",
-        f"{soak.get('requests', 0)} req",
+        f"{soak.get('requests', 0)} req" + (f" ({soak['failed']} failed)" if soak.get("failed") else ""),
         f"{soak.get('tokens', 0)} tok",
     ]
     if isinstance(p50, int | float) and isinstance(p99, int | float):
