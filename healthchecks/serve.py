@@ -133,10 +133,12 @@ class Tee:
         return data
 
     def emit(self, data: bytes) -> None:
-        """Write already-redacted bytes to both sinks."""
+        """Write already-redacted bytes to both sinks. On stdout a tqdm bar's ``\r`` becomes a line end:
+        Docker's log driver ends a line only at ``\n``, so ``docker logs`` would show no shard or batch-size
+        progress until the bar closes (healthchecks/phases.py reads it live)."""
         with self._lock:
             with contextlib.suppress(OSError, ValueError):
-                sys.stdout.buffer.write(data)
+                sys.stdout.buffer.write(data.replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
                 sys.stdout.buffer.flush()
             self.log.write(data)
 

@@ -14,7 +14,8 @@ return_logprob, ignore_eos) whose logprobs must all be finite and not degenerate
 and the quality probe: the reference passage scored by teacher forcing (one prefill), compared with the
 calibrated --baseline (class ``garbage`` below baseline - margin). While the port refuses, the log tells
 starting from dead: generic traceback evidence after the last start banner, a ready line, or a log that has
-not changed for --stall-after seconds mean ``crash`` (or the class of the evidence), not ``starting``. One
+not changed for --stall-after seconds (while no JIT compiler runs: ``phases.compiling``) mean ``crash`` (or
+the class of the evidence), not ``starting``. One
 overall deadline: every socket wait is bounded by the remaining budget and an interval timer ends the run at
 --timeout. Stdlib only; it runs every interval.
 """
@@ -38,7 +39,7 @@ from typing import Any
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, judging, longprobe, progress, signatures, startup
+from healthchecks import common, judging, longprobe, phases, progress, signatures, startup, untrusted
 from healthchecks.judging import Unhealthy
 from healthchecks.settings import Config, UsageError, parse_args
 from healthchecks.verdict import Verdict, read_json
@@ -186,11 +187,17 @@ def _snippet(data: bytes | str) -> str:
     return text if len(text) <= SNIPPET else text[: SNIPPET - 3] + "..."
 
 
+#: what one answer's JSON may be: NaN / Infinity literals kept on purpose (a NaN logprob is the fault to see)
+BODY_LIMITS = untrusted.Limits(max_bytes=MAX_BODY_BYTES, max_depth=32, max_values=200_000, allow_nan=True)
+
+
 def _parse_json(reply: Reply, what: str) -> Any:
     try:
-        return json.loads(reply.body)  # accepts NaN / Infinity literals on purpose
-    except ValueError as exc:
-        raise Unhealthy("warmup_failed", f"{what}: non-JSON body: {_snippet(reply.body)!r}") from exc
+        return untrusted.loads(reply.body, BODY_LIMITS)
+    except untrusted.Refused as exc:
+        if str(exc).startswith("not "):
+            raise Unhealthy("warmup_failed", f"{what}: non-JSON body: {_snippet(reply.body)!r}") from exc
+        raise Unhealthy("warmup_failed", f"{what}: answer refused: {exc}") from exc
 
 
 # --- state --------------------------------------------------------------------------------------------------
@@ -333,6 +340,14 @@ def _dead_or_starting(run: Run, scanner: signatures.Scanner, fallback: Unhealthy
         )
     idle = log_idle_seconds(run)
     if idle is not None and idle > run.cfg.stall_after:
+        compilers = phases.compiling()
+        if compilers:  # a first-boot JIT compile keeps the log quiet: still starting (first-contact-2 R4)
+            return Unhealthy(
+                "starting",
+                f"{fallback.reason.split(':')[0]}; the server log has not changed for {idle:.0f}s, but a JIT "
+                f"compile is running ({', '.join(compilers[:3])})",
+                gone=True,
+            )
         return Unhealthy(
             "crash",
             f"{fallback.reason.split(':')[0]} and the server log has not changed for {idle:.0f}s "

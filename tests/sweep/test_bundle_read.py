@@ -8,9 +8,6 @@ hostile part's doing.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
 import json
 import subprocess
 import tarfile
@@ -20,66 +17,12 @@ from pathlib import Path
 import pytest
 
 from bwstack.sweep import bundleread
+from support.bundles import MIB, SHIPPED, base_parts, bundle_of, pack, regular, special, with_part
 from support.stack import ROOT, run_cli
-
-SHIPPED = sorted((ROOT / "evidence" / "bundles").glob("*.tar.gz"))
-MIB = 1024 * 1024
 
 
 def bwstack(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_cli(cwd, *args)
-
-
-def base_parts() -> dict[str, bytes]:
-    assert SHIPPED, "evidence/bundles/ holds no bundle"
-    return dict(bundleread.read_bundle(SHIPPED[0]).parts)
-
-
-def manifest_for(parts: dict[str, bytes]) -> bytes:
-    manifest = json.loads(base_parts()[bundleread.MANIFEST])
-    manifest["parts"] = [
-        {"name": n, "sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)}
-        for n, d in parts.items()
-        if n != bundleread.MANIFEST
-    ]
-    return json.dumps(manifest).encode()
-
-
-Member = tuple[tarfile.TarInfo, bytes]
-
-
-def regular(name: str, data: bytes) -> Member:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    return info, data
-
-
-def special(name: str, kind: bytes, target: str = "") -> Member:
-    info = tarfile.TarInfo(name)
-    info.type = kind
-    info.linkname = target
-    return info, b""
-
-
-def pack(members: list[Member]) -> bytes:
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for info, data in members:
-            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
-    return gzip.compress(raw.getvalue(), mtime=0)
-
-
-def bundle_of(parts: dict[str, bytes], *extra: Member, manifest: bool = True) -> bytes:
-    """The parts with a manifest that lists them truthfully, then ``extra`` members (not in the manifest)."""
-    members = [regular(bundleread.MANIFEST, manifest_for(parts))] if manifest else []
-    members += [regular(n, d) for n, d in parts.items() if n != bundleread.MANIFEST]
-    return pack(members + list(extra))
-
-
-def with_part(name: str, data: bytes) -> bytes:
-    parts = base_parts()
-    parts[name] = data
-    return bundle_of(parts)
 
 
 def tampered() -> bytes:
@@ -230,6 +173,33 @@ def test_bundle_of_a_folder_without_a_report_or_of_another_stack_is_one_line(tmp
     folder = tmp_path / "report"
     folder.mkdir()
     (folder / "results.json").write_bytes(base_parts()[bundleread.RESULTS])
+    doc = json.loads(base_parts()[bundleread.RESULTS])
+    doc["stack"]["file"] = "profiles.elsewhere.yaml"
+    (folder / "results.json").write_text(json.dumps(doc), encoding="utf-8")
     other = bwstack(ROOT, "report", "bundle", str(folder), "-o", str(tmp_path / "b.tar.gz"))  # profiles.yaml
-    assert other.returncode == 2 and "pass -f profiles.cpu.yaml" in other.stderr
+    assert other.returncode == 2 and other.stderr.count("\n") == 1
+    assert (
+        "made from profiles.elsewhere.yaml, not profiles.yaml, and no profiles.elsewhere.yaml lies"
+        in other.stderr
+    )
+    assert "pass -f PATH/profiles.elsewhere.yaml" in other.stderr
     assert not (tmp_path / "b.tar.gz").exists()
+
+
+def test_bundle_takes_the_profiles_file_its_report_names(tmp_path: Path) -> None:
+    """A CPU sweep's report names profiles.cpu.yaml; bundled without -f (profiles.yaml), it is bundled with
+    profiles.cpu.yaml, which lies beside, and says so (no Docker: the image part records its absence)."""
+    folder = tmp_path / "report"
+    folder.mkdir()
+    (folder / "results.json").write_bytes(base_parts()[bundleread.RESULTS])
+    assert json.loads((folder / "results.json").read_text())["stack"]["file"] == "profiles.cpu.yaml"
+    out = tmp_path / "b.tar.gz"
+    done = run_cli(ROOT, "report", "bundle", str(folder), "-o", str(out), env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(
+        "bwstack: this report was made from profiles.cpu.yaml: bundling it with profiles.cpu.yaml, not "
+        "profiles.yaml\n"
+    ), done.stdout
+    parts = bundleread.read_bundle(out).parts
+    assert parts["profiles/profiles.cpu.yaml"] == (ROOT / "profiles.cpu.yaml").read_bytes()
+    assert "profiles/profiles.yaml" not in parts

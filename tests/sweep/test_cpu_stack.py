@@ -276,6 +276,11 @@ def test_sweep_matches_every_expect_from_the_real_server(
             assert row["evidence"]["server_version"] == "0.5.23"
             assert_sane_speed(name, row["speed"], settings)
             assert_scored_and_soaked(name, row)
+            # seconds per start-up phase, from the real server's own log (issue 34 item 4)
+            assert row["start"]["phase"] == "ready", (name, row["start"])
+            assert {"launch", "weights", "kv_cache", "first_decode"} <= set(row["start"]["seconds"]), row[
+                "start"
+            ]
         else:
             assert "speed" not in row and "soak" not in row, name  # only a healthy profile is measured
     html = (out / "matrix.html").read_text()
@@ -403,6 +408,10 @@ def test_healthy_idle_and_under_a_soak_a_frozen_scheduler_is_hang_and_the_contai
     out = up.stdout + up.stderr
     assert up.returncode == 0, out[-4000:]
     assert f"{HEALTHY}: healthy" in out and "soak verdict: ok" in out, out[-3000:]
+    # the start's phases, read live from the real server's log (docker logs --timestamps; issue 34 item 4)
+    assert re.search(
+        r"^  start: launch \d+ s, weights \d+ s, kv_cache \d+ s, .*first_decode \d+ s$", out, re.M
+    ), out
     assert f"no token for {HANG_BOUND} s = hang" in out, out[-3000:]  # the soak took the derived bound
     figures = re.search(
         r"soak figures: (\d+) requests, (\d+) tokens, ITL p50 \d+ / p99 \d+ ms, (\d+) stalls", out

@@ -25,7 +25,7 @@ from typing import Any
 
 from bwstack import __version__, classify, launch
 from bwstack.errors import ExternalError, UserError
-from bwstack.host import cpubase, enginekind, modelcache, secretfiles
+from bwstack.host import cpubase, enginekind, modelcache, secretfiles, startlog
 from bwstack.host.dockercompose import Project
 from bwstack.host.doctor import image
 from bwstack.host.gitinfo import git
@@ -283,11 +283,13 @@ def health_reason(state: dict[str, Any]) -> str:
 def wait_healthy(project: Project, service: str, limit: float, echo: Any, stack: Stack | None = None) -> int:
     """Poll the container's health until healthy / unhealthy / exited / timeout, with a progress line."""
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(file=echo, highlight=False)
     start = time.monotonic()
     cid = None
     status_text = "starting"
+    watch: startlog.StartLog | None = None
     with console.status(f"[bold]{service}[/]: waiting for the container") as status:
         while True:
             elapsed = time.monotonic() - start
@@ -298,9 +300,15 @@ def wait_healthy(project: Project, service: str, limit: float, echo: Any, stack:
                 health = (state.get("Health") or {}).get("Status", "none")
                 reason = health_reason(state)
                 status_text = f"{state.get('Status')}/{health}"
-                status.update(f"[bold]{service}[/]: {status_text} after {elapsed:.0f} s  {reason[:100]}")
+                watch = watch or startlog.StartLog(cid)
+                watch.poll()  # the start's phase, from the server's own log
+                shown = watch.line() if health == "starting" else reason
+                shown = escape(shown[:110])
+                status.update(f"[bold]{service}[/]: {status_text} after {elapsed:.0f} s  {shown}")
                 if health == "healthy":
                     console.print(f"[green]{service}: healthy[/] after {elapsed:.0f} s: {reason}")
+                    if watch.words():
+                        console.print(f"  start: {watch.words()}", markup=False)
                     return 0
                 # a restart is a failure too: report the first one, not the third reload of the model
                 restarted = state.get("Restarting") or int(details.get("RestartCount") or 0) > 0

@@ -182,6 +182,7 @@ class ModelSettings(_Strict):
     env: dict[EnvName, str] = {}
 
     _env = field_validator("env")(safevalues.no_secret_env)
+    _args = field_validator("extra_args")(safevalues.no_secret_args)
 
     @field_validator("revision")
     @classmethod
@@ -228,6 +229,7 @@ class Profile(_ProfileBackends):
     env: dict[EnvName, str] = {}
 
     _env = field_validator("env")(safevalues.no_secret_env)
+    _args = field_validator("extra_args")(safevalues.no_secret_args)
     tags: list[Name] = Field(default=[], description="labels for selecting profiles (bwstack sweep --tag)")
     model_path: ModelRef | None = Field(
         default=None,

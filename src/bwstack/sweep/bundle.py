@@ -20,12 +20,13 @@ import json
 import re
 import subprocess
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bwstack import __version__, launch
 from bwstack.errors import ExternalError, UserError
-from bwstack.files import atomic_write_bytes
+from bwstack.files import atomic_write_bytes, read_bounded, refuse_overwrite
 from bwstack.host.doctor.probe import HostProbe
 from bwstack.host.doctor.record import host_facts
 from bwstack.host.gitinfo import git
@@ -145,6 +146,27 @@ def _tar(parts: list[tuple[str, bytes]]) -> bytes:
     return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0)
 
 
+def report_stack(report_dir: Path, stack: Stack, load: Callable[[Path], Stack]) -> tuple[Stack, str | None]:
+    """The stack a report was made from: ``stack`` when the report names its profiles file (or none), else the
+    file the report names when it lies beside ``stack``'s (loaded with ``load``), with a line saying so;
+    UserError when the report is missing or names a file that is not there."""
+    results = report_dir / report.RESULTS_FILE
+    if not results.is_file():
+        raise UserError(f"no sweep report here ({report.RESULTS_FILE} missing)", file=report_dir)
+    named = report.load_document(results)["stack"].get("file")
+    if named in (None, stack.path.name):
+        return stack, None
+    beside = stack.path.parent / str(named)
+    if Path(str(named)).name == named and beside.is_file():
+        return load(beside), f"this report was made from {named}: bundling it with {beside}, not {stack.path}"
+    raise UserError(
+        f"this report was made from {named}, not {stack.path.name}, and no {named} lies beside "
+        f"{stack.path.name}; pass -f PATH/{named}",
+        file=results,
+        field="stack.file",
+    )
+
+
 def build(
     report_dir: Path, stack: Stack, *, probe: HostProbe, redact_host: bool = False
 ) -> tuple[bytes, dict[str, Any], redact.Redactor]:
@@ -212,8 +234,10 @@ def build(
 
 def write(report_dir: Path, stack: Stack, out: Path | None, *, probe: HostProbe, redact_host: bool) -> Path:
     """Build the bundle and replace ``out`` (default :func:`default_output`) atomically; its path."""
-    blob, _, _ = build(report_dir, stack, probe=probe, redact_host=redact_host)
     target = out or default_output(report_dir)
+    reads = [report_dir, stack.path, *(report_dir / n for n in (report.RESULTS_FILE, *RUN_FILES))]
+    refuse_overwrite(target, [*reads, report_dir / report.MARKDOWN_FILE, report_dir / report.HTML_FILE], "-o")
+    blob, _, _ = build(report_dir, stack, probe=probe, redact_host=redact_host)
     atomic_write_bytes(target, blob)
     return target
 
@@ -225,8 +249,9 @@ def local_paths(stack: Stack) -> list[tuple[str, str]]:
 
 
 def _read(path: Path) -> str:
+    """A file to bundle, read within the part limit (a symlink to a huge file is refused unread)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_bounded(path, MAX_MEMBER_BYTES).decode("utf-8", errors="replace")
     except OSError as exc:
         raise UserError(f"cannot read: {exc.strerror}", file=path) from None
 
