@@ -346,9 +346,10 @@ def up(
 
     With --soak SECONDS, the healthy service then carries the sweep's soak: stack.soak.concurrency streamed
     requests from inside the container against 127.0.0.1, every logprob checked, a request with no token for
-    stack.soak.stall_after_s ending it as hang; a progress line every 15 s, then the figures (requests,
-    tokens, ITL p50/p99, stalls, worst window) and 'soak verdict: ...'. Exit 0 when the verdict is ok, 1 on
-    hang, nan, garbage or no result (the service is left as it is), 2 on bad input.
+    stack.soak.stall_after_s ending it as hang, more than 2% failed requests named by their class; a progress
+    line every 15 s, then the figures (requests, tokens, ITL p50/p99, stalls, worst window) and 'soak verdict:
+    ...'. Exit 0 when the verdict is ok, 1 on hang, nan, garbage, failed requests or no result (the service is
+    left as it is), 2 on bad input.
     """
     from bwstack.host import choose, operate
     from bwstack.stack import loader

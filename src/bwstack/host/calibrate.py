@@ -21,19 +21,6 @@ from healthchecks import common, judging, longprobe, settings, warmup
 DEFAULT_TIMEOUT = 120.0
 
 
-def model_window(stack: Stack) -> int | None:
-    """The model's sparse window (``index_topk`` of its config, when ``model.config`` names one)."""
-    ref = getattr(stack.model, "config", None)
-    if not ref:
-        return None
-
-    try:
-        value = modelconfig.load(str(ref), base=stack.root).get("index_topk")
-    except UserError:
-        return None
-    return value if isinstance(value, int) and value > 0 else None
-
-
 def measure(
     url: str, *, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None, window: int | None = None
 ) -> dict[str, Any]:
@@ -127,7 +114,7 @@ def calibrate(
     target = url or f"http://127.0.0.1:{stack.settings.port}"
     key_file = stack.root / stack.settings.secrets_dir / "api_key"
     api_key = common.read_secret(str(key_file)) if stack.settings.api_key else None  # a key-protected server
-    found = measure(target, window=model_window(stack), api_key=api_key)
+    found = measure(target, window=modelconfig.sparse_window(stack), api_key=api_key)
     model = stack.model_path_for(profile)
     served = {model, launch.model_path_in_container(stack, profile)}  # a tiny model: its path in the image
     if found["model_path"] and found["model_path"] not in served:

@@ -571,7 +571,8 @@ def _markdown_evidence(name: str, row: Mapping[str, Any], fact: str | None = Non
     if row.get("imitated"):
         lines.append(f"- imitated: {_cell(str(row['imitated']), 400)}")
     lines.append("")
-    return lines
+    table = soak.bucket_table(row.get("soak"))
+    return lines + (["soak per prompt length:", "", *table, ""] if table else [])
 
 
 # --- HTML ---------------------------------------------------------------------------------------------------
@@ -652,6 +653,7 @@ def html_context(doc: Document) -> dict[str, Any]:
                 "speed_short": bench.short_words(row.get("speed")),
                 "speed_words": bench.speed_words(row.get("speed")),
                 "soak_words": soak.words(row.get("soak")),
+                "soak_buckets": soak.bucket_rows(row.get("soak")),
                 "start_words": phases.record_words(row.get("start")),
                 "score_words": score_words(row.get("scores") or {}),
                 "long_fact": facts.get(name),
@@ -681,6 +683,7 @@ def html_context(doc: Document) -> dict[str, Any]:
         "speed_rows": speed_rows(doc),
         "speed_titles": SPEED_TITLES,
         "figure_keys": bench.FIGURES,
+        "bucket_columns": soak.BUCKET_COLUMNS,
         "variants": [
             {"name": name, "pins": pins_summary(manifest), "manifest": json.dumps(manifest, indent=2)}
             for name, manifest in doc["variants"].items()
