@@ -60,6 +60,10 @@ WATCH_S = 0.25
 CONNECT_S = 10.0
 MAX_LINE = 16 * 1024 * 1024
 KEEP_ERRORS = 5
+#: the longest duration, stall bound or window the client takes (a day: `bwstack up --soak`'s own cap)
+MAX_SECONDS = 86_400.0
+#: a stream whose requests fail waits before the next one: 50 ms, doubling, at most 1 s
+BACKOFF_S, BACKOFF_MAX_S = 0.05, 1.0
 #: more than this share of the soak's requests failed -> not ``ok`` (module docstring: why 2 %)
 FAIL_RATIO = 0.02
 #: the class of failed requests whose error text the catalog does not know
@@ -215,8 +219,9 @@ class Target:
     output_len: int
 
 
-def one(soak: Soak, target: Target, ids: list[int], key: int) -> None:  # noqa: PLR0912, PLR0915 - one streamed request's states
-    """One streamed request, checked token by token; the watchdog shuts its socket down to end it."""
+def one(soak: Soak, target: Target, ids: list[int], key: int) -> bool:  # noqa: PLR0912, PLR0915 - one streamed request's states
+    """One streamed request, checked token by token; the watchdog shuts its socket down to end it. True
+    when it completed."""
     parts = urllib.parse.urlsplit(target.url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=CONNECT_S)
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -290,6 +295,7 @@ def one(soak: Soak, target: Target, ids: list[int], key: int) -> None:  # noqa: 
         with soak.lock:
             soak.completed += 1
             soak.bucket(len(ids)).completed += 1
+        return True
     except judging.Unhealthy as exc:
         soak.end(exc.cls, exc.reason)
     except Ended:
@@ -307,6 +313,7 @@ def one(soak: Soak, target: Target, ids: list[int], key: int) -> None:  # noqa: 
         with soak.lock:
             soak.flights.pop(key, None)
         conn.close()
+    return False
 
 
 def watchdog(soak: Soak) -> None:
@@ -421,13 +428,16 @@ def run(args: argparse.Namespace, api_key: str | None) -> dict[str, Any]:
     issued = [0]
 
     def worker() -> None:
+        failing = 0  # this stream's failures in a row: it backs off (50 ms doubling to 1 s), never spins
         while not soak.stop.is_set() and time.monotonic() < soak.deadline:
             with lock:
                 key = issued[0]
                 issued[0] += 1
                 length = lengths[key % len(lengths)]
                 ids = [rng.randrange(TOKEN_ID_LOW, TOKEN_ID_HIGH) for _ in range(length)]
-            one(soak, target, ids, key)
+            failing = 0 if one(soak, target, ids, key) else failing + 1
+            if failing:
+                soak.stop.wait(min(BACKOFF_MAX_S, BACKOFF_S * 2 ** min(failing - 1, 10)))
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(args.concurrency)]
     for thread in threads:
@@ -483,8 +493,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     for name in ("duration", "stall_after", "window"):
-        if not getattr(args, name) > 0:
-            parser.error(f"--{name.replace('_', '-')} must be more than 0")
+        value = getattr(args, name)
+        if not 0 < value <= MAX_SECONDS:  # NaN and inf fail this too
+            parser.error(f"--{name.replace('_', '-')} must be more than 0 and at most {MAX_SECONDS:g} s")
     if not 1 <= args.concurrency <= 64 or not 1 <= args.output_len <= 65536:
         parser.error("--concurrency must be 1..64 and --output-len 1..65536")
     return args

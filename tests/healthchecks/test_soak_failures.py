@@ -298,3 +298,38 @@ def test_up_soak_exits_1_when_the_soak_fails_at_length(monkeypatch: pytest.Monke
     verdict_line = out.getvalue().splitlines()[-2 if "next to try" in out.getvalue() else -1]
     assert verdict_line.startswith("bwstack: soak verdict: illegal_memory: "), out.getvalue()
     assert f"error in the stream: {ILLEGAL}" in verdict_line
+
+
+def test_a_stream_whose_requests_fail_backs_off_instead_of_spinning() -> None:
+    """A server that accepts and hangs up at once: each of the client's streams waits 50 ms, doubling to 1 s,
+    between failed requests (about 7 tries in 3 s; a loop without back-off makes thousands)."""
+    accepted = [0]
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            accepted[0] += 1
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        done = subprocess.run(
+            [sys.executable, str(CLIENT), "--url", f"http://127.0.0.1:{server.getsockname()[1]}", "--duration",
+             "3", "--concurrency", "1", "--lengths", "8", "--output-len", "4", "--stall-after", "5"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert 3 <= accepted[0] <= 12, accepted[0]

@@ -14,11 +14,13 @@ from typing import Any, TypeVar
 
 import click
 
+from healthchecks import soak_client
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_PROFILES = "profiles.yaml"
-#: the longest soak (``up --soak``, ``sweep --soak``): a day, as ``stack.soak.duration_s``
-MAX_SOAK_S = 86_400
+#: the longest soak (``up --soak``, ``sweep --soak``): a day, the soak client's own cap
+MAX_SOAK_S = int(soak_client.MAX_SECONDS)
 
 
 class ImageRef(click.ParamType[str]):
