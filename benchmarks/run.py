@@ -14,6 +14,7 @@ date and the commit, into docs/benchmarks.md (benchmarks/_docs.py). Run:
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _common import SKIP_PREFIX, SKIPPED
+
+from bwstack.files import atomic_write
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -61,6 +64,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument(
         "--smoke", action="store_true", help="each benchmark's short mode (one run, smallest)"
+    )
+    parser.add_argument(
+        "--json", type=Path, help="also write each outcome here (name, outcome, seconds, reason)"
     )
     parser.add_argument(
         "--write-docs", action="store_true", help="write the outputs into docs/benchmarks.md (full run only)"
@@ -110,6 +116,18 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = [run_one(path, args.smoke) for path in chosen]
     total = time.monotonic() - started
     print_summary(outcomes, total, args.smoke)
+    if args.json:
+        rows = [
+            {
+                "name": o.name,
+                "outcome": o.word,
+                "status": o.status,
+                "seconds": round(o.seconds, 1),
+                "reason": o.skip_reason,
+            }
+            for o in outcomes
+        ]
+        atomic_write(args.json, json.dumps({"smoke": args.smoke, "seconds": round(total, 1), "runs": rows}))
     if args.write_docs:
         from _docs import write_docs
 
