@@ -150,6 +150,18 @@ def load_secret(path: str) -> str | None:
     return value or None
 
 
+def api_key_problem(key: str) -> str | None:
+    """Why SGLang cannot take ``key`` as its ``--api-key``, else None. Its ``--config`` parser (0.5.9, 0.5.23)
+    turns the file's ``api-key`` into the argv items ``--api-key KEY``, and argparse reads a value that
+    begins with ``-`` as the next option ("expected one argument"). Never names the key."""
+    if key.startswith("-"):
+        return (
+            "the API key begins with '-': SGLang's argument parser takes it for an option and exits "
+            "('--api-key: expected one argument'); use a key that does not begin with '-'"
+        )
+    return None
+
+
 def read_secret(path: str) -> str | None:
     """The stripped content of a secret file; None when missing, unreadable or empty. Never logs it."""
     try:

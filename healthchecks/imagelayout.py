@@ -44,6 +44,14 @@ CACHE_ENV: dict[str, str] = {
     "TILELANG_CACHE_DIR": f"{JIT_CACHE}/tilelang",
     # FlashInfer's internal TRT-LLM DeepGEMM (default $HOME/.tensorrt_llm)
     "TRTLLM_DG_CACHE_DIR": f"{JIT_CACHE}/trtllm_dg",
+    # CuTe DSL's compiled kernels (nvidia-cutlass-dsl, an SGLang 0.5.23 dependency, and FlashInfer 0.7.2's
+    # vendored copy: ``base_dsl/cache_helpers.py``): default /tmp/<user>/cutlass_python_cache, in the
+    # container layer. FlashInfer's ``prims_ts`` sets it under FLASHINFER_WORKSPACE_BASE only when it happens
+    # to be imported first, so it is pinned here
+    "CUTE_DSL_CACHE_DIR": f"{JIT_CACHE}/cute_dsl",
+    # FlashInfer 0.7.2 b12x (``experimental/b12x/_lib/compiler.py`` ``_cute_compile_cache_dir``): this
+    # variable, else $XDG_CACHE_HOME/b12x/compile; named so it stays on the volume whatever XDG says
+    "B12X_COMPILE_CACHE_DIR": f"{JIT_CACHE}/b12x",
 }
 
 #: the rest of the fixed environment of the serving image (the Dockerfile's ENV block, beside CACHE_ENV and

@@ -55,7 +55,7 @@ from typing import Any, BinaryIO
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, imagelayout, progress, signatures, verdict
+from healthchecks import common, imagelayout, norestart, progress, signatures, verdict
 
 PREFIX = verdict.MARKER
 READ_BYTES = 64 * 1024
@@ -133,10 +133,12 @@ class Tee:
         return data
 
     def emit(self, data: bytes) -> None:
-        """Write already-redacted bytes to both sinks."""
+        """Write already-redacted bytes to both sinks. On stdout a tqdm bar's ``\r`` becomes a line end:
+        Docker's log driver ends a line only at ``\n``, so ``docker logs`` would show no shard or batch-size
+        progress until the bar closes (healthchecks/phases.py reads it live)."""
         with self._lock:
             with contextlib.suppress(OSError, ValueError):
-                sys.stdout.buffer.write(data)
+                sys.stdout.buffer.write(data.replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
                 sys.stdout.buffer.flush()
             self.log.write(data)
 
@@ -255,6 +257,9 @@ def build_child(args: list[str]) -> ChildSpec:
             f"{os.getuid()}, or remove it)"
         ) from None
     key_config = None
+    problem = common.api_key_problem(key) if key else None
+    if problem is not None:
+        raise StartRefused(f"{key_file}: {problem}")
     if key and any(a.split("=", 1)[0] == "--api-key" for a in args):
         notes.append(f"--api-key given on the command line, {key_file} not used")
     elif key:
@@ -510,11 +515,11 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.unlink(stale)
     log_path = common.env_or(common.ENV_LOG, imagelayout.SERVER_LOG)
-    try:
-        max_bytes = max(1024, int(common.env_or(common.ENV_LOG_MAX_BYTES, str(common.DEFAULT_LOG_MAX_BYTES))))
-    except ValueError:
-        max_bytes = common.DEFAULT_LOG_MAX_BYTES
+    max_bytes = _log_max_bytes()
     hang_watch = common.env_or(common.ENV_HANG_WATCH, "1") != "0"
+    spec_key = norestart.digest(args, os.environ)
+    if _not_again(spec_key, state_file, BoundedLog(log_path, max_bytes)):
+        return common.EXIT_FAIL_FAST
     try:
         spec = build_child(with_metrics(args) if hang_watch else args)
     except StartRefused as exc:
@@ -571,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     reader.join(READER_GRACE_S)
     if watcher.triggered:
         tee.say(verdict.stopped_message(code, watcher.triggered or ""))
+        _remember(tee, spec_key, verdict.Verdict.parse(watcher.triggered))
         # stay until Docker's probes have recorded the stop `retries` times (they repeat it), so Docker's own
         # status is `unhealthy` with the class before the container exits
         linger(tee, forwarded, state_file, exited_at, after_exit=True, streak=_retries())
@@ -584,9 +590,41 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tee.say("server exited: exit status 0")
     if code != 0 and not forwarded:
+        found = signatures.classify_file(log_path)  # the root cause the server died of, from its own log
+        _remember(tee, spec_key, verdict.Verdict(found.cls, found.text) if found is not None else None)
         linger(tee, forwarded, state_file, exited_at)
     tee.log.close()
     return code
+
+
+def _log_max_bytes() -> int:
+    """``BWSTACK_LOG_MAX_BYTES`` (at least 1 KiB), else the default."""
+    try:
+        return max(1024, int(common.env_or(common.ENV_LOG_MAX_BYTES, str(common.DEFAULT_LOG_MAX_BYTES))))
+    except ValueError:
+        return common.DEFAULT_LOG_MAX_BYTES
+
+
+def _not_again(key: str, state_file: str, log: BoundedLog) -> bool:
+    """A start of a spec whose failure a restart cannot heal: say so (stdout, log), record the verdict for the
+    healthcheck, and True (the caller exits without loading the model)."""
+    remembered = norestart.recalled(key, os.environ)
+    if remembered is None:
+        return False
+    line = norestart.refusal(key, remembered)
+    print(f"{PREFIX} not starting: {line}", flush=True)
+    log.write(f"{PREFIX} not starting: {line}\n".encode())
+    verdict.write_record(state_file + common.STOPPED_SUFFIX, remembered["verdict"], time.time())
+    return True
+
+
+def _remember(tee: Tee, key: str, found: verdict.Verdict | None) -> None:
+    """Remember a verdict a restart cannot heal (healthchecks/norestart.py), and say so."""
+    if found is not None and norestart.remember(key, found, os.environ) is not None:
+        tee.say(
+            f"remembered '{found.cls}' for this launch spec (digest {key}): a restart of the same spec exits "
+            f"at once instead of loading the model again ('bwstack up --retry' clears it)"
+        )
 
 
 def _retries() -> int:

@@ -14,7 +14,8 @@ return_logprob, ignore_eos) whose logprobs must all be finite and not degenerate
 and the quality probe: the reference passage scored by teacher forcing (one prefill), compared with the
 calibrated --baseline (class ``garbage`` below baseline - margin). While the port refuses, the log tells
 starting from dead: generic traceback evidence after the last start banner, a ready line, or a log that has
-not changed for --stall-after seconds mean ``crash`` (or the class of the evidence), not ``starting``. One
+not changed for --stall-after seconds (while no JIT compiler runs: ``phases.compiling``) mean ``crash`` (or
+the class of the evidence), not ``starting``. One
 overall deadline: every socket wait is bounded by the remaining budget and an interval timer ends the run at
 --timeout. Stdlib only; it runs every interval.
 """
@@ -38,7 +39,7 @@ from typing import Any
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, judging, longprobe, progress, signatures, startup
+from healthchecks import common, judging, longprobe, phases, progress, signatures, startup
 from healthchecks.judging import Unhealthy
 from healthchecks.settings import Config, UsageError, parse_args
 from healthchecks.verdict import Verdict, read_json
@@ -333,6 +334,14 @@ def _dead_or_starting(run: Run, scanner: signatures.Scanner, fallback: Unhealthy
         )
     idle = log_idle_seconds(run)
     if idle is not None and idle > run.cfg.stall_after:
+        compilers = phases.compiling()
+        if compilers:  # a first-boot JIT compile keeps the log quiet: still starting (first-contact-2 R4)
+            return Unhealthy(
+                "starting",
+                f"{fallback.reason.split(':')[0]}; the server log has not changed for {idle:.0f}s, but a JIT "
+                f"compile is running ({', '.join(compilers[:3])})",
+                gone=True,
+            )
         return Unhealthy(
             "crash",
             f"{fallback.reason.split(':')[0]} and the server log has not changed for {idle:.0f}s "

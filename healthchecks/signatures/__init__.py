@@ -5,8 +5,9 @@ tools (``from healthchecks import signatures``). No other module maps log text t
 
 This module is the catalog's public face and its matcher (:class:`Scanner`); the parts it joins are
 ``classes.py`` (the classes: meaning, fix, rank, fail-fast, severity tier), ``entry.py``
-(the :class:`Signature` record and its builder) and the signature tables by failure family,
-``gpu.py`` then ``runtime.py``. Import the names from here.
+(the :class:`Signature` record and its builder), the signature tables by failure family,
+``gpu.py``, ``runtime.py``, ``shapes.py`` then ``evidence.py``, ``paste.py`` (the paste noise dropped before
+the scan) and ``structure.py`` (the log's structure and the rules that read it). Import the names from here.
 
 Each :class:`Signature` carries the public source of its text (an issue/PR reference, or the wheel file it was
 read in) and a priority taken from its class: when several signatures match one log, the root cause wins (the
@@ -24,6 +25,7 @@ Public API::
     CLASS_INFO / CLASSES         every class with its meaning, typical fix, rank and fail-fast flag
     DESCRIPTIONS                 class -> "meaning; fix: typical fix"
     FAIL_FAST_CLASSES            classes that do not heal by waiting
+    RESTART_HEALS                classes a restart of the same spec may heal (norestart.py remembers the rest)
     SEVERITY                     class -> 0 (healthy) .. 3 (serves wrong output), for comparing sweeps
     SIGNATURES                   the catalog (tuple of Signature)
     FATAL, SERVING, SERVING_MIN  the fatal-evidence and serving-evidence rules (docs/healthcheck.md)
@@ -39,12 +41,13 @@ Public API::
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from healthchecks import verdict
-from healthchecks.signatures import gpu, runtime, shapes
+from healthchecks.signatures import evidence, gpu, paste, runtime, shapes, structure
 from healthchecks.signatures.classes import (
     CLASS_INFO,
     CLASS_PRIORITY,
@@ -52,6 +55,7 @@ from healthchecks.signatures.classes import (
     DESCRIPTIONS,
     FAIL_FAST_CLASSES,
     NOT_FATAL_WHILE_ALIVE,
+    RESTART_HEALS,
     SEVERITY,
     ClassInfo,
     class_table,
@@ -68,11 +72,13 @@ __all__ = [
     "MAX_TEXT",
     "NOT_FATAL_WHILE_ALIVE",
     "READY_TEXT",
+    "RESTART_HEALS",
     "SERVING",
     "SERVING_MIN",
     "SEVERITY",
     "SIGNATURES",
     "START_TEXTS",
+    "STOPPED",
     "ClassInfo",
     "Match",
     "Scanner",
@@ -131,11 +137,14 @@ SIGNATURES: tuple[Signature, ...] = (
     *gpu.SIGNATURES,
     *runtime.SIGNATURES,
     *shapes.SIGNATURES,
+    *evidence.SIGNATURES,
 )
 #: fatal evidence and serving evidence, each one rule (defined in shapes.py, documented in
 #: docs/healthcheck.md): a log with fatal evidence is never ``starting``; a run with serving evidence serves
 FATAL: tuple[Signature, ...] = shapes.FATAL
 SERVING: tuple[bytes, ...] = shapes.SERVING
+#: clean-stop evidence (evidence.py): a run that ends in one with no fatal evidence is ``healthy`` (stopped)
+STOPPED: tuple[bytes, ...] = evidence.STOPPED
 SERVING_MIN = shapes.SERVING_MIN
 
 _KEYS: tuple[str, ...] = tuple(
@@ -289,6 +298,19 @@ def _candidates(keys: list[int]) -> tuple[int, ...]:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+#: the folded (letters-only, lower-case) spellings one of which every STOPPED line holds: a chunk whose folded
+#: text holds none cannot stop, and its raw text is not searched
+_STOP_FOLDED: tuple[bytes, ...] = (
+    b"sigterm",
+    b"gracefully",
+    b"finishedserverprocess",
+    b"exitcode",
+    b"withcode",
+)
+
+
 _Best = tuple[int, int, str, Signature]
 
 
@@ -314,6 +336,7 @@ class Scanner:
         self._seen: dict[str, tuple[int, int]] = {}
         self._seen_strong: dict[str, tuple[int, int]] = {}
         self.serving = 0  # serving evidence after the start banner (SERVING lines), counted up to SERVING_MIN
+        self.stopped = 0  # clean-stop evidence after the start banner (STOPPED lines): SIGTERM, exit -15
         self.host_arch: str | None = None  # the last host arch the log stated (sm_120)
         #: remembered until the state changes: signature index -> whether its match would change anything,
         #: folded scan word index -> whether a line holding it is settled (see _settled). A later line and a
@@ -321,6 +344,10 @@ class Scanner:
         #: remembered "no" stays right until a start banner or the ready line drops what was seen
         self._changes: dict[int, bool] = {}
         self._quiet: dict[int, bool] = {}
+        #: the last structure.TAIL characters fed (as pasted), for the structural rules
+        self._tail: deque[str] = deque()
+        self._tail_size = 0
+        self._structure: tuple[int, structure.Structure] | None = None  # (lines_seen, its structure)
 
     @property
     def ready(self) -> bool:
@@ -332,10 +359,11 @@ class Scanner:
         """True when the current run reached the ready line or shows serving evidence (SERVING_MIN lines)."""
         return self.ready or self.serving >= SERVING_MIN
 
-    def _consider(self, line: str, line_no: int, keys: list[int]) -> None:
-        """Match one candidate line; ``keys`` are the indexes (in ``_KEYS``) of the literal keys it holds."""
+    def _consider(self, line: str, line_no: int, keys: list[int], shown: str | None = None) -> None:
+        """Match one candidate line; ``keys`` are the indexes (in ``_KEYS``) of the literal keys it holds;
+        ``shown`` is the line as pasted when paste noise was dropped from it (a match shows that)."""
         if not _START_KEYS.isdisjoint(keys):
-            self.start_line, self.ready_line, self.serving = line_no, 0, 0
+            self.start_line, self.ready_line, self.serving, self.stopped = line_no, 0, 0, 0
             self._previous = self._best or self._previous
             self._best = self._strong = None
             self._seen, self._seen_strong = {}, {}
@@ -376,9 +404,9 @@ class Scanner:
             if sig.cls not in self._seen or rank < self._seen[sig.cls]:
                 self._seen[sig.cls] = rank
             if self._best is None or rank < (self._best[0], self._best[1]):
-                self._best = (sig.priority, line_no, _clean(line), sig)
+                self._best = (sig.priority, line_no, _clean(shown or line), sig)
             if not sig.weak and (self._strong is None or rank < (self._strong[0], self._strong[1])):
-                self._strong = (sig.priority, line_no, _clean(line), sig)
+                self._strong = (sig.priority, line_no, _clean(shown or line), sig)
             if not sig.weak and (sig.cls not in self._seen_strong or rank < self._seen_strong[sig.cls]):
                 self._seen_strong[sig.cls] = rank
 
@@ -424,8 +452,14 @@ class Scanner:
         Candidate lines are found with bytes.find (C speed), once per scan word (each signature key contains
         one), in the folded text: lower-cased, only letters and a few marks, each distinct line once. A
         candidate line is checked for the exact keys of the words it holds, and only the signatures of those
-        keys are matched to it (none once nothing they could find would change the verdict).
+        keys are matched to it (none once nothing they could find would change the verdict). The paste noise
+        around each line (quote markers, launcher and log-store prefixes, ANSI, CR) is dropped first
+        (:func:`paste.normalise`).
         """
+        pasted = text
+        text = paste.normalise(text)
+        self._keep_tail(pasted)
+        shown = pasted.split("\n") if text != pasted else None  # a match shows its line as pasted
         try:
             raw = text.encode("utf-8")
             odd = False
@@ -444,6 +478,7 @@ class Scanner:
                     found[start] = [index]
                 pos = distinct.find(word, distinct.find(b"\n", pos))
         held = {distinct[start : distinct.find(b"\n", start)]: words for start, words in found.items()}
+        may_stop = any(word in distinct for word in _STOP_FOLDED)
         del distinct
         last_start = -1  # raw offset of the last start banner's line
         if held:
@@ -466,23 +501,69 @@ class Scanner:
                     if len(words) > 1:  # a key two of the words lead to is there once
                         keys = list(dict.fromkeys(keys))
                 if keys:
-                    self._consider(line, self.lines_seen + index + 1, keys)
+                    self._consider(line, self.lines_seen + index + 1, keys, shown[index] if shown else None)
                     if not _START_KEYS.isdisjoint(keys):
                         offset += sum(map(len, lines[offset_line:index])) + index - offset_line
                         offset_line = index
                         last_start = offset
             del lines
-        if last_start >= 0 or self.serving < SERVING_MIN:
-            # serving evidence: C-speed counts of SERVING lines after the last start banner, until enough
-            low = raw.lower()
-            self.serving += sum(low.count(word, last_start + 1) for word in SERVING)
+        self._count_evidence(raw, last_start, may_stop)
         self.lines_seen += len(folded) - 1  # the newlines
         if text and not text.endswith("\n"):
             self.lines_seen += 1
 
+    def _keep_tail(self, text: str) -> None:
+        """Keep the last structure.TAIL characters fed (whole chunks: the tail starts at a line start)."""
+        self._tail.append(text)
+        self._tail_size += len(text)
+        while len(self._tail) > 1 and self._tail_size - len(self._tail[0]) >= structure.TAIL:
+            self._tail_size -= len(self._tail.popleft())
+
+    def structure(self) -> structure.Structure:
+        """The structure of the current run's end (:mod:`structure`): last traceback, died process, errors."""
+        if self._structure is None or self._structure[0] != self.lines_seen:
+            tail = "".join(self._tail)
+            found = structure.read(tail, self._tail_first(tail), self.start_line)
+            self._structure = (self.lines_seen, found)
+        return self._structure[1]
+
+    def _count_evidence(self, raw: bytes, last_start: int, may_stop: bool) -> None:
+        """Serving and clean-stop evidence after the last start banner: C-speed counts of SERVING lines
+        (until enough) and of STOPPED lines (only when the chunk's folded text can hold one)."""
+        counting = last_start >= 0 or self.serving < SERVING_MIN
+        if not counting and not may_stop:
+            return
+        low = raw.lower()
+        if counting:
+            self.serving += sum(low.count(word, last_start + 1) for word in SERVING)
+        if may_stop:
+            self.stopped += sum(low.count(word, last_start + 1) for word in STOPPED)
+
     def result(self, strong_only: bool = False) -> Match | None:
-        """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence."""
-        return self._match(self._strong if strong_only else self._best)
+        """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence.
+
+        When no specific signature explains the run (nothing, or only generic crash evidence), the structural
+        rules (:func:`structure.explain`) may: an exception type with the module that raised it, a capture
+        that never returned, a collapsed output. Those read the end of what this scanner was fed."""
+        best = self._strong if strong_only else self._best
+        if best is None or (best[3].generic and best[3].cls == "crash"):
+            found = structure.explain(self.structure()) if self._tail else None
+            if found is not None and (not strong_only or found[0].cls == "garbage"):
+                sig, line_no = found
+                if line_no > self.start_line and (best is None or sig.priority < best[0] or best[3].weak):
+                    best = (sig.priority, line_no, _clean(self._line_of(line_no)), sig)
+        return self._match(best)
+
+    def _tail_first(self, tail: str) -> int:
+        """The log's line number of the kept tail's first line."""
+        return self.lines_seen - tail.count("\n") + (1 if tail.endswith("\n") else 0)
+
+    def _line_of(self, line_no: int) -> str:
+        """Line ``line_no`` of the log if it is in the kept tail (else empty)."""
+        tail = "".join(self._tail)
+        at = line_no - self._tail_first(tail)
+        lines = tail.split("\n")
+        return lines[at] if 0 <= at < len(lines) else ""
 
     def previous_run(self) -> Match | None:
         """The root cause of the run before the last start banner (a finished log whose last run logged
@@ -498,12 +579,12 @@ class Scanner:
         return Match(sig.cls, line_no, text, tuple(k for _, k in others), sig, arch)
 
     def verdict(self) -> str:
-        """The log's class: the root cause (fatal evidence), else ``healthy`` after the ready line or with
-        serving evidence, else ``starting``."""
+        """The log's class: the root cause (fatal evidence), else ``healthy`` after the ready line, with
+        serving evidence or after a clean stop (``STOPPED``: SIGTERM, exit -15), else ``starting``."""
         match = self.result()
         if match is not None:
             return match.cls
-        return "healthy" if self.serves else "starting"
+        return "healthy" if self.serves or self.stopped else "starting"
 
     def to_state(self) -> dict[str, Any]:
         """A JSON-able snapshot, so a later process can continue the scan."""
@@ -522,6 +603,7 @@ class Scanner:
             "seen": {k: list(v) for k, v in self._seen.items()},
             "seen_strong": {k: list(v) for k, v in self._seen_strong.items()},
             "serving": self.serving,
+            "stopped": self.stopped,
             "host_arch": self.host_arch,
         }
 
@@ -541,6 +623,7 @@ class Scanner:
             scanner.start_line = int(state.get("start", 0))
             scanner.ready_line = int(state.get("ready", 0))
             scanner.serving = int(state.get("serving", 0))
+            scanner.stopped = int(state.get("stopped", 0))
             arch = state.get("host_arch")
             scanner.host_arch = str(arch) if arch else None
             scanner._best = best(state["best"])

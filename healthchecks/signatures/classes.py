@@ -252,6 +252,13 @@ CLASSES: tuple[str, ...] = tuple(info.name for info in CLASS_INFO)
 DESCRIPTIONS: dict[str, str] = {info.name: f"{info.meaning}; fix: {info.fix}" for info in CLASS_INFO}
 #: verdicts that do not heal by waiting (fail-fast stops the server on them)
 FAIL_FAST_CLASSES: frozenset[str] = frozenset(info.name for info in CLASS_INFO if info.fail_fast)
+#: classes a restart of the same spec may heal, so Docker's restart policy may retry them (healthchecks/
+#: norestart.py remembers every other failure per spec and refuses to reload the model for it): a NCCL or
+#: store hiccup, a probe or start-up timeout, an OOM at start (another process held the memory), a failure to
+#: fetch or read the weights, an unknown crash, a warmup request that failed on the way
+RESTART_HEALS: frozenset[str] = frozenset(
+    {"nccl", "timeout", "health_timeout", "oom", "model_load", "warmup_failed", "crash"}
+)
 #: class -> severity tier (see :class:`ClassInfo`), for ``bwstack report diff``
 SEVERITY: dict[str, int] = {info.name: info.severity for info in CLASS_INFO}
 #: classes a log line may carry that are no verdict while the server still answers (SGLang's /health timeout)

@@ -255,8 +255,8 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "crash",
-        r"crashed with exit code -?\d+|(?:terminated|killed) (?:with|by) signal|exited with (?:exit )?code "
-        r"-\d+",
+        r"crashed with exit code -?(?!15\b)\d+|(?:terminated|killed) (?:with|by) signal(?! (?:15|SIGTERM)\b)"
+        r"|exited with (?:exit )?code -(?!15\b)\d+",  # SIGTERM's -15 is a stop (evidence.STOPPED)
         (
             "crashed with exit code",
             "with signal",

@@ -38,8 +38,9 @@ _DEATH = sig(
     "crash",
     r"Received sigquit from a child proces|usually means the child failed|\bscheduler is dead\b"
     r"|\bdied during initialization\b|Initialization failed\. Please see the error messages above"
-    r"|Dumping requests before crash|Server process (?:exited with code -?[1-9]|terminated unexpectedly)"
-    r"|\bExit code: -?[1-9]\d*",
+    r"|Dumping requests before crash"
+    r"|Server process (?:exited with code -?(?!15\b)[1-9]|terminated unexpectedly)"
+    r"|\bExit code: -?(?!15\b)(?!143\b)[1-9]\d*",  # -15 (SIGTERM) is a stop: evidence.STOPPED
     (
         "sigquit from a child",
         "usually means the child failed",

@@ -36,6 +36,39 @@ def classify_log_file(path: str | Path) -> dict[str, Any]:
     return _as_dict(scanner)
 
 
+def structure_of_log_file(path: str | Path) -> dict[str, Any]:
+    """What a person reads off the log's end (:mod:`healthchecks.signatures.structure`): the last traceback
+    (type, innermost frame, message), the process that died and its exit, the last ERROR lines, an open
+    CUDA-graph capture; only the fields the log has. Raises UserError like :func:`classify_log_file`."""
+    target = _log_path(path)
+    try:
+        scanner = signatures.scan_file(str(target))
+    except OSError as exc:
+        raise UserError(f"cannot read the log: {exc.strerror or exc}", file=target) from exc
+    return scanner.structure().to_dict()
+
+
+def structure_lines(found: dict[str, Any]) -> list[str]:
+    """classify-log's text lines about the log's structure (none when it shows nothing of note)."""
+    lines = []
+    if found.get("exception"):
+        where = found.get("module", "?")
+        lines.append(
+            f"last traceback: {found['exception']} in {where} (line {found['exception_line']}): "
+            f"{found.get('message', '')}".rstrip(": ")
+        )
+    if found.get("died"):
+        lines.append(f"process ended: exit {found['exit']} (line {found['died_line']}): {found['died']}")
+    for line_no, text in found.get("errors", []):
+        lines.append(f"error line {line_no}: {text}")
+    if found.get("capture_open"):
+        lines.append(
+            f"CUDA-graph capture begun at line {found['capture_open']} has not ended "
+            f"({found.get('capture_seconds', 0):.0f} s by the log's clock)"
+        )
+    return lines
+
+
 def classify_text(text: str) -> dict[str, Any]:
     """Classify log text already in memory (e.g. ``docker logs`` output); same shape as classify_log_file."""
     return _as_dict(signatures.scan_text(text))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from bwstack.errors import UserError
 from bwstack.stack import hangbound, snapshots
 from bwstack.stack.baselines import load_baseline
-from healthchecks import common, imagelayout
+from healthchecks import common, imagelayout, norestart
 
 if TYPE_CHECKING:
     from bwstack.stack.schema import Stack
@@ -250,9 +250,12 @@ class LaunchSpec:
         env["BWSTACK_FAIL_FAST"] = "1"
         env["BWSTACK_LINGER"] = "${BWSTACK_HC_INTERVAL:-" + self.stack.settings.healthcheck.interval + "}"
         env[common.ENV_HC_RETRIES] = str(self.stack.settings.healthcheck.retries)
+        # `bwstack up --retry` sets it: the wrapper forgets a remembered verdict (healthchecks/norestart.py)
+        env[norestart.ENV_RETRY] = "${" + norestart.ENV_RETRY + ":-0}"
         env[common.ENV_HC_HANG_AFTER] = str(self.hang_bound.seconds)
 
-        baseline = load_baseline(self.stack)  # the quality probe's calibrated passage score (baselines.json)
+        # the quality probe's calibrated passage score (baselines.json), of the model this profile serves
+        baseline = load_baseline(self.stack, self.profile)
         if baseline is not None:
             env.update(baseline.env())
         if extra:
@@ -263,7 +266,7 @@ class LaunchSpec:
     def hang_bound(self) -> hangbound.HangBound:
         """Seconds in flight without a token before the server is ``hang``, derived from this server's longest
         prefill pass (:mod:`bwstack.stack.hangbound`); the profile's env may set ``BWSTACK_HC_HANG_AFTER``."""
-        baseline = load_baseline(self.stack)
+        baseline = load_baseline(self.stack, self.profile)
         argv = [*self.model_argv(), *self.extra_argv]  # the sizes it reads; backend flags play no part
         speed = baseline.prefill_tok_s if baseline is not None else None
         derived = hangbound.derive(self.stack, self.profile, argv, speed)

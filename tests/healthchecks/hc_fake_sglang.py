@@ -32,6 +32,7 @@ def main() -> None:
     p.add_argument("--leak", action="store_true")
     p.add_argument("--api-key")
     p.add_argument("--dump-env", action="store_true")
+    p.add_argument("--say", default="", help="a line to print before exiting (a real failure's text)")
     argv = sys.argv[1:]
     if "--config" in argv:  # as sglang.srt.server_args.prepare_server_args: config args first, CLI wins
         import yaml
@@ -67,6 +68,8 @@ def main() -> None:
         for _ in range(args.spam // len(line) + 1):
             sys.stdout.write(line)
         sys.stdout.flush()
+    if args.say:
+        print(args.say, flush=True)
     if args.kill_self:
         os.kill(os.getpid(), signal.SIGKILL)
     if args.wait:

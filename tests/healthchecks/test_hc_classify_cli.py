@@ -76,3 +76,29 @@ def test_read_error_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     result = CliRunner().invoke(main, ["classify-log", str(log)])
     assert result.exit_code == 2
     assert result.output.strip() == f"bwstack: {log}: cannot read the log: Permission denied"
+
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+
+
+def test_cli_prints_the_logs_structure() -> None:
+    """Real pastes (sgl-project/sglang#12421 on a B200; the corpus's scheduler watchdog log): the last
+    traceback with its type, innermost frame and message; the process that died and its exit, as text and in
+    --json."""
+    log = CORPUS / "sglang12421_b200_bench_speculative_server_exit_9.log"
+    text = CliRunner().invoke(main, ["classify-log", str(log)]).output.splitlines()
+    assert text[0] == "crash"
+    assert text[1].startswith("last traceback: Exception in ") and "sglang/test/test_utils.py" in text[1]
+    assert text[1].endswith("Server process exited with code -9. Check server logs for errors.")
+    data = json.loads(CliRunner().invoke(main, ["classify-log", "--json", str(log)]).output)
+    assert data["structure"]["exception"] == "Exception" and data["structure"]["exception_line"] == 10
+    died = CORPUS / "sglang_health_then_scheduler_watchdog_exit6.log"
+    text = CliRunner().invoke(main, ["classify-log", str(died)]).output.splitlines()
+    assert text[1].startswith("process ended: exit -6 (line 3): Subprocess scheduler_0")
+
+
+def test_cli_structure_of_a_log_without_one_is_empty() -> None:
+    data = json.loads(
+        CliRunner().invoke(main, ["classify-log", "--json", str(LOGS / "healthy_0.5.9_dense.log")]).output
+    )
+    assert data["structure"] == {}

@@ -72,6 +72,26 @@ def test_exit_status_and_output_are_teed(tmp_path: Path) -> None:
     assert match is not None and match.cls == "crash"
 
 
+def test_a_progress_bar_reaches_docker_logs_line_by_line(tmp_path: Path) -> None:
+    """tqdm redraws with \r; Docker's log driver cuts lines at \n only, so stdout gets a line per update (the
+    live shard count of ``bwstack up``) while the log file keeps the bytes as written."""
+    bar = "Loading safetensors checkpoint shards: {p:3d}% Completed | {n}/2 [00:0{n}<00:00, 1.00it/s]"
+    updates = "".join("\r" + bar.format(p=50 * n, n=n) for n in range(3))
+    (tmp_path / "tqdm_server.py").write_text(
+        f"import sys\nsys.stderr.write({updates + chr(10)!r})\nsys.stderr.flush()\n", encoding="utf-8"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(SERVE), "--model-path", "m"],
+        capture_output=True, timeout=60, cwd=tmp_path,
+        env=serve_env(tmp_path, BWSTACK_SERVER_MODULE="tqdm_server", PYTHONPATH=f"{tmp_path}:{HERE}"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.decode().split("\n")
+    assert [bar.format(p=50 * n, n=n) for n in range(3)] == [ln for ln in lines if "shards" in ln]
+    assert b"\r" not in proc.stdout
+    assert updates.encode() in (tmp_path / "log" / "server.log").read_bytes()
+
+
 def test_clean_exit_is_not_a_crash(tmp_path: Path) -> None:
     proc = run_serve(tmp_path, "--exit", "0")
     assert proc.returncode == 0
@@ -517,3 +537,15 @@ def test_readiness_poll_ignores_proxies_and_redirects(monkeypatch: pytest.Monkey
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_key_beginning_with_a_dash_is_refused_before_start(tmp_path: Path) -> None:
+    """SGLang's --config parser hands the key to argparse as ``--api-key -x...``, which takes it for an
+    option (tests/real/test_real_server.py shows the real parser's error): refused in one line, no start."""
+    secret = "-x" + KEY
+    (tmp_path / "api_key").write_text(secret)
+    dump = tmp_path / "child.json"
+    proc = run_serve(tmp_path, "--dump", str(dump))
+    assert proc.returncode == serve.EXIT_REFUSED and not dump.exists()
+    assert proc.stdout.startswith(f"bwstack-serve: not starting: {tmp_path / 'api_key'}: the API key begins")
+    assert len(proc.stdout.splitlines()) == 1 and secret not in proc.stdout and KEY not in proc.stdout

@@ -352,6 +352,46 @@ EXAMPLES: list[tuple[str, str]] = [
         "cudaFuncAttributeMaxDynamicSharedMemorySize, smem_size)",
         "shared_memory",
     ),
+    # issue 36 (healthchecks/signatures/evidence.py): the texts of its sources, none from a held-out log
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'ninja'", "kernel_compile"),
+    ("RuntimeError: Ninja is required to load C++ extensions", "kernel_compile"),
+    ("/bin/sh: 1: ninja: not found", "kernel_compile"),
+    (
+        "[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to "
+        "192.0.0.1:1234",
+        "nccl",
+    ),
+    (
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d "
+        "store has failed. See inner exception for details.",
+        "nccl",
+    ),
+    ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients.", "nccl"),
+    ("[W socket.cpp] TCPStore client failed to connect to host node-0:5000", "nccl"),
+    (
+        "Assertion failed: deep_gemm/include/deep_gemm/impls/sm100_fp8_gemm_1d1d.cuh:210, condition: "
+        "num_tokens <= BLOCK_M",
+        "device_assert",
+    ),
+    (
+        "[2026-07-07 10:00:00 TP0] max_total_tokens=131072 is larger than the profiled value -4096. Use the "
+        "profiled value instead.",
+        "oom",
+    ),
+    (
+        "NVRM: Xid (PCI:0000:01:00): 119, pid=2211, name=python3, Timeout after 45s of waiting for RPC "
+        "response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20801702 0x4).",
+        "gpu_fault",
+    ),
+    ("Timeout after 45s of waiting for RPC response from GPU0 GSP! Expected function 76", "gpu_fault"),
+    (
+        "ValueError: TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Please use a "
+        "different backend.",
+        "unsupported_arch",
+    ),
+    ("AssertionError: Only sm100 is supported", "unsupported_arch"),
+    ("RuntimeError: Blackwell (SM100) required for this kernel", "unsupported_arch"),
+    ("[2026-09-08 10:00:00 TP0] Assertion 'NaN detected! sampler: next_token_logits' failed.", "nan"),
 ]
 
 # Lines that must never raise an alarm (warnings, deprecations, help texts, server_args dumps).

@@ -87,7 +87,7 @@ def test_calibrate_refuses_another_model_and_a_flat_server(stack_copy: Path) -> 
         fake.set_json("POST", "/generate", body)
         with pytest.raises(UserError) as err:
             calibrate.calibrate(stack, "dense-fi-bf16", url=fake.url)
-        assert "serves nvidia/GLM-5.2-NVFP4, not this stack's model" in err.value.render()
+        assert "serves nvidia/GLM-5.2-NVFP4, not profile dense-fi-bf16's model" in err.value.render()
         body["meta_info"]["input_token_logprobs"] = [[None, 1, None], *[[-6.2383, 9, None]] * 8]
         fake.set_json("POST", "/generate", body)
         with pytest.raises(ExternalError, match="not fit to calibrate on: garbage"):

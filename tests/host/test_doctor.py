@@ -23,6 +23,7 @@ CHECK_IDS = [
     "gpu_arch",
     "gpu_count",
     "gpu_memory",
+    "kernel_xid",
     "docker_engine",
     "gpu_runtime",
     "compose",

@@ -55,6 +55,30 @@ def ok(argv: tuple[str, ...], stdout: str) -> CommandResult:
 
 
 SMI = ("nvidia-smi",)
+CORPUS = TESTS / "healthchecks" / "corpus"
+DMESG_DENIED = CommandResult(
+    ("dmesg",), returncode=1, stderr="dmesg: read kernel buffer failed: Operation not permitted\n"
+)
+#: the driver's load line (NVIDIA/NVSentinel#155's dmesg) and the 2026 H2 GSP hang's Xid 119 line
+#: (NVIDIA/open-gpu-kernel-modules#1111, reference sm120-2026h2.md section 2) as journalctl -k prints them
+NVRM_LOADED = (
+    "[ 1843.439669] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.158.01  Release Build  "
+    "(dvs-builder@U22-I3-B10-02-5)  Mon Jun  2 13:13:04 UTC 2025\n"
+)
+XID_119 = (
+    "Sep 02 11:40:12 gpu-node-3 kernel: NVRM: Xid (PCI:0000:01:00): 119, pid=31337, name=python3, Timeout "
+    "after 45s of waiting for RPC response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20800a4c "
+    "0x4).\n"
+    "Sep 02 11:41:02 gpu-node-3 kernel: NVRM: Xid (PCI:0000:01:00): 175, pid=31337, name=python3, Ch 00000008\n"
+)
+
+
+def corpus(prefix: str) -> str:
+    """The text of the corpus log whose name starts with ``prefix`` (real dmesg pasted in a public issue)."""
+    (path,) = CORPUS.glob(f"{prefix}_*.log")
+    return path.read_text(encoding="utf-8")
+
+
 RTX_ROW = "NVIDIA RTX PRO 6000 Blackwell Server Edition, 12.0, {driver}, 97887, 00000000:{bus:02X}:00.0\n"
 
 
@@ -490,6 +514,28 @@ CASES: list[tuple[str, str, Callable[[RawHost], RawHost], Expectations, str, str
     ("iommu", "h200-8x", same, SM120, "pass", "NVLink"),
     ("iommu", "rtx-pro-6000-8x", same, expect(tp_size=1), "skip", "single GPU"),
     ("iommu", "no-nvidia", same, SM120, "skip", "no NVIDIA GPU"),
+    # the kernel log's Xid events (kernel.py), real kernel text: the corpus's dmesg excerpts
+    ("kernel_xid", "rtx-pro-6000-8x", same, SM120, "skip", "not readable (dmesg: not found)"),
+    ("kernel_xid", "h200-8x", replace(kernel_log=DMESG_DENIED), SM120, "skip", "Operation not permitted"),
+    ("kernel_xid", "h200-8x", replace(kernel_log=ok(("dmesg",), NVRM_LOADED)), SM120, "pass", "no Xid"),
+    (
+        "kernel_xid",
+        "h200-8x",
+        replace(kernel_log=ok(("dmesg",), corpus("akash244"))),
+        SM120,
+        "warn",
+        "Xid 43",
+    ),
+    ("kernel_xid", "h200-8x", replace(kernel_log=ok(("dmesg",), corpus("gpud46"))), SM120, "warn", "Xid 109"),
+    (
+        "kernel_xid",
+        "b200-8x",
+        replace(kernel_log=ok(("dmesg",), corpus("nvsentinel155"))),
+        SM120,
+        "fail",
+        "x1",
+    ),
+    ("kernel_xid", "b200-8x", replace(kernel_log=ok(("journalctl",), XID_119)), SM120, "fail", "GSP RPC"),
 ]
 
 

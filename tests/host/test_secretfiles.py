@@ -151,3 +151,22 @@ def test_state_of_reads_the_real_file(tmp_path: Path) -> None:
     path.chmod(0o600)
     expected = "ok" if os.getuid() == imagelayout.UID else "unreadable"
     assert secretfiles.state_of("api_key", path).state == expected
+
+
+def test_up_refuses_an_api_key_beginning_with_a_dash_in_one_line(tmp_path: Path) -> None:
+    """Before anything starts (the serve wrapper refuses it too, in the container): SGLang's parser would
+    take the key for an option (tests/real/test_real_server.py)."""
+    copy_stack(tmp_path)
+    path = tmp_path / "profiles.cpu.yaml"
+    path.write_text(path.read_text().replace("  hf_token: false\n", "  hf_token: false\n  api_key: true\n"))
+    stack = loader.load_stack(path)
+    (tmp_path / "secrets").mkdir(exist_ok=True)
+    key = tmp_path / "secrets" / "api_key"
+    key.write_text("-xsecret\n")
+    key.chmod(0o600)
+    with pytest.raises(UserError) as refused:
+        operate.ensure_secrets(stack)
+    text = str(refused.value)
+    assert "the API key begins with '-'" in text and "-xsecret" not in text and "\n" not in text
+    key.write_text("sk-fine\n")
+    operate.ensure_secrets(stack)  # no error

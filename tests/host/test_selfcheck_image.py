@@ -349,6 +349,18 @@ def test_unwritable_cache_dir(built_variant: tuple[str, subprocess.CompletedProc
     ), lines
 
 
+@pytest.mark.parametrize("name", ["CUTE_DSL_CACHE_DIR", "B12X_COMPILE_CACHE_DIR"])
+def test_unwritable_cute_dsl_or_b12x_cache(
+    built_variant: tuple[str, subprocess.CompletedProcess[str]], name: str
+) -> None:
+    """The CuTe DSL and b12x compile caches (FlashInfer 0.7.2) are checked like every other JIT cache."""
+    status, lines = selfcheck(built_variant[0], "-e", f"{name}=/opt/bwstack/compiled")
+    assert status == 1
+    assert len(lines) == 1 and lines[0].startswith(
+        f"bwstack selfcheck: {name}=/opt/bwstack/compiled is not writable for uid {imagelayout.UID} -- fix: chown"
+    ), lines
+
+
 def test_mismatched_cubin_version(
     built_variant: tuple[str, subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:

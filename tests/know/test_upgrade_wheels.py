@@ -14,11 +14,13 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bwstack.know import upgrade
 from bwstack.stack import schema
+from support.stack import ROOT, edit_yaml
 
 pytestmark = [pytest.mark.wheels, pytest.mark.slow]
 
@@ -119,8 +121,10 @@ def test_variant_new_and_upgrade_on_the_command_line(stack_copy: Path) -> None:
     # the 0.5.17 wheel's METADATA (sglang-0.5.17.dist-info): Requires-Dist torch==2.11.0, transformers==5.12.1,
     # flashinfer_python[cu13]==0.6.15.post1, sglang-kernel==0.4.5, sgl-deep-gemm==0.1.5.post1
     pins = tomllib.loads((root / "images" / "v0.5.17-cu130" / "pins.toml").read_text(encoding="utf-8"))
+    # flashinfer-cubin is no requirement of the wheel: the first-contact policy pins it equal to flashinfer-python
     assert {k: v for k, v in pins["python"].items() if k != "reasons"} == {"torch": "2.11.0", "transformers": "5.12.1", "flashinfer-python": "0.6.15.post1",
-                              "sglang-kernel": "0.4.5", "sgl-deep-gemm": "0.1.5.post1"}  # fmt: skip
+                              "flashinfer-cubin": "0.6.15.post1", "sglang-kernel": "0.4.5", "sgl-deep-gemm": "0.1.5.post1"}  # fmt: skip
+    assert list(pins["python"]["reasons"]) == ["flashinfer-cubin"]
     assert pins["base"]["image"] == "lmsysorg/sglang:v0.5.17-cu130" and pins["sglang"]["version"] == "0.5.17"
     assert "python.torch: 2.14.1 -> 2.11.0" in made.stdout
     snapshot = json.loads(
@@ -144,3 +148,53 @@ def test_variant_new_and_upgrade_on_the_command_line(stack_copy: Path) -> None:
     assert re.fullmatch(
         r"bwstack: --sglang: sglang 0\.5\.99 is not on the package index \(newest there: [\w.]+\)", lines[0]
     )
+
+
+def _upgrade(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, "-f", str(ROOT / "profiles.yaml"), "upgrade", *args],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)  # fmt: skip
+
+
+def test_upgrade_to_0518_names_the_sparse_mla_livelock_risk() -> None:
+    """The real command: 0.5.18 pins flashinfer_python[cu13]==0.6.17 (its METADATA), whose sparse_mla_sm120
+    kernels have no ``bar_sync_alt`` (flashinfer PR #4732 ships in 0.6.18); 0.5.19 pins 0.6.18."""
+    done = _upgrade("v0.5.9-cu130", "0.5.18", "dsa-fi-sparse-fp8")
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("## dsa-fi-sparse-fp8", 1)[1]
+    risk = [line for line in section.splitlines() if line.startswith("  - risk that starts: ")]
+    assert len(risk) == 1 and "(flashinfer-sm120-sparse-mla-livelock)" in risk[0], section
+    assert "PR #4732" in risk[0] and "livelock" in risk[0]
+    later = _upgrade("0.5.18", "0.5.19", "dsa-fi-sparse-fp8")
+    assert later.returncode == 0, later.stderr
+    assert "  - risk that stops: warning (flashinfer-sm120-sparse-mla-livelock)" in later.stdout
+    assert "risk that starts" not in later.stdout
+
+
+def test_upgrade_to_0518_names_the_sm100_nvfp4_moe_nan(stack_copy: Path) -> None:
+    """0.5.18's FlashInfer 0.6.17 has the TRTLLM-gen NVFP4 MoE tile-192 NaN on SM100 (sglang#34629)."""
+
+    def trtllm_moe(data: Any) -> None:
+        data["profiles"]["dsa-trtllm-fp8"]["moe_runner_backend"] = "flashinfer_trtllm"
+
+    edit_yaml(stack_copy, trtllm_moe)
+    done = subprocess.run([*CLI, "-f", str(stack_copy), "upgrade", "0.5.17", "0.5.18", "dsa-trtllm-fp8", "--arch",
+                           "sm100", "--json"], capture_output=True, text=True, timeout=900, cwd=stack_copy.parent)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    arch = json.loads(done.stdout)["profiles"][0]["archs"][0]
+    assert [r.split(")")[0] for r in arch["risks_started"]] == [
+        "warning (flashinfer-trtllm-nvfp4-moe-nan-sm100"
+    ]
+    assert "NaN detected! sampler: next_token_logits" in arch["risks_started"][0]
+
+
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.19", "0.5.20", "0.5.21", "0.5.22"])
+def test_each_release_between_resolves_on_the_cpu(version: str) -> None:
+    """Each release between the variants runs its own resolution (0.5.19's ServerArgs is a dataclass, 0.5.20's a
+    msgspec Struct): with the profile's DSA sides unset, GLM + FP8 KV on SM12x becomes flashinfer_sparse_mla,
+    read in each wheel's sglang/srt/arg_groups/overrides.py (``backend = "flashinfer_sparse_mla"``: 0.5.17 L1608,
+    0.5.19 L700, 0.5.20 L733, 0.5.21 L637, 0.5.22 L642)."""
+    done = _upgrade("0.5.18", version, "dense-triton-auto", "--json")
+    assert done.returncode == 0, done.stderr
+    arch = json.loads(done.stdout)["profiles"][0]["archs"][0]
+    assert arch["new"]["config_source"] == "explain", arch["new"]  # not the static fallback
+    assert arch["new"]["effective"]["dsa_decode_backend"] == "flashinfer_sparse_mla", arch["new"]

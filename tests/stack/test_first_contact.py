@@ -104,3 +104,27 @@ def test_flashinfer_cubin_is_pinned_equal_to_flashinfer_python() -> None:
         python = pins.load_variant(ROOT / "images", name).python
         if "flashinfer-python" in python:
             assert python.get("flashinfer-cubin") == python["flashinfer-python"], name
+
+
+@pytest.mark.parametrize("name", ["CUTE_DSL_CACHE_DIR", "B12X_COMPILE_CACHE_DIR"])
+def test_the_cute_dsl_and_b12x_caches_are_checked_by_the_self_check(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R8 of first-contact-2: CuTe DSL (default /tmp/<user>/cutlass_python_cache) and FlashInfer 0.7.2's b12x
+    honour these variables; the image points both at the JIT volume and the self-check names a missing one."""
+    from healthchecks import selfcheck
+
+    assert imagelayout.CACHE_ENV[name].startswith(imagelayout.JIT_CACHE + "/")
+    for other in imagelayout.CACHE_ENV:
+        monkeypatch.setenv(other, str(tmp_path / other.lower()))
+    assert selfcheck.check_caches(volume=False) == []
+    monkeypatch.delenv(name)
+    assert selfcheck.check_caches(volume=False) == [
+        f"{name} is unset -- fix: set ENV {name}={imagelayout.CACHE_ENV[name]} (healthchecks/imagelayout.py)"
+    ]
+    monkeypatch.setenv(name, str(tmp_path / "file" / "below"))
+    (tmp_path / "file").write_text("not a folder", encoding="utf-8")
+    problems = selfcheck.check_caches(volume=False)
+    assert len(problems) == 1 and problems[0].startswith(f"{name}={tmp_path}/file/below is not writable"), (
+        problems
+    )

@@ -169,3 +169,29 @@ def test_nightly_snapshot_is_dumped_inside_the_image(tmp_path: Path, python_imag
         assert snap.option_for("dsa_decode_backend") == "--dsa-decode-backend"
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, check=False)
+
+
+#: the releases between the shipped variants (0.5.9 and 0.5.23) whose parser snapshots are shipped
+RELEASES_BETWEEN = ["0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22"]
+
+
+def test_every_release_between_has_a_shipped_snapshot() -> None:
+    shipped = sorted(p.name for p in lockargs.RELEASES_DIR.glob("*.json"))
+    assert shipped == [f"sglang-{v}.json" for v in RELEASES_BETWEEN]
+    for version in RELEASES_BETWEEN:
+        snap = snapshots.load_snapshot(lockargs.release_snapshot_path(version))
+        assert snap.sglang_version == version and snap.provenance["method"] == "wheel"
+        assert snap.option_for("dsa_decode_backend") == "--dsa-decode-backend"
+        assert "flashinfer_sparse_mla" in (snap.valid_values("dsa_decode_backend") or ())
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("version", RELEASES_BETWEEN)
+def test_release_snapshot_matches_its_wheel(version: str) -> None:
+    fresh = lockargs.render_snapshot(
+        lockargs.wheel_snapshot(version, f"python -m bwstack.lock.args --release {version}")
+    )
+    committed = lockargs.release_snapshot_path(version).read_text(encoding="utf-8")
+    assert fresh == committed, (
+        f"{version}'s snapshot drifted; run 'python -m bwstack.lock.args --release {version}'"
+    )

@@ -230,6 +230,33 @@ def test_bundle_of_a_folder_without_a_report_or_of_another_stack_is_one_line(tmp
     folder = tmp_path / "report"
     folder.mkdir()
     (folder / "results.json").write_bytes(base_parts()[bundleread.RESULTS])
+    doc = json.loads(base_parts()[bundleread.RESULTS])
+    doc["stack"]["file"] = "profiles.elsewhere.yaml"
+    (folder / "results.json").write_text(json.dumps(doc), encoding="utf-8")
     other = bwstack(ROOT, "report", "bundle", str(folder), "-o", str(tmp_path / "b.tar.gz"))  # profiles.yaml
-    assert other.returncode == 2 and "pass -f profiles.cpu.yaml" in other.stderr
+    assert other.returncode == 2 and other.stderr.count("\n") == 1
+    assert (
+        "made from profiles.elsewhere.yaml, not profiles.yaml, and no profiles.elsewhere.yaml lies"
+        in other.stderr
+    )
+    assert "pass -f PATH/profiles.elsewhere.yaml" in other.stderr
     assert not (tmp_path / "b.tar.gz").exists()
+
+
+def test_bundle_takes_the_profiles_file_its_report_names(tmp_path: Path) -> None:
+    """A CPU sweep's report names profiles.cpu.yaml; bundled without -f (profiles.yaml), it is bundled with
+    profiles.cpu.yaml, which lies beside, and says so (no Docker: the image part records its absence)."""
+    folder = tmp_path / "report"
+    folder.mkdir()
+    (folder / "results.json").write_bytes(base_parts()[bundleread.RESULTS])
+    assert json.loads((folder / "results.json").read_text())["stack"]["file"] == "profiles.cpu.yaml"
+    out = tmp_path / "b.tar.gz"
+    done = run_cli(ROOT, "report", "bundle", str(folder), "-o", str(out), env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(
+        "bwstack: this report was made from profiles.cpu.yaml: bundling it with profiles.cpu.yaml, not "
+        "profiles.yaml\n"
+    ), done.stdout
+    parts = bundleread.read_bundle(out).parts
+    assert parts["profiles/profiles.cpu.yaml"] == (ROOT / "profiles.cpu.yaml").read_bytes()
+    assert "profiles/profiles.yaml" not in parts

@@ -164,6 +164,89 @@ def test_nan_weights_end_unhealthy_nan_and_the_container_exits(cpu_stack: Path, 
     assert dockerstack.leftovers(project) == {}
 
 
+def test_swapping_profiles_with_plain_compose_is_the_documented_command(
+    cpu_stack: Path, built: object
+) -> None:
+    """Swapping backends with plain Compose (issue 34): while profile A holds the port, `up -d --wait` of B
+    fails on the port; the command the compose file's header documents (stop every profile, then up B)
+    swaps. Run exactly as written there, through a shell."""
+    project = project_of(cpu_stack)
+    header = (cpu_stack / "compose.cpu.yaml").read_text().splitlines()[:6]
+    documented = next(line.strip("# ").strip() for line in header if "stop &&" in line)
+    assert documented == (
+        "docker compose --profile '*' stop && docker compose --profile <profile> up -d --wait"
+    ), header
+    try:
+        first = compose(cpu_stack, "--profile", NAN, "up", "-d", "--no-build")  # A: binds the port at once
+        assert first.returncode == 0, first.stderr
+        clash = compose(cpu_stack, "--profile", HEALTHY, "up", "-d", "--wait", "--no-build", timeout=600)
+        assert clash.returncode != 0 and "port is already allocated" in clash.stderr, clash.stderr[-2000:]
+        compose(cpu_stack, "--profile", HEALTHY, "rm", "-f", "-s")
+        command = documented.replace("docker compose", "docker compose -f compose.cpu.yaml")
+        command = command.replace("<profile>", HEALTHY) + " --no-build --wait-timeout 420"
+        swapped = subprocess.run(
+            ["bash", "-c", command], cwd=cpu_stack, capture_output=True, text=True, timeout=900, check=False
+        )
+        assert swapped.returncode == 0, swapped.stderr[-3000:]
+        running = dockerstack.docker(
+            "ps",
+            "--filter",
+            f"label=com.docker.compose.project={project}",
+            "--format",
+            "{{.Names}} {{.Status}}",
+        ).stdout.splitlines()
+        assert len(running) == 1 and HEALTHY in running[0] and "(healthy)" in running[0], running
+    finally:
+        compose(cpu_stack, "--profile", "*", "down", "-v", "--remove-orphans")
+    assert dockerstack.leftovers(project) == {}
+
+
+def test_a_nan_profile_under_restart_on_failure_loads_the_model_once(built: object, tmp_path: Path) -> None:
+    """No reload storm (issue 34): the NaN profile as an operator who does not know it is bad would run it,
+    expected healthy and so rendered with ``restart: on-failure:3``, under plain ``docker compose up``. The
+    first start loads the model, the readiness probe finds NaN and fail-fast stops it (exit 3); Docker then
+    restarts it three times, and each restart exits at once on the verdict the wrapper remembered for this
+    launch spec: the model is loaded once."""
+    copy_stack(tmp_path)
+    project = dockerstack.unique_name("bwstack-restart-test")
+
+    def edit(data: Any) -> None:
+        data["stack"].update({"project": project, "port": dockerstack.free_port(), "restart": "on-failure:3"})
+        data["profiles"][NAN].update({"expect": "healthy", "why": "", "evidence": []})
+
+    edit_yaml(tmp_path / "profiles.cpu.yaml", edit)
+    assert bwstack(tmp_path, "-f", "profiles.cpu.yaml", "render").returncode == 0
+    assert bwstack(tmp_path, "-f", "profiles.cpu.yaml", "fetch").returncode == 0
+    service = YAML(typ="safe").load((tmp_path / "compose.cpu.yaml").read_text())["services"][NAN]
+    assert service["restart"] == "on-failure:3"
+    try:
+        up = compose(tmp_path, "--profile", NAN, "up", "-d", "--no-build")
+        assert up.returncode == 0, up.stderr
+        cid = dockerstack.docker(
+            "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"
+        ).stdout.split()
+        container = TrackedContainer(cid[0])
+
+        def done() -> bool:
+            state = container.state()
+            return state["Status"] == "exited" and container.inspect()["RestartCount"] == 3
+
+        assert dockerstack.wait_until(done, timeout=420, interval=1.0), container.logs()[-3000:]
+        logs = container.logs()
+        assert container.state()["ExitCode"] == 3, logs[-3000:]
+        assert logs.count("bwstack-serve: starting ") == 1, logs[-3000:]  # one model load
+        assert logs.count("Load weight begin") == 1, logs[-3000:]
+        assert "remembered 'nan' for this launch spec" in logs, logs[-3000:]
+        refused = [line for line in logs.splitlines() if "not starting: the same launch spec" in line]
+        assert len(refused) == 3, logs[-3000:]
+        assert "ended 'unhealthy: nan: " in refused[0] and "bwstack up --retry" in refused[0], refused[0]
+        print(f"\n{len(refused)} restarts refused without a model load; the first: {refused[0]}")
+    finally:
+        compose(tmp_path, "--profile", "*", "down", "-v", "--remove-orphans", "--timeout", "5")
+        dockerstack.force_clean(project)
+    assert dockerstack.leftovers(project) == {}
+
+
 def test_sweep_matches_every_expect_from_the_real_server(
     cpu_stack: Path, built: object, tmp_path: Path
 ) -> None:
@@ -193,6 +276,11 @@ def test_sweep_matches_every_expect_from_the_real_server(
             assert row["evidence"]["server_version"] == "0.5.23"
             assert_sane_speed(name, row["speed"], settings)
             assert_scored_and_soaked(name, row)
+            # seconds per start-up phase, from the real server's own log (issue 34 item 4)
+            assert row["start"]["phase"] == "ready", (name, row["start"])
+            assert {"launch", "weights", "kv_cache", "first_decode"} <= set(row["start"]["seconds"]), row[
+                "start"
+            ]
         else:
             assert "speed" not in row and "soak" not in row, name  # only a healthy profile is measured
     html = (out / "matrix.html").read_text()
@@ -320,6 +408,10 @@ def test_healthy_idle_and_under_a_soak_a_frozen_scheduler_is_hang_and_the_contai
     out = up.stdout + up.stderr
     assert up.returncode == 0, out[-4000:]
     assert f"{HEALTHY}: healthy" in out and "soak verdict: ok" in out, out[-3000:]
+    # the start's phases, read live from the real server's log (docker logs --timestamps; issue 34 item 4)
+    assert re.search(
+        r"^  start: launch \d+ s, weights \d+ s, kv_cache \d+ s, .*first_decode \d+ s$", out, re.M
+    ), out
     assert f"no token for {HANG_BOUND} s = hang" in out, out[-3000:]  # the soak took the derived bound
     figures = re.search(
         r"soak figures: (\d+) requests, (\d+) tokens, ITL p50 \d+ / p99 \d+ ms, (\d+) stalls", out

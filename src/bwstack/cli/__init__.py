@@ -226,8 +226,9 @@ def render(
 )
 @click.option("--rules", "show_rules", is_flag=True, help="List the known-bad rules (with evidence) instead.")
 @click.option("--wide", is_flag=True, help="Details per profile: variant, backends, prediction, evidence.")
+@click.option("--phases", is_flag=True, help="Seconds per start-up phase (newest real sweep).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, as_json: bool) -> None:
+def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, phases: bool, as_json: bool) -> None:
     """List profiles grouped like NIM's list-model-profiles: expected to work / known to fail.
 
     One line per profile with its whole name, verdict and a short reason, at any terminal width.
@@ -245,7 +246,7 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, as_json
     if as_json:
         click.echo(json.dumps(listing.list_data(stack, arch=arch), indent=2))
     else:
-        listing.print_list(stack, arch=arch, wide=wide)
+        listing.print_list(stack, arch=arch, wide=wide, phases=phases)
 
 
 @main.command()
@@ -270,7 +271,8 @@ def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -
         stack, profile, url=url, margin=judging.DEFAULT_MARGIN if margin is None else margin
     )
     click.echo(
-        f"{path}: {stack.model.path} passage {baseline.passage}: {baseline.score:.4f} nats/token over "
+        f"{path}: {stack.model_path_for(profile)} passage {baseline.passage}: {baseline.score:.4f} "
+        "nats/token over "
         f"{baseline.tokens} tokens (SGLang {baseline.sglang or '?'}, profile {profile}); healthchecks report "
         f"garbage below {baseline.score - baseline.margin:.4f}. Run 'bwstack render' and commit both files."
     )
@@ -283,6 +285,11 @@ def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -
 @file_option
 @click.argument("profile", required=False)
 @click.option("--force", is_flag=True, help="Start a profile that is known to fail.")
+@click.option(
+    "--retry",
+    is_flag=True,
+    help="Load the model again although this launch spec already failed in a way a restart cannot heal.",
+)
 @click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds to wait for healthy.")
 @click.option("--no-wait", is_flag=True, help="Return once the container is started.")
 @click.option("--dry-run", is_flag=True, help="Print the profile that would start and why; start nothing.")
@@ -303,6 +310,7 @@ def up(
     file: Path,
     profile: str | None,
     force: bool,
+    retry: bool,
     timeout: int | None,
     no_wait: bool,
     dry_run: bool,
@@ -366,6 +374,7 @@ def up(
             wait=not no_wait,
             skip_model_check=skip_model_check,
             soak_s=soak or 0.0,
+            retry=retry,
         )
     )
 
@@ -412,9 +421,11 @@ def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: 
     if profile is not None:
         stack.profile(profile)  # every profile serves model.path; the name is checked, not needed
     if stack.tiny_models:  # a CPU stack: its checkpoints are made here, not downloaded
-        from bwstack.nogpu import tinymodel
+        from bwstack.lock import wheelhouse
+        from bwstack.nogpu import ensure
 
-        made = tinymodel.ensure_for_stack(stack, echo=click.echo)
+        python = wheelhouse.host_python(stack.variant(stack.settings.variant), click.echo)
+        made = ensure.ensure_for_stack(stack, echo=click.echo, copy_python=python)
         click.echo(f"ok: {len(made)} tiny model(s) in {made[0].parent}")
         return
     sys.exit(fetch_mod.fetch(stack, cache_dir=cache_dir, max_workers=max_workers, echo=click.echo))
@@ -466,7 +477,16 @@ def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry
     is_flag=True,
     help="Regenerate kernel-archs.json from the pinned wheels (downloads ~1 GB); with --check only compare.",
 )
-@click.option("--check", is_flag=True, help="With --kernel-facts: exit 1 when the committed facts differ.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Check that every pin still resolves (base digest, locked wheels, git sources, model revision): one "
+    "line per pin, exit 1 when one moved, vanished or could not be checked. With --kernel-facts: compare.",
+)
+@click.option(
+    "--index-url", default=None, metavar="URL", help="With --check: the package index (default PyPI)."
+)
+@click.option("--json", "as_json", is_flag=True, help="With --check: machine-readable output.")
 @click.option(
     "--inspect", "inspect_variant", metavar="VARIANT", help="Pull the base, judge the first-contact read."
 )
@@ -485,6 +505,8 @@ def lock(
     args_: bool,
     kernel_facts: bool,
     check: bool,
+    index_url: str | None,
+    as_json: bool,
     inspect_variant: str | None,
     image: str | None,
     out: Path | None,
@@ -503,11 +525,38 @@ def lock(
 
         names = list(variants) or [v for v in pins.list_variants(root / "images") if v.startswith("v")]
         sys.exit(facts_mod.run_kernel_facts(root / "images", names, check=check, echo=click.echo))
+    if check:
+        sys.exit(_lock_check(file, list(variants), index_url, as_json))
     sys.exit(
         locking.lock(
             root, variants=list(variants), digest=digest, python=python_, args=args_, echo=click.echo
         )
     )
+
+
+def _lock_check(file: Path, variants: list[str], index_url: str | None, as_json: bool) -> int:
+    from bwstack.lock import check as pin_check
+    from bwstack.stack import loader, pins
+
+    images = file.parent / "images"
+    names = variants or pins.list_variants(images)
+    model = None
+    if file.is_file():
+        stack = loader.load_stack(file)
+        if stack.model.revision:
+            model = (stack.model.path, stack.model.revision)
+    found = pin_check.check(
+        images,
+        names,
+        sources=pin_check.Sources(index_url),
+        model=model,
+        echo=None if as_json else click.echo,
+    )
+    if as_json:
+        click.echo(json.dumps(pin_check.to_json(found), indent=2))
+    else:
+        click.echo(pin_check.summary(found))
+    return pin_check.exit_status(found)
 
 
 # --- knowledge before launch ----------------------------------------------------------------------------
@@ -568,7 +617,7 @@ def audit(
 @main.command("classify-log")
 @file_option
 @click.argument("logfile", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print {class, line, text, also, startup}.")
+@click.option("--json", "as_json", is_flag=True, help="Print {class, line, text, also, startup, structure}.")
 @click.option(
     "--expect",
     "expects",
@@ -595,11 +644,12 @@ def classify_log(
         expect = {**classify.profile_request(file, profile), **expect}
         by = f"profile {profile}"
     result["startup"] = classify.backends_of_log_file(logfile, expect or None, by)
+    result["structure"] = classify.structure_of_log_file(logfile)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
     click.echo(result["class"])
-    for line in _startup_lines(result["startup"]):
+    for line in [*classify.structure_lines(result["structure"]), *_startup_lines(result["startup"])]:
         click.echo(line)
 
 

@@ -30,6 +30,9 @@ def bundle_cmd(file: Path, report_dir: Path, output: Path | None, redact_host: b
     """Pack a sweep report into one file to attach to an issue: results and evidence, host facts, image
     digests and labels, the profiles as run, bwstack's version and commit, a sha256 manifest.
 
+    The profiles file is the one the report was made from (profiles.cpu.yaml for a CPU sweep) when it lies
+    beside -f's.
+
     Secrets (the files in secrets/, tokens in the environment, anything shaped like a token or key) are
     redacted wherever they appear.
     """
@@ -38,7 +41,9 @@ def bundle_cmd(file: Path, report_dir: Path, output: Path | None, redact_host: b
     from bwstack.sweep import bundle
     from bwstack.sweep.bundleread import read_bundle
 
-    stack = loader.load_stack(file)
+    stack, note = bundle.report_stack(report_dir, loader.load_stack(file), loader.load_stack)
+    if note:
+        click.echo(f"bwstack: {note}")
     written = bundle.write(report_dir, stack, output, probe=default_probe(), redact_host=redact_host)
     checked = read_bundle(written)
     redactions = checked.manifest.get("redactions") or {}

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bwstack import launch
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
 from bwstack.host import netwait
@@ -104,9 +105,11 @@ def calibrate(
         raise UserError("must be > 0", field="--margin")
     target = url or f"http://127.0.0.1:{stack.settings.port}"
     found = measure(target, window=model_window(stack))
-    if found["model_path"] and found["model_path"] != stack.model.path:
+    model = stack.model_path_for(profile)
+    served = {model, launch.model_path_in_container(stack, profile)}  # a tiny model: its path in the image
+    if found["model_path"] and found["model_path"] not in served:
         raise UserError(
-            f"the server at {target} serves {found['model_path']}, not this stack's model {stack.model.path}",
+            f"the server at {target} serves {found['model_path']}, not profile {profile}'s model {model}",
             file=stack.path,
             line=stack.line_of("model", "path"),
             field="model.path",
@@ -125,7 +128,7 @@ def calibrate(
     path = baselines.baselines_path(stack)
     data = baselines.load_file(path)
     entry = {k: v for k, v in baseline.__dict__.items() if k not in ("passage", "long", "prefill_tok_s")}
-    models = data["models"].setdefault(stack.model.path, {})
+    models = data["models"].setdefault(model, {})
     models[judging.PASSAGE_ID] = entry
     if found["long"]:
         long_id, long_score, long_tokens = found["long"]

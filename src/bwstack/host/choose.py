@@ -173,6 +173,19 @@ def at_length(stack: Stack, arch: str) -> dict[str, AtLength]:
     return found
 
 
+def start_phases(stack: Stack, arch: str) -> dict[str, dict[str, Any]]:
+    """profile -> its newest real start on ``arch``: the row's ``start`` record (seconds per start-up
+    phase, :mod:`healthchecks.phases`) with ``report``, the folder it is in; any verdict (a failed start shows
+    where it stopped)."""
+    found: dict[str, dict[str, Any]] = {}
+    for folder, doc in _real_reports(stack, arch):
+        for name, row in doc["results"].items():
+            start = row.get("start") if isinstance(row, dict) else None
+            if name not in found and isinstance(start, dict) and isinstance(start.get("seconds"), dict):
+                found[name] = {**start, "verdict": row.get("verdict"), "report": folder}
+    return found
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 

@@ -10,6 +10,7 @@ seconds and prints its figures and verdict.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -24,20 +25,20 @@ from typing import Any
 
 from bwstack import __version__, classify, launch
 from bwstack.errors import ExternalError, UserError
-from bwstack.host import cpubase, modelcache, secretfiles
+from bwstack.host import cpubase, enginekind, modelcache, secretfiles, startlog
 from bwstack.host.dockercompose import Project
 from bwstack.host.doctor import image
 from bwstack.host.gitinfo import git
 from bwstack.know import next_try
 from bwstack.lock import command as locking
 from bwstack.lock import wheelhouse
-from bwstack.nogpu import tinymodel
+from bwstack.nogpu import ensure
 from bwstack.render import compose
 from bwstack.stack.baselines import describe
 from bwstack.stack.pins import Variant
 from bwstack.stack.schema import Stack
 from bwstack.sweep import soak
-from healthchecks import common, imagelayout
+from healthchecks import common, imagelayout, norestart
 
 POLL_SECONDS = 2.0
 #: seconds between two progress lines of ``up --soak``
@@ -71,10 +72,14 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def ensure_secrets(stack: Stack) -> list[str]:
+def ensure_secrets(stack: Stack, kind: enginekind.EngineKind | None = None) -> list[str]:
     """Make each secret file the stack mounts exist (empty, mode 0600) and readable for the serving user only
-    (:mod:`bwstack.host.secretfiles`); one note per file created or changed."""
-    notes = []
+    (:mod:`bwstack.host.secretfiles`), as the engine runs it (``kind``: SELinux labels, rootless or
+    userns-remapped uids; detected when not given); one note per file created or changed."""
+    notes: list[str] = []
+    if not launch.stack_secrets(stack):
+        return notes
+    kind = kind or enginekind.detect()
     folder = (stack.root / stack.settings.secrets_dir).resolve()
     for name in launch.stack_secrets(stack):
         path = folder / name
@@ -84,11 +89,19 @@ def ensure_secrets(stack: Stack) -> list[str]:
                 f"created empty secret file {path} (mode 0600, readable for the serving user uid "
                 f"{imagelayout.UID} only); put your token there if needed"
             )
-            continue
         secretfiles.check_regular(path)
-        changed = secretfiles.grant_serving_user(path)
+        if name == "api_key":
+            with contextlib.suppress(OSError):  # unreadable here: serve.py checks it in the container
+                problem = common.api_key_problem(path.read_text(encoding="utf-8", errors="replace").strip())
+                if problem is not None:
+                    raise UserError(problem, file=path)
+        changed = secretfiles.grant_serving_user(path, kind.serving_uid)
         if changed:
             notes.append(changed)
+        if kind.relabel:
+            labelled = enginekind.relabel(path)
+            notes.append(labelled or f"{path}: SELinux is enforcing and chcon is missing: label it "
+                         "container_file_t yourself")  # fmt: skip
     return notes
 
 
@@ -142,10 +155,12 @@ def up(
     out: Any = None,
     skip_model_check: bool = False,
     soak_s: float = 0.0,
+    retry: bool = False,
 ) -> int:
     """Start one profile and wait for health; 0 healthy (or started with wait=False), 1 otherwise. With
     ``soak_s`` (and ``wait``) the healthy service is then soaked (:func:`soak_service`): 1 unless its verdict
-    is ``ok``.
+    is ``ok``. ``retry``: the serve wrapper forgets a verdict it remembered for this launch spec (a start of
+    the same spec otherwise exits at once instead of loading the model again; healthchecks/norestart.py).
 
     Without ``project`` (the real stack) the model must be fetched first (:func:`modelcache.service_env`
     refuses with ExternalError otherwise), so the start period never covers a download."""
@@ -164,7 +179,9 @@ def up(
 
         print(f"bwstack: {describe(stack)}", file=echo)  # which quality checks the healthcheck runs
     if stack.tiny_models:
-        tinymodel.ensure_for_stack(stack, echo=lambda m: print(f"bwstack: {m}", file=echo))
+        say = lambda m: print(f"bwstack: {m}", file=echo)  # noqa: E731
+        python = wheelhouse.host_python(stack.variant(stack.settings.variant), say)
+        ensure.ensure_for_stack(stack, echo=say, copy_python=python)
     for note in ensure_secrets(stack):
         print(f"bwstack: {note}", file=echo)
     key_file = (stack.root / stack.settings.secrets_dir / "api_key").resolve()
@@ -175,6 +192,9 @@ def up(
         return 1
     for service in stop_other_profiles(project, profile_name):
         print(f"bwstack: stopped {service} (one profile at a time)", file=echo)
+    if retry:
+        project = dataclasses.replace(project, env={**(project.env or {}), norestart.ENV_RETRY: "1"})
+        print(f"bwstack: {profile_name}: --retry: a verdict remembered for this spec is cleared", file=echo)
     result = project.run(["up", "--detach", profile_name], profiles=[profile_name])
     if result.returncode != 0:
         return 1
@@ -263,25 +283,36 @@ def health_reason(state: dict[str, Any]) -> str:
 def wait_healthy(project: Project, service: str, limit: float, echo: Any, stack: Stack | None = None) -> int:
     """Poll the container's health until healthy / unhealthy / exited / timeout, with a progress line."""
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(file=echo, highlight=False)
     start = time.monotonic()
     cid = None
     status_text = "starting"
+    watch: startlog.StartLog | None = None
     with console.status(f"[bold]{service}[/]: waiting for the container") as status:
         while True:
             elapsed = time.monotonic() - start
             cid = cid or container_id(project, service)
             if cid is not None:
-                state = inspect(cid)["State"]
+                details = inspect(cid)
+                state = details["State"]
                 health = (state.get("Health") or {}).get("Status", "none")
                 reason = health_reason(state)
                 status_text = f"{state.get('Status')}/{health}"
-                status.update(f"[bold]{service}[/]: {status_text} after {elapsed:.0f} s  {reason[:100]}")
+                watch = watch or startlog.StartLog(cid)
+                watch.poll()  # the start's phase, from the server's own log
+                shown = watch.line() if health == "starting" else reason
+                shown = escape(shown[:110])
+                status.update(f"[bold]{service}[/]: {status_text} after {elapsed:.0f} s  {shown}")
                 if health == "healthy":
                     console.print(f"[green]{service}: healthy[/] after {elapsed:.0f} s: {reason}")
+                    if watch.words():
+                        console.print(f"  start: {watch.words()}", markup=False)
                     return 0
-                if health == "unhealthy" or state.get("Status") in {"exited", "dead"}:
+                # a restart is a failure too: report the first one, not the third reload of the model
+                restarted = state.get("Restarting") or int(details.get("RestartCount") or 0) > 0
+                if health == "unhealthy" or state.get("Status") in {"exited", "dead"} or restarted:
                     report_failure(console, cid, service, state, elapsed, stack=stack)
                     return 1
             if elapsed > limit:

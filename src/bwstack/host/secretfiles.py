@@ -91,16 +91,16 @@ def readable_by(path: Path, uid: int = imagelayout.UID, gid: int = imagelayout.G
     return bool(other & _READ)
 
 
-def _grant_acl(path: Path, info: os.stat_result) -> None:
-    """Add ``user:imagelayout.UID:r--`` to the file's access ACL, keeping the owner's bits and dropping the
-    group's and others' (a secret is for its owner and the serving user only)."""
+def _grant_acl(path: Path, info: os.stat_result, uid: int) -> None:
+    """Add ``user:UID:r--`` to the file's access ACL, keeping the owner's bits and dropping the group's and
+    others' (a secret is for its owner and the serving user only)."""
     current = _acl_of(path) or []
-    keep = [e for e in current if e.tag == _USER and e.id != imagelayout.UID]
+    keep = [e for e in current if e.tag == _USER and e.id != uid]
     owner = (info.st_mode >> 6) & 7
     entries = [
         AclEntry(_USER_OBJ, owner, _UNDEFINED_ID),
         *keep,
-        AclEntry(_USER, _READ, imagelayout.UID),
+        AclEntry(_USER, _READ, uid),
         AclEntry(_GROUP_OBJ, 0, _UNDEFINED_ID),
         AclEntry(_MASK, _READ, _UNDEFINED_ID),
         AclEntry(_OTHER, 0, _UNDEFINED_ID),
@@ -108,26 +108,29 @@ def _grant_acl(path: Path, info: os.stat_result) -> None:
     os.setxattr(path, ACL_XATTR, build_acl(entries))
 
 
-def grant_serving_user(path: Path) -> str | None:
+def grant_serving_user(path: Path, uid: int = imagelayout.UID) -> str | None:
     """Make ``path`` readable for the serving user only; a note saying what changed, None when it already was.
+    ``uid``: the host uid the serving user runs as (uid 10001, or its mapped uid under rootless Docker or
+    userns-remap: :mod:`bwstack.host.enginekind`).
 
     Raises UserError (one line, the file and the fix) when neither an ACL nor (as root) a change of owner is
     possible."""
     info = path.stat()
-    if readable_by(path) and not info.st_mode & (stat.S_IRWXO):
+    if readable_by(path, uid, uid) and not info.st_mode & (stat.S_IRWXO):
         return None
+    where = f"uid {uid}" if uid == imagelayout.UID else f"uid {uid}, uid {imagelayout.UID} in the container"
     try:
-        _grant_acl(path, info)
-        return f"{path}: readable for the serving user (uid {imagelayout.UID}) by an ACL entry, no one else"
+        _grant_acl(path, info, uid)
+        return f"{path}: readable for the serving user ({where}) by an ACL entry, no one else"
     except OSError as exc:
         if exc.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
             raise UserError(
                 f"cannot grant uid {imagelayout.UID} read access: {exc.strerror or exc}", file=path
             ) from None
     if os.geteuid() == 0:
-        os.chown(path, imagelayout.UID, -1)
+        os.chown(path, uid, -1)
         os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
-        return f"{path}: owned by the serving user (uid {imagelayout.UID}), mode 0600 (no ACL support here)"
+        return f"{path}: owned by the serving user ({where}), mode 0600 (no ACL support here)"
     raise UserError(
         f"the serving user (uid {imagelayout.UID}) cannot read it and this file system takes no POSIX ACL; "
         f"run `sudo chown {imagelayout.UID} {path}` (keep mode 0600) or put stack.secrets_dir on "
@@ -161,15 +164,16 @@ class SecretState:
     state: str
 
 
-def state_of(name: str, path: Path) -> SecretState:
-    """The state of one secret file (never its content beyond whether it is empty)."""
+def state_of(name: str, path: Path, uid: int = imagelayout.UID) -> SecretState:
+    """The state of one secret file for the serving user as host ``uid`` (never its content beyond whether
+    it is empty)."""
     try:
         info = path.stat()
     except FileNotFoundError:
         return SecretState(name, path, "missing")
     if not stat.S_ISREG(info.st_mode):
         return SecretState(name, path, "not_regular")
-    if not readable_by(path):
+    if not readable_by(path, uid, uid if uid != imagelayout.UID else imagelayout.GID):
         return SecretState(name, path, "unreadable")
     if info.st_mode & stat.S_IRWXO:
         return SecretState(name, path, "open")

@@ -10,6 +10,8 @@ stack's: ``cpu`` for a CPU stack) measured a healthy profile, its newest figures
 at length and under load (:func:`bwstack.host.choose.at_length`): the short and long-context probe scores, the
 long-context fact where a profile scored lower at length than another healthy profile of the same model
 ("long context -X nats/token vs PROFILE", which ``bwstack up``'s choice ranks last) and the soak's figures.
+``--phases`` adds each profile's newest real start, seconds per start-up phase
+(:func:`bwstack.host.choose.start_phases`; ``--wide`` and ``--json`` always carry it).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from healthchecks.phases import record_words as phase_words
+
 from bwstack import textlayout
-from bwstack.host.choose import at_length, measured
+from bwstack.host.choose import at_length, measured, start_phases
 from bwstack.know import evidence, rules
 from bwstack.stack.baselines import describe, load_baseline
 from bwstack.stack.schema import Stack
@@ -33,6 +37,7 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
     measured_on = arch or ("cpu" if stack.is_cpu else stack.settings.gpu_arch)
     speeds = measured(stack, measured_on)
     length = at_length(stack, measured_on)
+    started = start_phases(stack, measured_on)
     shipped = evidence.load(stack.root)
     rows = []
     for name, profile in stack.profiles.items():
@@ -47,6 +52,7 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
             "measured": ({**speeds[name].speed, "report": speeds[name].report} if name in speeds else None),
             "seen": evidence.seen_words(evidence.cells_for(stack, name, shipped)),
             "at_length": length[name].to_json() if name in length else None,
+            "start": started.get(name),
         }
         if arch is not None:
             row["prediction"] = _predict(stack, name, arch)
@@ -80,15 +86,20 @@ def _predict(stack: Stack, profile_name: str, arch: str) -> dict[str, Any]:
     return prediction.to_json()
 
 
-def print_list(stack: Stack, *, arch: str | None, wide: bool = False, width: int | None = None) -> None:
-    """Print the listing: one line per profile (whole name, verdict, short reason); ``wide`` adds details."""
+def print_list(
+    stack: Stack, *, arch: str | None, wide: bool = False, width: int | None = None, phases: bool = False
+) -> None:
+    """Print the listing: one line per profile (whole name, verdict, short reason); ``wide`` adds details,
+    ``phases`` the seconds per start-up phase of each profile's newest real start."""
     import click
 
-    for line in list_lines(list_data(stack, arch=arch), wide=wide, width=width):
+    for line in list_lines(list_data(stack, arch=arch), wide=wide, width=width, phases=phases):
         click.echo(line)
 
 
-def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = None) -> list[str]:
+def list_lines(
+    data: dict[str, Any], *, wide: bool = False, width: int | None = None, phases: bool = False
+) -> list[str]:
     """The listing as lines no longer than ``width`` (the terminal's; 80 on a pipe), profile names whole."""
 
     width = width or textlayout.terminal_width()
@@ -128,6 +139,8 @@ def list_lines(data: dict[str, Any], *, wide: bool = False, width: int | None = 
             ("at length and under load (real sweeps; bwstack sweep --soak):", "at_length",
              lambda row: at_length_words(row["at_length"])),
         ]  # fmt: skip
+        if phases:
+            sections.append(("start, seconds per phase (newest real sweep):", "start", start_words))
         for title, key, words in sections:
             rows = [r for r in data["profiles"] if r.get(key)]
             if rows:
@@ -185,6 +198,8 @@ def _wide_block(row: dict[str, Any], arch: str | None, width: int) -> list[str]:
         parts.append(f"measured: {speed_words(row['measured'])} (reports/{row['measured']['report']})")
     if row.get("at_length"):
         parts.append(f"at length: {at_length_words(row['at_length'])}")
+    if row.get("start"):
+        parts.append(f"start: {start_words(row)}")
     if row.get("seen"):
         parts.append(f"recorded: {row['seen']}")
     parts.extend(f"evidence: {item}" for item in row["evidence"])
@@ -202,3 +217,9 @@ def at_length_words(found: dict[str, Any]) -> str:
     if found.get("soak"):
         parts.append(f"soak: {soak.words(found['soak'])}")
     return "; ".join(p for p in parts if p) + f" (reports/{found.get('report')})"
+
+
+def start_words(row: dict[str, Any]) -> str:
+    """``launch 35 s, weights 612 s, …; ready after 700 s (reports/…)``: one profile's newest real start."""
+    start = row["start"]
+    return f"{phase_words(start)} (reports/{start.get('report')})"

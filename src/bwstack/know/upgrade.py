@@ -97,7 +97,11 @@ def _release_variant(source: pins.Variant, version: str) -> Path:
         return folder
     made = variant_new.plan(folder.name, version, source)
     atomic_write(folder / pins.PINS_FILE, made.pins_text)
-    lock_args.lock_args(folder, echo=venvs.progress_line)
+    shipped = lock_args.release_snapshot_path(version)
+    if shipped.is_file():  # a release between the variants: its parser is shipped, read from its wheel
+        atomic_write(folder / pins.SNAPSHOT_FILE, shipped.read_text(encoding="utf-8"))
+    else:
+        lock_args.lock_args(folder, echo=venvs.progress_line)
     return folder
 
 
@@ -296,6 +300,17 @@ class ArchChange:
         return [r for r in self.old.matched_rules if r not in self.new.matched_rules]
 
     @property
+    def risks_started(self) -> list[str]:
+        """The warning rules (a risk such as a hang under load) that hold on NEW but not on OLD, as notes."""
+        before = set(_warnings(self.old))
+        return [note for note in _warnings(self.new) if note not in before]
+
+    @property
+    def risks_stopped(self) -> list[str]:
+        after = set(_warnings(self.new))
+        return [note for note in _warnings(self.old) if note not in after]
+
+    @property
     def reason(self) -> str:
         """Why the verdict changes (or stays): the new deciding step, and the resolution change behind it."""
         decided = self.new.decision
@@ -320,6 +335,8 @@ class ArchChange:
             "effective_changes": {k: list(v) for k, v in self.effective_changes.items()},
             "rules_started": self.rules_started,
             "rules_stopped": self.rules_stopped,
+            "risks_started": self.risks_started,
+            "risks_stopped": self.risks_stopped,
         }
 
 
@@ -404,6 +421,11 @@ def compare(
     return Report(
         sides[0], sides[1], arch_list, tuple(results), tuple(defaults_changed(stack, *sides)), tuple(notes)
     )
+
+
+def _warnings(pred: rules.Prediction) -> list[str]:
+    """A prediction's warning notes (``warning (rule-id): reason; fix: …``)."""
+    return [note for note in pred.notes if note.startswith("warning (")]
 
 
 def _refused(pred: rules.Prediction) -> bool:

@@ -74,6 +74,8 @@ def _arch(arch: ArchChange) -> list[str]:
         lines.append(f"  - rules that start applying: {', '.join(arch.rules_started)}")
     if arch.rules_stopped:
         lines.append(f"  - rules that stop applying: {', '.join(arch.rules_stopped)}")
+    lines += [f"  - risk that starts: {note}" for note in arch.risks_started]
+    lines += [f"  - risk that stops: {note}" for note in arch.risks_stopped]
     return lines
 
 

@@ -8,6 +8,9 @@ is dumped inside the variant's image with the image's own python (``docker run -
 nothing is overwritten, and the command to run where the registry is reachable is printed. ``python -m
 bwstack.lock.args --proxy VERSION VARIANT_DIR`` writes a stand-in snapshot from a release
 wheel (``provenance.method = "proxy-wheel"``) for a nightly whose image cannot be pulled here.
+``python -m bwstack.lock.args --release VERSION`` writes the shipped snapshot of a release that has no
+variant (``data/sglang-args/sglang-VERSION.json``, 0.5.17 to 0.5.22), which ``bwstack upgrade`` reads for a
+bare version.
 
 The snapshot's form is fixed in docs/design.md ("Parser snapshot").
 """
@@ -35,6 +38,9 @@ SNAPSHOT_FILE = "sglang-args.json"
 GENERATED_BY = "bwstack lock --args"
 DUMP_SCRIPT = venv_scripts.DUMP_ARGS
 DOCKER_TIMEOUT = 900
+#: the parser snapshots of the releases between the shipped variants (0.5.17 to 0.5.22), one file per release,
+#: read from each release's own wheel; ``bwstack upgrade`` with a bare version takes its parser from here
+RELEASES_DIR = Path(__file__).resolve().parents[1] / "data" / "sglang-args"
 
 
 def lock_args(variant_dir: Path, *, echo: Echo) -> Path:
@@ -42,18 +48,33 @@ def lock_args(variant_dir: Path, *, echo: Echo) -> Path:
     variant = _load_variant(variant_dir)
     if not variant.sglang_version:
         return _lock_from_image(variant, echo)
-    env = venvs.ensure_env(variant.sglang_version)
-    snapshot = snapshot_from_dump(
+    return write_snapshot(variant_dir / SNAPSHOT_FILE, wheel_snapshot(variant.sglang_version, GENERATED_BY))
+
+
+def wheel_snapshot(version: str, generated_by: str) -> dict[str, Any]:
+    """The parser snapshot of the sglang ``version`` wheel from PyPI (in its CPU venv)."""
+    env = venvs.ensure_env(version)
+    return snapshot_from_dump(
         dump_in_env(env),
         provenance={
             "method": "wheel",
             "source": f"sglang=={env.version} from PyPI ({env.wheel})",
             "sha256": env.wheel_sha256,
-            "generated_by": GENERATED_BY,
+            "generated_by": generated_by,
             "note": f"argparse of the sglang {env.version} wheel, loaded next to CPU torch",
         },
     )
-    return write_snapshot(variant_dir / SNAPSHOT_FILE, snapshot)
+
+
+def release_snapshot_path(version: str) -> Path:
+    """Where the shipped parser snapshot of a release between the variants lives (it may not exist)."""
+    return RELEASES_DIR / f"sglang-{venvs.check_version(version)}.json"
+
+
+def lock_release(version: str) -> Path:
+    """Write the shipped parser snapshot of sglang ``version`` (``python -m bwstack.lock.args --release``)."""
+    generated_by = f"python -m bwstack.lock.args --release {version}"
+    return write_snapshot(release_snapshot_path(version), wheel_snapshot(version, generated_by))
 
 
 def lock_proxy(variant_dir: Path, proxy_version: str, *, echo: Echo, note: str = "") -> Path:
@@ -198,13 +219,23 @@ def _parse_dump(text: str, where: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bwstack.lock.args [--proxy VERSION [--note TEXT]] VARIANT_DIR``."""
+    """``python -m bwstack.lock.args [--proxy VERSION [--note TEXT]] VARIANT_DIR`` | ``--release V``."""
     parser = argparse.ArgumentParser(prog="python -m bwstack.lock.args", description=__doc__.splitlines()[0])
-    parser.add_argument("variant_dir", type=Path)
+    parser.add_argument("variant_dir", type=Path, nargs="?")
     parser.add_argument("--proxy", metavar="VERSION", help="write a proxy snapshot from this release wheel")
     parser.add_argument("--note", default="", help="provenance note for a proxy snapshot")
+    parser.add_argument(
+        "--release", metavar="VERSION", action="append", default=[],
+        help="write the shipped snapshot of a release between the variants (data/sglang-args/)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.variant_dir is None and not args.release:
+        parser.error("give VARIANT_DIR or --release VERSION")
     try:
+        for version in args.release:
+            print(f"wrote {lock_release(version)}")
+        if args.variant_dir is None:
+            return 0
         if args.proxy:
             lock_proxy(args.variant_dir, args.proxy, echo=print, note=args.note)
         else:

@@ -14,6 +14,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from email.message import Message
 from pathlib import Path
 
 from bwstack.errors import ExternalError, UserError
@@ -181,8 +182,30 @@ def split_image(ref: str) -> tuple[str, str, str]:
     return registry, repo, tag or "latest"
 
 
-def resolve_digest(ref: str) -> str:
-    """The registry's content digest for ``ref`` (the multi-arch index when there is one)."""
+def registry_url(registry: str) -> str:
+    """``https://REGISTRY``, or ``http://`` for a registry on this machine (as Docker treats 127.0.0.0/8)."""
+    host = registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
+    local = host in ("localhost", "::1", "[::1]") or host.startswith("127.")
+    return f"{'http' if local else 'https'}://{registry}"
+
+
+def ask(request: urllib.request.Request, *, answered: str, unreachable: str) -> tuple[Message, bytes] | None:
+    """The response's headers and body; None on 404; ExternalError (``answered`` with ``{code}``, or
+    ``unreachable``: the reason) otherwise."""
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310 - http(s) URLs built here
+            return response.headers, response.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise ExternalError(answered.format(code=exc.code)) from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise ExternalError(f"{unreachable}: {getattr(exc, 'reason', exc)}") from None
+
+
+def head_manifest(ref: str) -> str | None:
+    """The registry's ``Docker-Content-Digest`` for ``ref`` (the multi-arch index when there is one); None
+    when the registry has no such tag (404); ExternalError when it cannot be asked."""
     registry, repo, tag = split_image(ref)
     headers = {"Accept": MANIFEST_TYPES}
     if registry == "registry-1.docker.io":
@@ -193,18 +216,27 @@ def resolve_digest(ref: str) -> str:
         except (urllib.error.URLError, TimeoutError, OSError, KeyError, ValueError) as exc:
             raise ExternalError(f"registry unreachable for {ref}: {exc}") from None
         headers["Authorization"] = f"Bearer {token}"
-    url = f"https://{registry}/v2/{repo}/manifests/{tag}"
-    request = urllib.request.Request(url, method="HEAD", headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
-            digest = response.headers.get("Docker-Content-Digest", "")
-    except urllib.error.HTTPError as exc:
-        raise ExternalError(f"registry answered {exc.code} for {ref}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise ExternalError(f"registry unreachable for {ref}: {exc}") from None
+    url = f"{registry_url(registry)}/v2/{repo}/manifests/{tag}"
+    request = urllib.request.Request(url, method="HEAD", headers=headers)  # noqa: S310
+    answer = ask(
+        request,
+        answered=f"registry answered {{code}} for {ref}",
+        unreachable=f"registry unreachable for {ref}",
+    )
+    if answer is None:
+        return None
+    digest = answer[0].get("Docker-Content-Digest", "")
     if not pins.DIGEST.match(digest):
         raise ExternalError(f"registry gave no usable digest for {ref} ({digest!r})")
     return str(digest)
+
+
+def resolve_digest(ref: str) -> str:
+    """The registry's content digest for ``ref``; ExternalError when it has none or cannot be asked."""
+    digest = head_manifest(ref)
+    if digest is None:
+        raise ExternalError(f"registry answered 404 for {ref}")
+    return digest
 
 
 def set_digest(pins_path: Path, digest: str) -> None:

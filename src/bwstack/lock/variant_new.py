@@ -41,6 +41,16 @@ WHEEL_PINNED: tuple[str, ...] = (
     "sgl-deep-gemm",
 )  # fmt: skip
 
+#: a pin the first-contact policy requires although no sglang wheel pins it (0.5.16 and later do not):
+#: package -> the package whose version it must equal (tests/stack/test_first_contact.py holds every variant
+#: to it)
+FOLLOWS: dict[str, str] = {"flashinfer-cubin": "flashinfer-python"}
+FOLLOWS_REASON = (
+    "not an SGLang {version} requirement: the base's Dockerfile installs it from its own FLASHINFER_VERSION "
+    "arg, equal to {leader}; a cubin package of another version is ignored and FlashInfer fetches each cubin "
+    "from the network at first use, so the build checks it here (the first-contact policy)"
+)
+
 #: files of a variant folder that are generated from other inputs and never copied from ``--from``
 NOT_COPIED = {
     "kernel-archs.json": "the old pins' kernel facts; bwstack lock --kernel-facts --variant {name}",
@@ -221,6 +231,7 @@ def pins_text(name: str, source: pins.Variant, release: Release, image: str, too
         "",
         "# Where a [python] pin differs from what the pinned SGLang itself requires, say why.",
         "[python.reasons]",
+        *(f"{key} = {q(value)}" for key, value in _reasons(source, release).items()),
         "",
         "# Installed over the base image from overrides.lock (pip --require-hashes --no-deps).",
         "[overrides]",
@@ -237,13 +248,26 @@ def pins_text(name: str, source: pins.Variant, release: Release, image: str, too
 
 def _python(source: pins.Variant, release: Release) -> dict[str, str]:
     """The wheel's pins, then a ``--from`` override of a package the wheel does not pin (kept, see
-    :func:`_overrides`)."""
+    :func:`_overrides`), then the pins that follow another (:data:`FOLLOWS`)."""
     out = release.python_pins
     for requirement in _overrides(source, release):
         pkg, _, version = requirement.partition("==")
         if pkg in source.python:
             out[pkg] = version
+    for pkg, leader in FOLLOWS.items():
+        if leader in out and pkg not in out:
+            out[pkg] = out[leader]
     return out
+
+
+def _reasons(source: pins.Variant, release: Release) -> dict[str, str]:
+    """``[python.reasons]``: why a following pin (:data:`FOLLOWS`) is there though the wheel does not ask."""
+    python = _python(source, release)
+    return {
+        pkg: FOLLOWS_REASON.format(version=release.version, leader=leader)
+        for pkg, leader in FOLLOWS.items()
+        if pkg in python and pkg not in release.python_pins
+    }
 
 
 def _overrides(source: pins.Variant, release: Release) -> tuple[str, ...]:
@@ -298,8 +322,12 @@ def _changes(name: str, source: pins.Variant, release: Release, image: str, tool
             out.append(
                 f"python.{key}: {old_value or '(none)'} -> {new_value or '(none: the wheel pins no ==)'}"
             )
+    reasons = _reasons(source, release)
     for key in source.python_reasons:
-        out.append(f"python.reasons.{key}: dropped (the pins are now the wheel's own)")
+        if key not in reasons:
+            out.append(f"python.reasons.{key}: dropped (the pins are now the wheel's own)")
+    for key in reasons:
+        out.append(f"python.reasons.{key}: equal to {FOLLOWS[key]} (the base installs it; first contact)")
     copied = [f"[cuda] arch lists {source.torch_cuda_arch_list}/{source.flashinfer_cuda_arch_list}"]
     kept = _overrides(source, release)
     for item in source.overrides:

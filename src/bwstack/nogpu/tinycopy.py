@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.nogpu import tinymodel, tinytrain
+from bwstack.stack.schema import COPY_CONTEXT
 from healthchecks import longprobe
 
 #: the model's shape: the circuit needs 4 residual parts of 128 (own code, two previous codes, the copy)
@@ -54,7 +55,7 @@ SPEC = tinymodel.TinySpec(
     kv_heads=4,
     intermediate=256,
     vocab=512,
-    max_positions=4096,
+    max_positions=COPY_CONTEXT,
     rope_theta=1e8,
 )
 #: the broken twin's window: past the short passage and the positional heads, short of the probe's copy

@@ -22,16 +22,13 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bwstack.errors import UserError
 from bwstack.stack.schema import TINY_CONTEXT
-
-if TYPE_CHECKING:
-    from bwstack.stack.schema import Stack
 
 ARCHS: dict[str, str] = {
     "llama": "LlamaForCausalLM",
@@ -278,32 +275,8 @@ def _dump(path: Path, data: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def ensure_for_stack(stack: Stack, echo: Callable[[str], object] = print) -> list[Path]:
-    """Make every ``tiny_models`` entry in ``stack.model_cache_path`` (kept when already right)."""
-    if not stack.tiny_models:
-        return []
-    if stack.settings.model_cache_path is None:
-        raise UserError(
-            "tiny_models need stack.model_cache_path (the host folder the services mount)",
-            file=stack.path,
-            field="stack.model_cache_path",
-        )
-    root = (stack.root / stack.settings.model_cache_path).resolve()
-    made = []
-    for name, entry in sorted(stack.tiny_models.items()):
-        spec = TinySpec(
-            arch=entry.arch, fault=entry.fault, seed=entry.seed, max_positions=entry.context_length
-        )
-        target = root / name
-        if _recorded_spec(target) != spec.__dict__:
-            echo(f"tiny-model: writing {name} ({entry.arch}, fault {entry.fault}) into {root}")
-            write(target, spec)
-        made.append(target)
-    root.chmod(0o755)
-    return made
-
-
-def _recorded_spec(target: Path) -> dict[str, Any] | None:
+def recorded_spec(target: Path) -> dict[str, Any] | None:
+    """The spec a made model folder records (``bwstack-tiny-model.json``), None unless it is complete."""
     try:
         data = json.loads((target / "bwstack-tiny-model.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -61,15 +61,18 @@ def load_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_baseline(stack: Stack) -> Baseline | None:
-    """The baseline of the stack's model for the healthcheck's current passage; None when not calibrated."""
+def load_baseline(stack: Stack, profile: str | None = None) -> Baseline | None:
+    """The baseline of ``profile``'s model (its ``model_path``, else the stack's model) for the healthcheck's
+    current passage; None when not calibrated. A baseline belongs to a model, not to a stack: a CPU stack
+    serves several tiny models."""
     path = baselines_path(stack)
-    entries = load_file(path)["models"].get(stack.model.path, {})
+    model = stack.model_path_for(profile) if profile is not None else stack.model.path
+    entries = load_file(path)["models"].get(model, {})
     entry = entries.get(judging.PASSAGE_ID)
     if entry is None:
         return None
     long, speed = _long_entry(entries)
-    where = f"models.{stack.model.path}.{judging.PASSAGE_ID}"
+    where = f"models.{model}.{judging.PASSAGE_ID}"
     try:
         baseline = Baseline(
             passage=judging.PASSAGE_ID,

@@ -93,7 +93,7 @@ def _context(stack: Stack, profile: str, argv: list[str]) -> tuple[int | None, s
         return stack.model.context_length, "model.context_length"
     tiny = stack.tiny_models.get(stack.model_path_for(profile))
     if tiny is not None:
-        return tiny.context_length, "the tiny model's context_length"
+        return tiny.context, "the tiny model's context"
     if stack.model.config:
         try:
             config = modelconfig.load(stack.model.config, base=stack.root)

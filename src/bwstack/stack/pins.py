@@ -33,7 +33,11 @@ VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 REQUIREMENT = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
-IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
+#: ``[registry[:port]/]repo[:tag]``; a registry with a port (``127.0.0.1:5000/bwstack/cpu-base:v1``) names one
+#: that is not Docker Hub, as Docker reads it
+IMAGE_REF = re.compile(
+    r"^(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*:[0-9]{1,5}/)?[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$"
+)
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 GIT_SHA = re.compile(r"^[0-9a-f]{7,40}$")
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")

@@ -37,6 +37,8 @@ COMPOSE_FEATURES = ("start_interval",)
 #: a tiny model's context (max_position_embeddings): 4x the default sparse window (2048), so the long probe
 #: and the soak's long prompts pass the window with room for the soak's concurrency
 TINY_CONTEXT = 8192
+#: the context of the copy pair (bwstack.nogpu.tinycopy: positional heads built for 4096 positions)
+COPY_CONTEXT = 4096
 
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
@@ -255,6 +257,9 @@ class Profile(_ProfileBackends):
 class TinyModel(_Strict):
     """A tiny model bwstack makes itself (``bwstack tiny-model``) in the model cache before up or a sweep."""
 
+    #: random: seeded random weights (numpy); copy: the long-context model of bwstack.nogpu.tinycopy (an
+    #: induction circuit that copies across 2,000+ tokens); arch, fault, seed and context_length: random only
+    kind: Literal["random", "copy"] = "random"
     arch: Literal["llama", "qwen2"] = "llama"
     fault: Literal["none", "nan-lm-head", "nan-norm", "noise"] = "none"
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
@@ -265,6 +270,11 @@ class TinyModel(_Strict):
         description="max_position_embeddings of the tiny model: at least twice the sparse window (2048), so "
         "the long-context probe and the soak's long prompts really pass it",
     )
+
+    @property
+    def context(self) -> int:
+        """The context the made model has (the copy pair's is fixed by its construction)."""
+        return COPY_CONTEXT if self.kind != "random" else self.context_length
 
 
 class StackFile(_Strict):

@@ -20,6 +20,7 @@ import json
 import re
 import subprocess
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,27 @@ def _tar(parts: list[tuple[str, bytes]]) -> bytes:
             info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
     return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0)
+
+
+def report_stack(report_dir: Path, stack: Stack, load: Callable[[Path], Stack]) -> tuple[Stack, str | None]:
+    """The stack a report was made from: ``stack`` when the report names its profiles file (or none), else the
+    file the report names when it lies beside ``stack``'s (loaded with ``load``), with a line saying so;
+    UserError when the report is missing or names a file that is not there."""
+    results = report_dir / report.RESULTS_FILE
+    if not results.is_file():
+        raise UserError(f"no sweep report here ({report.RESULTS_FILE} missing)", file=report_dir)
+    named = report.load_document(results)["stack"].get("file")
+    if named in (None, stack.path.name):
+        return stack, None
+    beside = stack.path.parent / str(named)
+    if Path(str(named)).name == named and beside.is_file():
+        return load(beside), f"this report was made from {named}: bundling it with {beside}, not {stack.path}"
+    raise UserError(
+        f"this report was made from {named}, not {stack.path.name}, and no {named} lies beside "
+        f"{stack.path.name}; pass -f PATH/{named}",
+        file=results,
+        field="stack.file",
+    )
 
 
 def build(

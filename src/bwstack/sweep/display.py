@@ -9,6 +9,7 @@ from typing import Any
 from bwstack import textlayout
 from bwstack.sweep import bench, report
 from bwstack.sweep.judge import Judge, last_line
+from healthchecks import phases
 
 #: longest live status line (the elapsed-time column follows it)
 STATUS_WIDTH = 100
@@ -83,13 +84,18 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-def status_text(judge: Judge) -> str:
-    """One line for the progress display."""
+def status_text(judge: Judge, now: float | None = None) -> str:
+    """One line for the progress display: while the server starts, the phase its own log shows (weights
+    n/N, KV cache, CUDA graphs done/total, a JIT compile, the first decode) and the seconds per phase."""
     fatal = judge.fatal_log()
     if fatal is not None:
         return f"{fatal.cls} in the server log (line {fatal.line}); collecting evidence"
     if judge.exited:
         return f"exited with status {judge.exit_code}; reading the rest of the log"
+    found = judge.phases.progress(now)
+    last = judge.probes[-1].verdict_class if judge.probes else "starting"
+    if found.phase is not None and found.phase != phases.READY and last == "starting":
+        return f"starting: {found.line()}"
     if not judge.probes:
         return "container started, waiting for the first healthcheck"
     return f"last healthcheck: {last_line(judge.probes[-1].output)}"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bwstack.classify import probe_class
-from healthchecks import signatures, startup, verdict
+from healthchecks import phases, signatures, startup, verdict
 
 #: a fatal log signature waits this long for the root-cause line (the traceback follows the first crash line)
 SETTLE_S = 5.0
@@ -107,6 +107,7 @@ class Judge:
     ) -> None:
         self.scanner = signatures.Scanner()
         self.startup = startup.StartupReader()  # what the server log's startup says about the backends
+        self.phases = phases.PhaseReader()  # where the start is (clock: when each line arrived)
         self.lines: deque[tuple[int, str]] = deque(maxlen=keep_lines)
         self.line_count = 0
         self.probes: list[Probe] = []
@@ -163,6 +164,7 @@ class Judge:
         self.lines.append((self.line_count, text))
         self.scanner.feed(text.replace("\n", " ") + "\n")
         self.startup.feed(text)
+        self.phases.feed(text, at=now)
         stopped = verdict.parse_stopped(text)
         if stopped and self.fail_fast is None:
             self.fail_fast = (stopped[0].cls, stopped[1])

@@ -28,6 +28,8 @@ trying next, :mod:`bwstack.know.next_try`; ``profile`` null when none is). A hea
 sweep
 has ``speed`` (:mod:`bwstack.sweep.bench`: output tokens/s, requests/s, TTFT p50/p99, ITL p50, the client, the
 host it was measured on); the grid cells, the profile table and a speed table show it with its host label.
+A row whose server logged its start has ``start`` (:mod:`healthchecks.phases`: seconds per start-up phase,
+the phase reached and its detail); both views print it with the evidence.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from typing import Any
 from bwstack.errors import UserError
 from bwstack.files import atomic_write, read_bounded
 from bwstack.sweep import bench, soak
-from healthchecks import judging, vocabulary
+from healthchecks import judging, phases, vocabulary
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
@@ -53,7 +55,7 @@ HTML_FILE = "matrix.html"
 MAX_RESULTS_BYTES = 64 << 20
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
-VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed", "soak")
+VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed", "soak", "start")
 #: evidence keys that are stable for the same outcome
 STABLE_EVIDENCE_KEYS = ("exit_code", "oom_killed", "requested", "effective", "server_version", "timeout_s")
 
@@ -568,6 +570,7 @@ def _markdown_evidence(name: str, row: Mapping[str, Any], fact: str | None = Non
         lines.append(f"- {fact}")
     if row.get("soak"):
         lines.append(f"- soak: {_cell(soak.words(row['soak']), 800)}")
+    lines += [f"- start: {_cell(phases.record_words(row['start']), 400)}"] if row.get("start") else []
     if row.get("imitated"):
         lines.append(f"- imitated: {_cell(str(row['imitated']), 400)}")
     lines.append("")
@@ -652,6 +655,7 @@ def html_context(doc: Document) -> dict[str, Any]:
                 "speed_short": bench.short_words(row.get("speed")),
                 "speed_words": bench.speed_words(row.get("speed")),
                 "soak_words": soak.words(row.get("soak")),
+                "start_words": phases.record_words(row.get("start")),
                 "score_words": score_words(row.get("scores") or {}),
                 "long_fact": facts.get(name),
                 "evidence": evidence,

@@ -19,7 +19,8 @@ from bwstack.files import atomic_write
 from bwstack.host import modelcache, operate
 from bwstack.host.dockercompose import Project
 from bwstack.know import next_try
-from bwstack.nogpu import rootfs, tinymodel
+from bwstack.lock import wheelhouse
+from bwstack.nogpu import ensure, rootfs
 from bwstack.nogpu.standin_image import ensure_standin_image
 from bwstack.render import compose
 from bwstack.stack.schema import Stack
@@ -198,7 +199,9 @@ def prepare_real_cpu(plan: Plan, console: Any) -> None:
     """A CPU stack's real sweep: its tiny models in the model cache and its image (built once)."""
 
     stack = plan.stack
-    tinymodel.ensure_for_stack(stack, echo=lambda m: console.print(m, markup=False))
+    say = lambda m: console.print(m, markup=False)  # noqa: E731
+    python = wheelhouse.host_python(stack.variant(stack.settings.variant), say)
+    ensure.ensure_for_stack(stack, echo=say, copy_python=python)
     for variant in sorted({stack.variant_name_for(n) for n in plan.names}):
         ref = launch.image_ref(stack, variant)
         if rootfs.image_exists(ref):

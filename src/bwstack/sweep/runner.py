@@ -138,6 +138,8 @@ class Runner:
             self.current = None
         elapsed = (watch.judge.decided_at or time.monotonic()) - t0
         row = self.row(name, verdict, evidence, started_at, elapsed)
+        if watch.judge.phases.starts:  # seconds per start-up phase, from the server's own log
+            row["start"] = watch.judge.phases.progress().record()
         if speed is not None:
             row["speed"] = speed
         if soaked is not None:
@@ -209,7 +211,7 @@ class Runner:
                 watch.info = watch.info or payload
             elif kind == "docker" and payload.get("id") == watch.container.id:
                 self.docker_event(watch, payload, now)
-            self.display.status(status_text(judge))
+            self.display.status(status_text(judge, now))
 
     def docker_event(self, watch: Watch, payload: Mapping[str, Any], now: float) -> None:
         action = str(payload.get("Action") or payload.get("status") or "")

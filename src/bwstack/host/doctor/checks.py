@@ -23,6 +23,7 @@ from bwstack.host.doctor.gpu import (
     check_p2p,
 )
 from bwstack.host.doctor.host import check_disk, check_memlock, check_shm
+from bwstack.host.doctor.kernel import check_kernel_log
 
 
 def check_variant(exp: Expectations) -> Check:
@@ -57,6 +58,7 @@ def judge(raw: RawHost, exp: Expectations) -> list[Check]:
         check_gpu_arch(raw, exp),
         check_gpu_count(raw, exp),
         check_gpu_memory(raw, exp),
+        check_kernel_log(raw.kernel_log),
         check_docker_engine(raw, exp),
         check_gpu_runtime(raw),
         check_compose(raw, exp),

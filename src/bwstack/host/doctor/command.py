@@ -24,6 +24,7 @@ from bwstack.host.doctor import image as image_check
 from bwstack.host.doctor.checks import judge, no_gpu_headline
 from bwstack.host.doctor.facts import Check, Expectations, RawHost, docker_root_dir
 from bwstack.host.doctor.host import check_model_cache, check_secrets
+from bwstack.host.doctor.kernel import read_kernel_log
 from bwstack.host.doctor.probe import CommandResult, HostProbe, default_probe
 from bwstack.host.modelcache import CacheStatus
 from bwstack.stack import loader, pins, schema
@@ -127,6 +128,7 @@ def collect(probe: HostProbe) -> RawHost:
         data_root_fs=probe.fs_stats(root) if root else None,
         kernel_cmdline=probe.read_text("/proc/cmdline"),
         iommu_groups=probe.count_entries(IOMMU_GROUPS),
+        kernel_log=read_kernel_log(probe),
     )
 
 

@@ -79,6 +79,7 @@ class RawHost:
     data_root_fs: FsStats | None
     kernel_cmdline: str | None
     iommu_groups: int | None
+    kernel_log: CommandResult | None = None  # dmesg / journalctl -k (kernel.read_kernel_log)
 
 
 # --- parsing ---------------------------------------------------------------------------------------------

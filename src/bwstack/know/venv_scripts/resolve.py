@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import importlib.metadata
 import json
@@ -204,7 +205,9 @@ def make_server_args(mods: dict[str, Any], namespace: argparse.Namespace) -> Any
     cls = mods["server_args"].ServerArgs
     if mods["api"] == "hooks":
         server_args = cls.from_cli_args(namespace)  # construction resolves nothing in this version
-        fields = mods["arg_utils"].record_fields(type(server_args))
+        # record_fields from 0.5.20 (ServerArgs a msgspec.Struct); 0.5.19's ServerArgs is a dataclass
+        fields_of = getattr(mods["arg_utils"], "record_fields", None) or dataclasses.fields
+        fields = fields_of(type(server_args))
         server_args._raw_input = {f.name: getattr(server_args, f.name) for f in fields}
         server_args._resolved_overrides = []
         return server_args

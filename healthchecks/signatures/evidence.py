@@ -1,0 +1,102 @@
+"""Failure signatures of issue 36: JIT tools missing, c10d store time-outs, in-kernel asserts, a negative KV
+budget, the 2026 H2 driver text, and the clean stop.
+
+Stdlib only; part of the one failure catalog (:mod:`healthchecks.signatures` joins ``gpu``, ``runtime``,
+``shapes`` and this table, in that order: a saved scan numbers the entries, so this table goes last). Each
+entry names the public text it was written from; none was written from a held-out log.
+"""
+
+from __future__ import annotations
+
+from healthchecks.signatures.entry import Signature, sig
+
+_TOOLS = r"(?:ninja|nvcc|ptxas|cicc|nvlink|fatbinary|gcc|g\+\+|cc|c\+\+|clang(?:\+\+)?)"
+
+SIGNATURES: tuple[Signature, ...] = (
+    # --- kernel_compile: a JIT build whose tool is missing ------------------------------------------------
+    sig(
+        "kernel_compile",
+        r"No such file or directory: '(?:[^'\n]*/)?" + _TOOLS + r"'"
+        r"|\bNinja is required to load C\+\+ extensions|\bninja: (?:command )?not found",
+        ("No such file or directory: '", "Ninja is required", "ninja: "),
+        "FlashInfer's JIT (flashinfer/jit/cpp_ext.py run_ninja: subprocess.run([ninja, ..]) raises "
+        "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'), torch.utils.cpp_extension "
+        "('Ninja is required to load C++ extensions'); issue 36's list",
+        "install the build tool the JIT needs in the image (ninja, the CUDA toolkit's nvcc) or use AOT "
+        "kernels",
+    ),
+    # --- nccl: the c10d store (the process group's rendezvous) timed out --------------------------------
+    sig(
+        "nccl",
+        r"\bTCPStore\b[^\n]*(?:timed out|[Tt]imeout|failed to connect)"
+        r"|\bclient socket has timed out after\b|\bDistStoreError\b|\bRendezvousConnectionError\b"
+        r"|\bconnection to the C10d store has failed",
+        ("TCPStore", "socket has timed out", "DistStoreError", "RendezvousConnectionError", "C10d store"),
+        "torch.distributed's store (torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp: 'The client socket "
+        "has timed out after ..ms while trying to connect to (host, port)'; elastic "
+        "'RendezvousConnectionError: The connection to the C10d store has failed', pytorch/pytorch#107021)",
+        "the rank-0 store is unreachable: check --dist-init-addr, the port and the firewall between nodes, "
+        "and that every node started",
+    ),
+    # --- device_assert: DeepGEMM's and DeepEP's own in-kernel assert (printf + trap, not PyTorch's) --------
+    sig(
+        "device_assert",
+        r"\bAssertion failed: [^\n]*\.(?:cuh?|hpp|h):\d+,? condition: ",
+        ("condition: ",),
+        'deepseek-ai/DeepGEMM DG_DEVICE_ASSERT and deepseek-ai/DeepEP EP_DEVICE_ASSERT: printf("Assertion '
+        'failed: %s:%d, condition: %s\\n", __FILE__, __LINE__, #cond); asm("trap;")',
+        "an in-kernel assert trapped: read its condition and file (DeepGEMM/DeepEP); check the kernel's "
+        "arch support and the model's shapes",
+    ),
+    # --- oom: SGLang's KV-cache profile came out negative (weights and reserve exceed the budget) ---------
+    sig(
+        "oom",
+        r"\bprofiled value -\d+",
+        ("profiled value -",),
+        "read in sglang 0.5.22 wheel srt/mem_cache/kv_cache_configurator.py ('max_total_tokens=.. is larger "
+        "than the profiled value {token_capacity}. Use the profiled value instead.'): a negative capacity "
+        "means no room for any KV cache; issue 36's list",
+        "raise --mem-fraction-static, shard wider (--tp) or use a smaller/quantized model",
+    ),
+    # --- gpu_fault: the 2026 H2 GSP firmware hang (Xid 119), also without the NVRM prefix ------------------
+    sig(
+        "gpu_fault",
+        r"\bTimeout after \d+s of waiting for RPC response from GPU\d+ GSP\b",
+        ("waiting for RPC response",),
+        "NVIDIA/open-gpu-kernel-modules#1111 (Xid 119 on RTX PRO 6000 under sustained load: 'Timeout after "
+        "45s of waiting for RPC response from GPU0 GSP!'), reference sm120-2026h2.md section 2 row 18",
+        "GPU firmware (GSP) stopped answering: drain the GPU, read dmesg (bwstack doctor), reset or reboot",
+    ),
+    # --- unsupported_arch: gate wordings the shape table's verbs miss ---------------------------------------
+    sig(
+        "unsupported_arch",
+        r"^(?!.*(?i:warn|fall(?:s|ing)?[ -]?back|instead))"
+        r".*?(?:\b(?i:only)\b[^\n]{0,100}?\b(?:is |are )?supported (?:on|for|by|with)\b[^\n]{0,40}?"
+        r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}[a-z]?\b|\b(?:Hopper|Blackwell|Ampere|Ada)\b)"
+        r"|\b(?i:only) (?:sm_?|SM ?)\d{2,3}[a-z]?(?: and (?:sm_?|SM ?)\d{2,3}[a-z]?)? (?:is|are) supported"
+        r"|\b(?:Hopper|Blackwell|Ampere)? ?\((?:sm_?|SM ?)\d{2,3}[a-z]?\) (?:is |are )?required\b)",
+        ("supported", "required"),
+        "issue 36's wordings: '.. is only supported on Blackwell GPUs (SM100)' (sglang server_args, "
+        "sgl-project/sglang#18751), 'Only sm100 is supported', 'Blackwell (SM100) required'; a gate raised "
+        "as AssertionError is still a gate",
+        "pick a backend or kernel built for this GPU's arch (bwstack explain lists them per arch)",
+    ),
+)
+
+#: a clean stop (the one rule): SGLang and uvicorn stopping on SIGTERM/SIGINT, a process whose exit is
+#: SIGTERM's (-15, 143). Read in sglang 0.5.22 wheel srt/managers/tokenizer_manager.py ('SIGTERM received.
+#: signum=.. Draining requests and shutting down...', 'Gracefully exiting... Remaining number of requests'),
+#: srt/entrypoints/engine.py ('SIGTERM received on node_rank ..'), uvicorn ('Finished server process'). A
+#: log whose run ends in one and has no fatal evidence is ``healthy`` (stopped), never ``crash`` nor
+#: ``starting``; the force-exit form ('Signal SIGTERM received while health check failed. Force exiting.') is
+#: none. Counted like SERVING (bytes, lower case) after the last start banner.
+STOPPED: tuple[bytes, ...] = (
+    b"sigterm received. ",
+    b"sigterm received on node_rank",
+    b"gracefully exiting...",
+    b"finished server process",
+    b"exit code -15",
+    b"exit code: -15",
+    b"exited with code -15",
+    b"exitcode=-15",
+)

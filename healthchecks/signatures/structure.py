@@ -1,0 +1,247 @@
+"""A log's structure, as a person reads it: the last traceback, the process that died, the last errors, an
+open CUDA-graph capture, a collapsed output; and the rules that name a class by that structure when no
+line-level signature does (the serving and clean-stop evidence are counted by the scanner itself).
+
+Stdlib only; part of the one failure catalog (:meth:`healthchecks.signatures.Scanner.structure` reads the last
+:data:`TAIL` characters the scanner was fed, already without paste noise). The line-level signatures name most
+failures; these rules name the ones whose class is in the *combination* -- an exception's type with the module
+that raised it (a ``FileNotFoundError`` raised by a JIT build is a failed build, a ``TimeoutError`` raised in
+``torch.distributed`` is a collective failure) -- and the ones no single line shows (a capture that began and
+never ended while the log's clock ran on). Every rule names the public text it was written from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from healthchecks.signatures import paste
+from healthchecks.signatures.classes import CLASS_PRIORITY
+from healthchecks.signatures.entry import Signature, sig
+
+#: how much of a log's end the structure is read from (a traceback and what killed the process are there)
+TAIL = 64 * 1024
+#: an open CUDA-graph capture this long (log clock) with nothing after it never returned
+CAPTURE_HUNG_S = 600
+
+_FRAME = r'^\s*File "([^"]+)", line \d+, in (\S+)'
+_EXCEPTION = r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning)?): ?(.*)$"
+_DIED = r"(?i:exit(?:ed with)? ?code[:=]? ?|exitcode=|signal |killed by |Signals\.)(-?\d+|SIG[A-Z]+)"
+_ERROR_LINE = r"\b(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} "
+_STAMP = r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
+_CAPTURE_BEGIN = r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph begin\b"
+_CAPTURE_END = r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph end\b|ready to roll"
+#: a generation collapsed to one repeated punctuation mark (NaN logits at temperature 0 decode as '!')
+_COLLAPSE = r"([!?.,#*])\1{63,}"
+
+
+_COMPILED: dict[str, re.Pattern[str]] = {}
+
+
+def _re(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled on first use (the healthcheck's start-up compiles none of this module's)."""
+    found = _COMPILED.get(pattern)
+    if found is None:
+        found = _COMPILED[pattern] = re.compile(pattern)
+    return found
+
+
+@dataclass
+class Structure:
+    """What a person reads off a log's end. Lines are 1-based in the whole log."""
+
+    exception: str = ""  # the last traceback's exception type (``FileNotFoundError``)
+    module: str = ""  # the file of its innermost frame (``.../flashinfer/jit/cpp_ext.py``)
+    function: str = ""
+    frames: list[str] = field(default_factory=list)  # every frame's file, outermost first
+    message: str = ""
+    exception_line: int = 0
+    died: str = ""  # the last line saying a process exited or was signalled
+    exit: str = ""  # its exit code or signal (``-9``, ``SIGKILL``)
+    died_line: int = 0
+    errors: list[tuple[int, str]] = field(default_factory=list)  # the last ERROR/CRITICAL lines
+    capture_open: int = 0  # line of a capture that began and did not end (0: none)
+    capture_seconds: float = 0.0  # log-clock seconds from that line to the log's last stamp
+    collapse_line: int = 0  # a line holding a collapsed output (``!!!!...``)
+
+    def to_dict(self) -> dict[str, object]:
+        """The non-empty fields (``bwstack classify-log`` prints them; ``--json`` as ``structure``)."""
+        return {k: v for k, v in self.__dict__.items() if v not in ("", 0, 0.0, [])}
+
+
+def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
+    """The structure of ``text`` (a log's end as pasted; its first line is line ``first_line`` of the log).
+
+    Frames and exceptions are read without the paste noise (:func:`paste.normalise`); ERROR lines as pasted
+    (a logger's level is noise to the signatures, not to a person). A frame line opens a traceback also
+    without its header (a paste that starts inside one). Lines up to ``since`` (the last start banner: an
+    earlier run's) are passed over."""
+    pasted = text.split("\n")
+    text = paste.normalise(text)
+    found = Structure()
+    frames: list[tuple[str, str]] = []
+    in_trace = False
+    begin: tuple[int, int | None] | None = None
+    last_stamp: int | None = None
+    frame_re, exception_re, died_re, error_re = _re(_FRAME), _re(_EXCEPTION), _re(_DIED), _re(_ERROR_LINE)
+    stamp_re, collapse_re = _re(_STAMP), _re(_COLLAPSE)
+    collapse = "!" * 64 in text or collapse_re.search(text) is not None
+    for offset, line in enumerate(text.split("\n")):
+        number = first_line + offset
+        if number <= since:
+            continue
+        if "Traceback (most recent call last)" in line:
+            in_trace, frames = True, []
+            continue
+        if not in_trace and 'File "' in line and frame_re.match(line):
+            in_trace, frames = True, []
+        if in_trace:
+            frame = frame_re.match(line)
+            if frame:
+                frames.append((frame.group(1), frame.group(2)))
+                continue
+            exception = exception_re.match(line.strip())
+            if exception and frames:
+                found.exception, found.message = exception.group(1), exception.group(2)[:300]
+                found.module, found.function = frames[-1]
+                found.frames = [file for file, _ in frames]
+                found.exception_line, in_trace = number, False
+                continue
+            if not line or line[0].isspace():  # a frame's source line, its carets, a blank line
+                continue
+            in_trace = False  # the traceback was cut: what follows is the log again
+        stamp = stamp_re.search(line) if "[" in line else None
+        if stamp:
+            last_stamp = _seconds(stamp)
+        begin = _capture(begin, line, number, last_stamp if stamp else None)
+        if ("xit" in line or "ignal" in line or "killed" in line) and (died := died_re.search(line)):
+            found.died, found.exit, found.died_line = line.strip()[:300], died.group(1), number
+        shown = pasted[offset] if offset < len(pasted) else line
+        if error_re.search(shown):
+            found.errors = [*found.errors[-2:], (number, shown.strip()[:300])]
+        if collapse and not found.collapse_line and collapse_re.search(line):
+            found.collapse_line = number
+    if begin is not None:
+        found.capture_open = begin[0]
+        if begin[1] is not None and last_stamp is not None:
+            found.capture_seconds = float(last_stamp - begin[1])
+    return found
+
+
+def _capture(
+    begin: tuple[int, int | None] | None, line: str, number: int, stamp: int | None
+) -> tuple[int, int | None] | None:
+    """The open capture after ``line``: (its line, its stamp), a new one when it begins one, None once it
+    ended or the server became ready."""
+    if "raph " in line:
+        if _re(_CAPTURE_BEGIN).search(line):
+            return (number, stamp)
+        if begin and _re(_CAPTURE_END).search(line):
+            return None
+    elif begin and "ready to roll" in line:
+        return None
+    return begin
+
+
+def _seconds(stamp: re.Match[str]) -> int:
+    """Seconds since 1970-01-01 of a matched ``[YYYY-MM-DD HH:MM:SS`` (H. Hinnant's days_from_civil; no
+    datetime import: the healthcheck's start-up stays light)."""
+    year, month, day, hour, minute, second = map(int, stamp.groups())
+    year -= month <= 2
+    era = year // 400
+    yoe = year - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    return ((days * 24 + hour) * 60 + minute) * 60 + second
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Exception type + the module that raised it (+ its message) -> class, as regexes compiled on first use;
+    ``signature`` carries the class, rank, source and fix like any entry of the catalog."""
+
+    exception: str
+    module: str
+    message: str
+    signature: Signature
+
+
+def _rule(cls: str, match: tuple[str, str, str], source: str, fix: str) -> Rule:
+    """A rule of ``cls`` for (exception type, a frame's module, message) regexes."""
+    exception, module, message = match
+    return Rule(exception, module, message, sig(cls, exception, (exception,), source, fix))
+
+
+RULES: tuple[Rule, ...] = (
+    _rule(
+        "kernel_compile",
+        (
+            r"(?:^|\.)(?:FileNotFoundError|CalledProcessError|CompilationError|PTXASError)$",
+            r"/(?:jit|cpp_extension|build_utils|compiler|_inductor|triton/backends)[/.]",
+            r"",
+        ),
+        "a JIT build (FlashInfer flashinfer/jit/cpp_ext.py run_ninja, torch.utils.cpp_extension, Triton "
+        "backends/nvidia/compiler.py make_cubin) failing to run its tool; issue 36's list",
+        "a toolchain that knows the arch in the image: ninja, CUDA >= 12.8 nvcc/ptxas, a C compiler",
+    ),
+    _rule(
+        "nccl",
+        (
+            r"(?:^|\.)(?:TimeoutError|DistStoreError|DistNetworkError|DistBackendError|RuntimeError)$",
+            r"/torch/distributed/|/c10d|rendezvous",
+            r"(?i)time(?:d)? ?out|socket|store|connect",
+        ),
+        "torch.distributed raising on its store or process group (distributed_c10d.py, rendezvous; "
+        "pytorch/pytorch#107021); issue 36's list",
+        "the rank-0 store or a peer is unreachable: --dist-init-addr, ports, firewall; every node started",
+    ),
+    _rule(
+        "model_load",
+        (
+            r"(?:^|\.)(?:ValueError|KeyError|OSError|EnvironmentError|JSONDecodeError|SafetensorError)$",
+            r"/(?:transformers/(?:configuration|models/auto|modeling_utils)|hf_transformers_utils"
+            r"|model_loader|safetensors)",
+            r"",
+        ),
+        "the checkpoint's config or weights refused by the loader (transformers' AutoConfig, SGLang's "
+        "srt/model_loader and hf_transformers_utils.py, safetensors)",
+        "check the model path, its config.json and the transformers version the image pins",
+    ),
+)
+#: a capture that never returned: the log's own clock ran CAPTURE_HUNG_S past its begin line, nothing after
+CAPTURE_HUNG = sig(
+    "timeout",
+    r"CUDA graph begin",
+    ("graph begin",),
+    "SGLang's 'Capture cuda graph begin.' / 'Capture {name} CUDA graph begin.' with no '... end.' "
+    "(sglang 0.5.22 wheel srt/model_executor/model_runner_components/cuda_graph_setup.py); a capture "
+    "that never returns (sglang PR #29580 comment, reference sm120-2026h2.md section 2 row 3)",
+    "rerun with --disable-cuda-graph (or a breakable decode graph) to confirm; upgrade FlashInfer",
+)
+#: a generation collapsed to one punctuation mark (NaN logits decode as '!' at temperature 0)
+COLLAPSED = Signature(  # garbage ranks after nan: the collapse is what NaN logits decode to
+    cls="garbage",
+    regex=r"([!?.,#*])\1{63,}",
+    keys=("!!!!",),
+    priority=CLASS_PRIORITY["nan"] + 1,
+    source="GLM-5.2-NVFP4 long-context collapse to '!!!!' output (sgl-project/sglang#30989, reference "
+    "sm120-2026h2.md section 2 row 6)",
+    fix="the model's output is degenerate: check the quantization/attention backend on long contexts",
+)
+
+
+def explain(found: Structure) -> tuple[Signature, int] | None:
+    """The class the structure proves (its signature and evidence line), else None."""
+    if found.collapse_line:
+        return COLLAPSED, found.collapse_line
+    if found.exception:
+        for rule in RULES:
+            if (
+                _re(rule.exception).search(found.exception)
+                and any(_re(rule.module).search(file) for file in found.frames)
+                and _re(rule.message).search(found.message)
+            ):
+                return rule.signature, found.exception_line
+    if found.capture_open and found.capture_seconds >= CAPTURE_HUNG_S:
+        return CAPTURE_HUNG, found.capture_open
+    return None

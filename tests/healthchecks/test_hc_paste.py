@@ -1,0 +1,84 @@
+"""Paste noise (healthchecks/signatures/paste.py): every form a person reads past is read past by the scanner.
+
+Each case wraps real SGLang lines (from the corpus: sgl-project/sglang#8296's illegal memory access, #22331's
+decode batches, #35080's arch gate) in one noise form and checks the verdict, the line number and that the
+match shows the line as pasted.
+"""
+
+from __future__ import annotations
+
+import pytest
+from healthchecks.signatures import paste
+
+from healthchecks import signatures
+
+IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
+GATE = (
+    "AssertionError: Only {'trtllm_mha', 'triton', 'fa4'} backends are supported on Blackwell GPUs for "
+    "hybrid GDN models. Got attention_backend=flashinfer."
+)
+DECODE = (
+    "[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: "
+    "True, gen throughput (token/s): 144.95, #queue-req: 0"
+)
+
+#: form -> a function that wraps one log line in it
+FORMS = {
+    "markdown quote": lambda line: "> " + line,
+    "nested quote": lambda line: "> > " + line,
+    "bullet": lambda line: "- " + line,
+    "backticks": lambda line: "`" + line + "`",
+    "compose": lambda line: "sglang-1  | " + line,
+    "kubectl --prefix": lambda line: "[pod/sglang-0/server] " + line,
+    "journald": lambda line: "Dec 03 10:00:01 gpu-node-1 python3[4242]: " + line,
+    "kernel ring buffer": lambda line: "[  123.456789] " + line,
+    "dmesg -T": lambda line: "[Fri Jun  5 01:02:42 2026] " + line,
+    "kibana double timestamp": lambda line: "Dec 3, 2025 @ 10:00:01.123\t2025-12-03T10:00:01.123Z " + line,
+    "CRI": lambda line: "2025-12-03T10:00:01.123456789Z stderr F " + line,
+    "python logging": lambda line: "2025-03-07 23:50:27,531 - __main__ - INFO - " + line,
+    "loguru": lambda line: "2025-07-02 16:41:32 | ERROR | stderr | " + line,
+    "ray": lambda line: " (SGLangEngine pid=952, ip=10.0.0.1) " + line,
+    "ansi": lambda line: "\x1b[31m" + line + "\x1b[0m",
+    "crlf": lambda line: line + "\r",
+}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize(("line", "cls"), [(IMA, "illegal_memory"), (GATE, "unsupported_arch")])
+def test_a_failure_line_reads_the_same_through_each_noise_form(form: str, line: str, cls: str) -> None:
+    pasted = FORMS[form](line)
+    log = f"{FORMS[form]('[2026-01-01 00:00:00] Load weight begin. avail mem=78.84 GB')}\n{pasted}\n"
+    scanner = signatures.scan_text(log)
+    match = scanner.result()
+    assert match is not None and (match.cls, match.line) == (cls, 2)
+    assert match.text == pasted.replace("\x1b[31m", "").replace("\x1b[0m", "").strip()  # shown as pasted
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_serving_lines_read_as_serving_through_each_noise_form(form: str) -> None:
+    assert (
+        signatures.scan_text("\n".join(FORMS[form](DECODE) for _ in range(6)) + "\n").verdict() == "healthy"
+    )
+
+
+def test_a_wrapped_line_is_read_joined_and_keeps_its_place() -> None:
+    log = (
+        "tvm.error.InternalError: Failed to set the allowed dynamic shared\nmemory size to 196608 [192 KB]\n"
+    )
+    assert paste.normalise(log).split("\n")[1] == "memory size to 196608 [192 KB]"
+    match = signatures.scan_text(log).result()
+    assert match is not None and (match.cls, match.line) == ("shared_memory", 1)
+
+
+def test_a_short_line_or_a_sentence_end_is_no_wrap() -> None:
+    assert paste.normalise("Loading weights\nfrom disk now\n") == "Loading weights\nfrom disk now\n"
+    text = "The server is fired up and ready to roll, all model weights are loaded.\nwaiting for requests\n"
+    assert paste.normalise(text) == text
+
+
+def test_indentation_and_sglangs_own_prefix_stay() -> None:
+    text = (
+        '[2025-11-06 01:16:21 TP0] Scheduler hit an exception:\n  File "/x/scheduler.py", line 2857, in run\n'
+    )
+    assert paste.normalise(text) == text
+    assert paste.normalise("sglang-1  |   File x\n") == "  File x\n"

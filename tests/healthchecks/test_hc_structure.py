@@ -1,0 +1,158 @@
+"""The structural rules (healthchecks/signatures/structure.py) and the clean stop (evidence.STOPPED).
+
+The logs are real-shaped: SGLang's own lines as the 0.5.22 wheel writes them (tokenizer_manager.py's SIGTERM
+handler, cuda_graph_setup.py's capture lines), FlashInfer's JIT frames (flashinfer/jit/cpp_ext.py run_ninja),
+torch.distributed's store; each through the real scanner.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from healthchecks.signatures import structure
+
+from healthchecks import signatures
+
+START = "[2026-12-01 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', tp_size=1)\n"
+DECODE = (
+    "[2026-12-01 10:05:{s:02d} TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: "
+    "True, gen throughput (token/s): 144.95, #queue-req: 0\n"
+)
+SERVED = START + "".join(DECODE.format(s=s) for s in range(6))
+NINJA = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/flashinfer/jit/core.py", line 109, in build
+    run_ninja(jit_env.FLASHINFER_JIT_DIR, self.ninja_path, verbose)
+  File "/usr/local/lib/python3.12/dist-packages/flashinfer/jit/cpp_ext.py", line 168, in run_ninja
+    subprocess.run(
+  File "/usr/lib/python3.12/subprocess.py", line 1955, in _execute_child
+    raise child_exception_type(errno_num, err_msg, err_filename)
+FileNotFoundError: [Errno 2] No such file or directory: '/opt/venv/bin/ninja-1.11'
+"""
+STORE = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py", line 553, in init
+    init_distributed_environment(
+  File "/usr/local/lib/python3.12/dist-packages/torch/distributed/distributed_c10d.py", line 1702, in init
+    store, rank, world_size = next(rendezvous_iterator)
+torch.distributed.DistNetworkError: failed to recv, got 0 bytes from the store at node-0:5000
+"""
+
+
+def test_a_jit_builds_missing_tool_is_a_failed_build_by_its_frames() -> None:
+    scanner = signatures.scan_text(START + NINJA)
+    match = scanner.result()
+    assert match is not None and (match.cls, match.line) == ("kernel_compile", 9)
+    found = scanner.structure()
+    assert (found.exception, found.function) == ("FileNotFoundError", "_execute_child")
+    assert found.frames[1].endswith("flashinfer/jit/cpp_ext.py")
+
+
+def test_the_same_exception_elsewhere_stays_a_crash() -> None:
+    other = NINJA.replace("flashinfer/jit/core.py", "sglang/srt/utils.py").replace(
+        "flashinfer/jit/cpp_ext.py", "sglang/srt/hf_utils.py"
+    )
+    match = signatures.scan_text(START + other).result()
+    assert match is not None and match.cls == "crash"
+
+
+def test_a_store_failure_raised_in_torch_distributed_is_nccl() -> None:
+    match = signatures.scan_text(START + STORE).result()
+    assert match is not None and match.cls == "nccl"
+
+
+def test_a_live_healthcheck_does_not_count_a_traceback_by_its_structure() -> None:
+    """Structural evidence of an uncaught exception is weak, as the traceback it reads."""
+    assert signatures.scan_text(START + NINJA).result(strong_only=True) is None
+
+
+def test_the_died_process_and_the_last_errors_are_read() -> None:
+    log = START + (
+        "[2026-12-01 10:00:09] ERROR: Subprocess scheduler_0 (pid=4242) crashed with exit code -9\n"
+        "[2026-12-01 10:00:09] Received sigquit from a child process. It usually means the child failed.\n"
+    )
+    found = signatures.scan_text(log).structure()
+    assert (found.exit, found.died_line) == ("-9", 2)
+    assert [line for line, _ in found.errors] == [2]
+    assert json.loads(json.dumps(found.to_dict()))["exit"] == "-9"
+
+
+def test_a_capture_that_never_returned_by_the_logs_clock_is_a_timeout() -> None:
+    log = START + (
+        "[2026-12-01 10:01:00 TP0] Capture target decode CUDA graph begin. backend=full, avail mem=12.01 GB\n"
+        "[2026-12-01 10:37:00 TP0] Registering 0 cuda graph addresses\n"
+    )
+    assert signatures.scan_text(log).verdict() == "timeout"
+    ended = log + "[2026-12-01 10:37:01 TP0] Capture target decode CUDA graph end. Time elapsed: 2161 s\n"
+    assert signatures.scan_text(ended).verdict() == "starting"
+    short = log.replace("10:37:00", "10:02:00")
+    assert signatures.scan_text(short).verdict() == "starting"
+
+
+def test_a_collapsed_output_is_garbage_also_while_alive() -> None:
+    log = (
+        SERVED
+        + "[2026-12-01 10:06:00] Finish: obj=GenerateReqInput(rid='a'), out={'text': '"
+        + "!" * 200
+        + "'}\n"
+    )
+    scanner = signatures.scan_text(log)
+    match = scanner.result(strong_only=True)
+    assert match is not None and (match.cls, match.line) == ("garbage", 8)
+    assert signatures.scan_text(SERVED + "[x] out={'text': '!!!'}\n").verdict() == "healthy"
+
+
+@pytest.mark.parametrize(
+    "stop",
+    [
+        "[2026-12-01 10:06:00] SIGTERM received. signum=15 frame=None. Draining requests and shutting down...",
+        "[2026-12-01 10:06:00] Gracefully exiting... Remaining number of requests 0. Remaining requests []",
+        "[2026-12-01 10:06:01] INFO:     Finished server process [4242]",
+        "[2026-12-01 10:06:02] Subprocess detokenizer (pid=4243) crashed with exit code -15",
+        "Server process exited with code -15",
+    ],
+)
+def test_a_clean_stop_after_serving_is_healthy_not_crash(stop: str) -> None:
+    scanner = signatures.scan_text(SERVED + stop + "\n")
+    assert scanner.verdict() == "healthy"
+    assert scanner.stopped
+
+
+def test_a_clean_stop_survives_a_saved_scan_and_a_new_run_forgets_it() -> None:
+    scanner = signatures.scan_text(START + "[2026-12-01 10:00:05] Gracefully exiting... Remaining 0\n")
+    restored = signatures.Scanner.from_state(json.loads(json.dumps(scanner.to_state())))
+    assert restored.verdict() == "healthy"
+    restored.feed(START)
+    assert restored.verdict() == "starting"
+
+
+def test_a_forced_exit_on_sigterm_is_no_clean_stop_and_a_kill_stays_a_crash() -> None:
+    forced = (
+        SERVED + "[2026-12-01 10:06:00] Signal SIGTERM received while health check failed. Force exiting.\n"
+    )
+    assert not signatures.scan_text(forced).stopped
+    killed = SERVED + "[2026-12-01 10:06:02] Subprocess scheduler_0 (pid=4242) crashed with exit code -9\n"
+    assert signatures.scan_text(killed).verdict() == "crash"
+
+
+def test_structure_reads_only_the_end() -> None:
+    assert structure.TAIL >= 32 * 1024
+    scanner = signatures.Scanner()
+    scanner.feed(START + NINJA)
+    for _ in range(200):  # ~1 MB of serving after the traceback: the traceback left the kept tail
+        scanner.feed("".join(DECODE.format(s=s) for s in range(50)))
+    assert scanner.structure().exception == ""
+
+
+def test_a_cut_traceback_gives_way_to_the_log_and_levels_count_as_pasted() -> None:
+    """Frames without their header (a paste starting inside a traceback), cut before the exception line; the
+    log goes on with a logger's ERROR line (the level is paste noise to the signatures, not to the structure)."""
+    log = (
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 2677, in run\n'
+        "    scheduler.event_loop_overlap()\n"
+        "2026-12-01 10:00:09,531 - sglang.srt.entrypoints.engine - ERROR - Received sigquit from a child "
+        "process. It usually means the child failed.\n"
+        "2026-12-01 10:00:09,600 - __main__ - INFO - Server process exited with code -9\n"
+    )
+    found = signatures.scan_text(log).structure()
+    assert found.exception == "" and (found.exit, found.died_line) == ("-9", 4)
+    assert [line for line, _ in found.errors] == [3] and "- ERROR -" in found.errors[0][1]
