@@ -1,5 +1,5 @@
 """benchmarks/: every benchmark runs (its ``--smoke`` mode, in CI), one that cannot run here is reported as
-skipped with its reason, and docs/benchmarks.md's figures name the run and the commit they came from."""
+skipped with its reason (exit 3 and one line), and --write-docs writes only its own block of the page."""
 
 from __future__ import annotations
 
@@ -10,15 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import _docs
 import pytest
+from run import Outcome, benchmarks
 
 from support.stack import ROOT
 
 BENCHMARKS = ROOT / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))  # the benchmarks' own helpers: _common (skip protocol) and _docs
-
-import _docs  # noqa: E402
-from run import Outcome, benchmarks  # noqa: E402
 
 DOCKER_BENCHMARKS = ("detection", "sweep_overhead")
 
