@@ -57,15 +57,21 @@ def scrub(line: str) -> str:
     return line.replace(str(ROOT), "<repo>").replace(str(Path.home()), "~")
 
 
-def block(outcomes: Sequence[Any], total: float) -> str:
-    """The generated block (markers included) for ``outcomes`` (run.py's Outcome records)."""
+def stamp() -> str:
+    """When the run started, the commit it runs, whether the tree differs from it (taken before the run)."""
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
+    commit = git("rev-parse", "--short=12", "HEAD")
+    return f"Run of {when} UTC, commit `{commit}`{' (plus uncommitted changes)' if dirty else ''}"
+
+
+def block(outcomes: Sequence[Any], total: float, started: str) -> str:
+    """The generated block (markers included) for ``outcomes`` (run.py's Outcome records) of the run that
+    :func:`stamp` described as ``started``."""
     lines = [
         START,
         "",
-        f"Run of {when} UTC, commit `{git('rev-parse', '--short=12', 'HEAD')}`"
-        f"{' (plus uncommitted changes)' if dirty else ''}, {total:.0f} s in all; machine: {machine()}",
+        f"{started}, {total:.0f} s in all; machine: {machine()}",
         "",
         "| benchmark | outcome | wall time |",
         "| --- | --- | --- |",
@@ -86,8 +92,8 @@ def replace_block(text: str, new: str) -> str:
     return text.rstrip("\n") + "\n\n" + new + "\n"
 
 
-def write_docs(outcomes: Sequence[Any], total: float) -> Path:
-    atomic_write(DOC, replace_block(DOC.read_text(encoding="utf-8"), block(outcomes, total)))
+def write_docs(outcomes: Sequence[Any], total: float, started: str) -> Path:
+    atomic_write(DOC, replace_block(DOC.read_text(encoding="utf-8"), block(outcomes, total, started)))
     return DOC
 
 

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import _docs
 from _common import SKIP_PREFIX, SKIPPED
 
 from bwstack.files import atomic_write
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print("run.py: --write-docs records a full run: not with --smoke or --only", file=sys.stderr)
         return 2
     chosen = [p for p in found if not args.only or p.stem in args.only]
+    stamp = _docs.stamp() if args.write_docs else ""  # the commit that runs, not the one at the end
     started = time.monotonic()
     outcomes = [run_one(path, args.smoke) for path in chosen]
     total = time.monotonic() - started
@@ -129,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         atomic_write(args.json, json.dumps({"smoke": args.smoke, "seconds": round(total, 1), "runs": rows}))
     if args.write_docs:
-        from _docs import write_docs
-
-        print(f"run.py: wrote {write_docs(outcomes, total).relative_to(ROOT)}")
+        print(f"run.py: wrote {_docs.write_docs(outcomes, total, stamp).relative_to(ROOT)}")
     return 0 if all(o.word in ("ok", "skipped") for o in outcomes) else 1
 
 

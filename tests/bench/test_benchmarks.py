@@ -72,3 +72,12 @@ def test_every_benchmark_runs_in_smoke_mode(docker_engine: None, tmp_path: Path)
     assert status == 0, output[-6000:]
     assert {r["name"]: r["outcome"] for r in found["runs"]} == {p.stem: "ok" for p in benchmarks()}, summary
     print(summary)
+
+
+def test_the_block_header_names_the_commit_the_run_started_on() -> None:
+    started = _docs.stamp()
+    header = _docs.parse_header(_docs.replace_block("# Page\n", _docs.block([], 12.4, started)))
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert header is not None
+    assert head.stdout.startswith(header["commit"]) and header["seconds"] == "12"
+    assert header["machine"].startswith(f"{os.cpu_count()} CPU cores, ")
