@@ -64,6 +64,7 @@ class Recipe:
     setup: Callable[[Path], None] | None = None  # prepares the scratch stack (its folder) before the commands
     stderr: bool = False  # show what the command wrote to stderr (bwstack's one-line errors and warnings)
     show_all: bool = False  # show every command with its output, not only the last
+    merged: bool = False  # stdout and stderr as the terminal shows them, interleaved (warnings dropped)
 
 
 def cpu_evidence_contradicted(root: Path) -> None:
@@ -95,6 +96,40 @@ def bad_bundles(root: Path) -> None:
                 data = data.replace(b'"healthy"', b'"nan"', 1)
             member.size = len(data)
             out.addfile(member, io.BytesIO(data))
+
+
+def _edited_bundle(root: Path, name: str, part: str, edit: Callable[[dict[str, object]], None]) -> None:
+    """``name``: the shipped bundle with one JSON part edited (manifest hashes kept truthful)."""
+    import json
+
+    from support.bundles import base_parts, bundle_of
+
+    parts = base_parts()
+    doc = json.loads(parts[part])
+    edit(doc)
+    parts[part] = json.dumps(doc).encode()
+    (root / name).write_bytes(bundle_of(parts))
+
+
+def secret_bundle(root: Path) -> None:
+    """secret.tar.gz: an HF-token-shaped host name in host.json (a made-up token, not a real one)."""
+    from bwstack.sweep import bundleread
+
+    _edited_bundle(
+        root, "secret.tar.gz", bundleread.HOST, lambda doc: doc.update(hostname="hf_" + "Qx7" * 12)
+    )
+
+
+def doubtful_bundle(root: Path) -> None:
+    """odd.tar.gz: the shipped CPU sweep's rows claimed as sm120 GPU verdicts by a host with no GPU."""
+    from bwstack.sweep import bundleread
+
+    def as_sm120(doc: dict[str, object]) -> None:
+        stack = doc["stack"]
+        assert isinstance(stack, dict)
+        stack["gpu_arch"] = "sm120"
+
+    _edited_bundle(root, "odd.tar.gz", bundleread.RESULTS, as_sm120)
 
 
 def between(start: str, end: str | None) -> Select:
@@ -168,6 +203,25 @@ RECIPES: dict[str, Recipe] = {
         setup=cpu_evidence_contradicted,
         stderr=True,
     ),
+    "verify-secret-bundle": Recipe(
+        ("bwstack report verify secret.tar.gz",), setup=secret_bundle, stderr=True
+    ),
+    "verify-doubtful-bundle": Recipe(
+        ("bwstack report verify odd.tar.gz",), setup=doubtful_bundle, stderr=True
+    ),
+    "render-k8s-old-lws": Recipe(
+        ("bwstack render --target k8s --nodes 2 --profile dense-fi-bf16 --out deploy/ --lws-version v0.7.0",),
+        lines_starting("bwstack: --lws-version"),
+        stderr=True,
+    ),
+    "render-k8s-fit": Recipe(
+        (
+            "bwstack render --target k8s --nodes 2 --profile dense-fi-bf16 --out deploy/ --fit 2x8",
+            "bwstack render --target k8s --nodes 2 --profile dense-fi-bf16 --out deploy/ --fit 1x8",
+        ),
+        merged=True,
+        show_all=True,
+    ),
     "verify-bad-bundles": Recipe(
         ("bwstack report verify bad.tar.gz", "bwstack report verify corrupt.tar.gz"),
         setup=bad_bundles,
@@ -177,14 +231,18 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
-def run(stack: Path, command: str, *, stderr: bool = False) -> str:
+def run(stack: Path, command: str, *, stderr: bool = False, merged: bool = False) -> str:
     argv = shlex.split(command)
     assert argv[0] == "bwstack", command
     done = subprocess.run(
         [sys.executable, "-m", "bwstack.cli", *argv[1:]],
-        cwd=stack.parent, capture_output=True, text=True, timeout=1800, check=False,
-        env={**os.environ, "COLUMNS": "200"},
+        cwd=stack.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+        text=True, timeout=1800, check=False, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
+    if merged:
+        return "".join(
+            line for line in done.stdout.splitlines(True) if not line.startswith("bwstack: warning:")
+        )
     if done.returncode not in (0, 1, 2):
         raise SystemExit(f"{command}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
     return done.stderr if stderr else done.stdout
@@ -196,7 +254,7 @@ def render_block(recipe: Recipe, stack: Path) -> str:
     note = f"   # {recipe.note}" if recipe.note else ""
     shown = []
     for command in recipe.commands:
-        text = run(stack, command, stderr=recipe.stderr)
+        text = run(stack, command, stderr=recipe.stderr, merged=recipe.merged)
         text = recipe.select(text) if recipe.select else text
         shown.append(f"$ {command}{note}\n{text}")
     return "".join(shown) if recipe.show_all else shown[-1]

@@ -39,7 +39,7 @@ from typing import Any
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, judging, longprobe, phases, progress, signatures, startup
+from healthchecks import common, judging, longprobe, phases, progress, signatures, startup, untrusted
 from healthchecks.judging import Unhealthy
 from healthchecks.settings import Config, UsageError, parse_args
 from healthchecks.verdict import Verdict, read_json
@@ -187,11 +187,17 @@ def _snippet(data: bytes | str) -> str:
     return text if len(text) <= SNIPPET else text[: SNIPPET - 3] + "..."
 
 
+#: what one answer's JSON may be: NaN / Infinity literals kept on purpose (a NaN logprob is the fault to see)
+BODY_LIMITS = untrusted.Limits(max_bytes=MAX_BODY_BYTES, max_depth=32, max_values=200_000, allow_nan=True)
+
+
 def _parse_json(reply: Reply, what: str) -> Any:
     try:
-        return json.loads(reply.body)  # accepts NaN / Infinity literals on purpose
-    except ValueError as exc:
-        raise Unhealthy("warmup_failed", f"{what}: non-JSON body: {_snippet(reply.body)!r}") from exc
+        return untrusted.loads(reply.body, BODY_LIMITS)
+    except untrusted.Refused as exc:
+        if str(exc).startswith("not "):
+            raise Unhealthy("warmup_failed", f"{what}: non-JSON body: {_snippet(reply.body)!r}") from exc
+        raise Unhealthy("warmup_failed", f"{what}: answer refused: {exc}") from exc
 
 
 # --- state --------------------------------------------------------------------------------------------------

@@ -253,7 +253,9 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- illegal_memory ----------------------------------------------------------------------------------
     sig(
         "illegal_memory",
-        r"an illegal memory access was encountered|cudaErrorIllegalAddress|CUDA error: misaligned address"
+        # "an illegal memory access" without "was encountered": an error text cut short (a streamed error
+        # message, a capped reason) still names the fault
+        r"an illegal memory access|cudaErrorIllegalAddress|CUDA error: misaligned address"
         r"|an illegal instruction was encountered|unspecified launch failure|cudaErrorLaunchFailure",
         (
             "illegal memory access",

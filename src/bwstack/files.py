@@ -3,7 +3,9 @@
 ``atomic_write`` writes a temp file in the target's folder, fsyncs it and ``os.replace``s it into place, so a
 reader (or a SIGKILL at any moment) sees either the old file or the new one. Reports, locks, snapshots,
 caches and rendered files all go through it. ``sha256_file`` streams a file's digest (wheels, lock files,
-downloaded shards).
+downloaded shards). ``read_bounded`` and ``read_json`` are the bounded readers of files from outside (reports,
+bundles, shipped evidence, bisect state): FIFOs refused, symlinks read within the bound, JSON within
+:mod:`healthchecks.untrusted`'s limits; every refusal one line naming the file and the limit.
 """
 
 from __future__ import annotations
@@ -13,7 +15,12 @@ import hashlib
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
+
+from bwstack.errors import UserError
+from healthchecks import untrusted
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -25,8 +32,16 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """:func:`atomic_write` for bytes (archives)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """:func:`atomic_write` for bytes (archives). A folder in the way of the file, or a file in the way of a
+    folder on its path, is a UserError (one line), never a traceback."""
+    if path.is_dir():
+        raise UserError("cannot write a file here: a folder of that name exists", file=path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UserError(
+            "cannot write here: a part of the path exists and is not a folder", file=path
+        ) from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -78,3 +93,37 @@ def read_bounded(path: Path, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_json(path: Path, what: str, limits: untrusted.Limits = untrusted.DEFAULT) -> Any:
+    """The JSON value of an untrusted file within ``limits`` (size read bounded, then depth, values, digits,
+    duplicate keys, NaN/Infinity); UserError (``path: cannot read WHAT: the limit``, exit 2) otherwise.
+    FileNotFoundError passes through for callers that word a missing file themselves."""
+    try:
+        data = read_bounded(path, limits.max_bytes)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UserError(f"cannot read {what}: {exc.strerror or exc}", file=path) from None
+    try:
+        return untrusted.loads(data, limits)
+    except untrusted.Refused as exc:
+        raise UserError(f"cannot read {what}: {exc}", file=path) from None
+
+
+def refuse_overwrite(out: Path, reads: Iterable[Path], option: str) -> None:
+    """UserError when ``out`` is, or resolves to, a file or folder the command reads (the report, the stack
+    file, an input bundle): an output never clobbers an input."""
+    target = out.resolve()
+    for path in reads:
+        same = path.resolve() == target
+        if not same and out.exists() and path.exists():
+            same = os.path.samefile(out, path)
+        if same:
+            raise UserError(f"{option} names {path}, which this command reads; choose another path", file=out)
+
+
+def need_folder(out: Path, option: str) -> None:
+    """UserError when ``out`` exists and is not a folder (a folder output never replaces a file)."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{option} names an existing file, not a folder; choose a folder", file=out)

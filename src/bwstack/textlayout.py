@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+import unicodedata
 from collections.abc import Sequence
 
 GAP = "  "
 MIN_LAST = 24
 """Fewest columns the last cell gets beside the others before it moves to indented lines of its own."""
 INDENT = "    "
+#: Unicode categories never printed raw: format characters (bidi overrides, zero-width), line and paragraph
+#: separators, unassigned and private-use code points
+_HIDDEN = frozenset({"Cf", "Zl", "Zp", "Cn", "Co", "Cs"})
 
 
 def terminal_width(default: int = 80) -> int:
@@ -82,12 +86,13 @@ def table(
 
 def printable(text: object) -> str:
     """``text`` with every control character (C0, DEL, C1: ESC sequences, carriage returns, bells) written
-    as a ``\\xNN`` / ``\\uNNNN`` escape: text from reports, logs and state files is printed through this, so a
-    hostile file cannot move the cursor, rewrite a line or hide one in the terminal."""
+    as a ``\\xNN`` / ``\\uNNNN`` escape, and so every format and separator character (a right-to-left
+    override, a zero-width space, U+2028): text from reports, logs and state files is printed through this,
+    so a hostile file cannot move the cursor, rewrite a line, reorder or hide text in the terminal."""
     out = []
     for ch in str(text):
         code = ord(ch)
-        if code < 0x20 or 0x7F <= code < 0xA0 or code in (0x2028, 0x2029):
+        if code < 0x20 or 0x7F <= code < 0xA0 or (code >= 0xA0 and unicodedata.category(ch) in _HIDDEN):
             out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
         else:
             out.append(ch)

@@ -374,7 +374,7 @@ def test_resume_refuses_other_inputs_and_a_missing_state(tmp_path: Path) -> None
     with pytest.raises(UserError, match="no bisect to resume"):
         search.load_state(tmp_path / "none", {})
     (tmp_path / search.STATE_FILE).write_text("{torn", encoding="utf-8")
-    with pytest.raises(UserError, match="unreadable"):
+    with pytest.raises(UserError, match="cannot read the bisect state: not JSON"):
         search.load_state(tmp_path, {})
 
 

@@ -143,6 +143,16 @@ CASES = [
         r"stack\.secrets_dir: invalid value",
     ),
     Case("bad-profile-name", replace("  dense-triton-bf16:\n", "  Dense Triton!:\n"), r"profiles"),
+    Case(  # issue 37: the override is printed escaped, never raw
+        "right-to-left-override-in-a-profile-name",
+        replace("  dense-triton-bf16:\n", "  dense-triton\u202e-bf16:\n"),
+        r"profiles\.dense-triton\\u202e-bf16",
+    ),
+    Case(  # issue 37: past Python's own 4300-digit conversion limit, one line instead of its message
+        "5000-digit-port",
+        replace("  port: 30000\n", "  port: " + "9" * 5000 + "\n"),
+        r"a number of 5000 digits, over the limit of 64",
+    ),
     Case(
         "unknown-variant",
         replace("  variant: v0.5.23-cu130 ", "  variant: v9.9.9-cu999 "),

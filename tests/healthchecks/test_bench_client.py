@@ -12,13 +12,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from healthchecks import bench_client
+from support import sse
 from support.stack import ROOT
 
 CLIENT = ROOT / "healthchecks" / "bench_client.py"
@@ -39,12 +39,8 @@ class Pacing:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(sse.StreamHandler):
     pacing: Pacing
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        return
 
     def do_POST(self) -> None:
         pacing = self.pacing
@@ -69,10 +65,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(payload)
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")  # as uvicorn streams
-        self.end_headers()
+        self.start_stream()
         want = int(body["sampling_params"]["max_new_tokens"])
         time.sleep(pacing.first_s)
         count = 0
@@ -82,30 +75,18 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(pacing.gap_s * pacing.per_chunk)
                 count = min(want, count + pacing.per_chunk)
                 chunk = {"text": "x" * count, "meta_info": {"completion_tokens": count}}
-                self._chunk(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-            self._chunk(b"data: [DONE]\n\n")
-            self._chunk(b"")
+                self.event(chunk)
+            self.chunk(b"data: [DONE]\n\n")
+            self.chunk(b"")
         except (BrokenPipeError, ConnectionResetError):
             return
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
 
 
 @pytest.fixture()
 def paced_server() -> Iterator[tuple[str, Pacing]]:
     pacing = Pacing()
-    handler = type("Handler", (_Handler,), {"pacing": pacing})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", pacing
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with sse.serving(type("Handler", (_Handler,), {"pacing": pacing})) as port:
+        yield f"http://127.0.0.1:{port}", pacing
 
 
 def run_client(

@@ -136,6 +136,8 @@ EXAMPLES: list[tuple[str, str]] = [
     ("[TP0] Decode out of memory. Try to lower your batch size.", "oom"),
     ("RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number", "oom"),
     ("torch.AcceleratorError: CUDA error: an illegal memory access was encountered", "illegal_memory"),
+    # an error text cut short (a streamed error message, a capped reason) still names the fault
+    ("error in the stream: CUDA error: an illegal memory access", "illegal_memory"),
     ("cudaErrorIllegalAddress", "illegal_memory"),
     ("RuntimeError: CUDA error: misaligned address", "illegal_memory"),
     ("RuntimeError: CUDA error: an illegal instruction was encountered", "illegal_memory"),

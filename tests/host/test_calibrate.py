@@ -7,9 +7,11 @@ tests/real/test_real_quality.py; here the file format, its errors and calibrate'
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
@@ -111,3 +113,35 @@ def test_calibrate_writes_the_file_atomically_and_keeps_other_models(stack_copy:
     assert data["models"]["other/model"] == {"p": {"score": -1.0}}
     assert data["models"]["nvidia/GLM-5.2-NVFP4"][judging.PASSAGE_ID]["margin"] == 0.5
     assert baselines.load_baseline(loader.load_stack(stack_copy)) == baseline
+
+
+def test_calibrate_sends_the_stacks_api_key_to_a_key_protected_server(stack_copy: Path) -> None:
+    """Issue 37: a server behind stack.api_key answers 401 without the key; calibrate reads secrets/api_key."""
+    key = "calibrate-key-0123456789"
+
+    def edit(doc: Any) -> None:
+        doc["model"]["path"] = "nvidia/GLM-5.2-NVFP4"
+        doc["stack"]["api_key"] = True
+
+    edit_yaml(stack_copy, edit)
+    secrets = stack_copy.parent / "secrets"
+    secrets.mkdir(exist_ok=True)
+    (secrets / "api_key").write_text(key + "\n", encoding="utf-8")
+    stack = loader.load_stack(stack_copy)
+    with FakeSGLang(api_key=key) as fake:
+        body = generate_body()
+        body["meta_info"]["input_token_logprobs"] = [[None, 1, None], [-0.3, 2, None], [-0.5, 3, None]]
+        fake.set_json("POST", "/generate", body)
+        baseline, _ = calibrate.calibrate(stack, "dense-fi-bf16", url=fake.url)
+    assert baseline.score == -0.4
+
+
+def test_calibrate_on_a_closed_port_says_nothing_answers(stack_copy: Path) -> None:
+    """Issue 37: not 'after a healthy pass: the server process is gone' when nothing ever answered."""
+    stack = loader.load_stack(stack_copy)
+    with socket.socket() as probe:  # a port nothing listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        with pytest.raises(ExternalError) as err:
+            calibrate.calibrate(stack, "dense-fi-bf16", url=f"http://127.0.0.1:{port}")
+    assert "nothing answers" in str(err.value) and "healthy pass" not in str(err.value)

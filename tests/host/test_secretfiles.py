@@ -17,7 +17,7 @@ import pytest
 from bwstack.errors import UserError
 from bwstack.host import operate, secretfiles
 from bwstack.host.doctor.host import check_secrets
-from bwstack.stack import loader
+from bwstack.stack import loader, schema
 from healthchecks import imagelayout
 from support.stack import copy_stack
 
@@ -112,13 +112,21 @@ def test_an_existing_0600_file_is_granted_and_others_lose_read(tmp_path: Path) -
     assert secretfiles.readable_by(path) and path.stat().st_mode & 0o007 == 0
 
 
+def cpu_stack_with_secrets(tmp_path: Path, *, hf_token: bool = False) -> schema.Stack:
+    """A scratch copy of the CPU stack with stack.api_key on (and hf_token when asked), loaded."""
+    copy_stack(tmp_path)
+    path = tmp_path / "profiles.cpu.yaml"
+    token = "true" if hf_token else "false"
+    path.write_text(
+        path.read_text().replace("  hf_token: false\n", f"  hf_token: {token}\n  api_key: true\n")
+    )
+    return loader.load_stack(path)
+
+
 def test_ensure_secrets_creates_and_grants_each_enabled_secret(tmp_path: Path) -> None:
     if not acl_supported(tmp_path):
         pytest.skip("this file system takes no POSIX ACL")
-    copy_stack(tmp_path)
-    path = tmp_path / "profiles.cpu.yaml"
-    path.write_text(path.read_text().replace("  hf_token: false\n", "  hf_token: true\n  api_key: true\n"))
-    stack = loader.load_stack(path)
+    stack = cpu_stack_with_secrets(tmp_path, hf_token=True)
     notes = operate.ensure_secrets(stack)
     assert len(notes) == 2 and all("created empty secret file" in n for n in notes)
     for name in ("api_key", "hf_token"):
@@ -156,10 +164,7 @@ def test_state_of_reads_the_real_file(tmp_path: Path) -> None:
 def test_up_refuses_an_api_key_beginning_with_a_dash_in_one_line(tmp_path: Path) -> None:
     """Before anything starts (the serve wrapper refuses it too, in the container): SGLang's parser would
     take the key for an option (tests/real/test_real_server.py)."""
-    copy_stack(tmp_path)
-    path = tmp_path / "profiles.cpu.yaml"
-    path.write_text(path.read_text().replace("  hf_token: false\n", "  hf_token: false\n  api_key: true\n"))
-    stack = loader.load_stack(path)
+    stack = cpu_stack_with_secrets(tmp_path)
     (tmp_path / "secrets").mkdir(exist_ok=True)
     key = tmp_path / "secrets" / "api_key"
     key.write_text("-xsecret\n")

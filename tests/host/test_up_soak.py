@@ -57,7 +57,7 @@ def test_bad_soak_is_one_line_and_exit_2(args: list[str], says: str) -> None:
 def test_up_help_names_soak_and_its_exit_status() -> None:
     text = " ".join(CliRunner().invoke(cli.main, ["up", "--help"]).output.split())
     assert "--soak SECONDS" in text
-    assert "Exit 0 when the verdict is ok, 1 on hang, nan, garbage or no result" in text
+    assert "Exit 0 when the verdict is ok, 1 on hang, nan, garbage, failed requests or no result" in text
 
 
 @pytest.fixture()
@@ -89,12 +89,14 @@ def test_an_ok_soak_prints_figures_and_the_verdict_and_exits_0(
     assert (
         seen["container"] == "c0ffee" and seen["seconds"] == 20 and seen["port"] == shipped_cpu.settings.port
     )
-    # stack.soak with its stall bound resolved to the profile's derived hang bound (the shipped file sets none)
+    # stack.soak with its stall bound resolved to the profile's derived hang bound and its lengths to the
+    # default window's (the shipped file sets neither)
     assert shipped_cpu.settings.soak.stall_after_s is None and seen["api_key_file"] is None
-    assert seen["settings"] == shipped_cpu.settings.soak.model_copy(update={"stall_after_s": 30.0})
+    resolved = {"stall_after_s": 30.0, "lengths": [1024, 2304]}
+    assert seen["settings"] == shipped_cpu.settings.soak.model_copy(update=resolved)
     lines = out.splitlines()
     assert lines[0] == (
-        "bwstack: cpu-torch-native: soaking for 20 s (2 streams, prompts of 128,2304 tokens, 32 sampled tokens "
+        "bwstack: cpu-torch-native: soaking for 20 s (2 streams, prompts of 1024,2304 tokens, 32 sampled tokens "
         "each, no token for 30 s = hang)"
     )
     assert lines[1:] == [

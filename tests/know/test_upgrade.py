@@ -168,3 +168,14 @@ def test_bad_input_is_one_line_exit_2(stack_copy: Path, argv: list[str], message
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
     assert not (stack_copy.parent / "images" / "x").exists()
+
+
+def test_an_equal_or_older_sglang_is_said_not_passed_over() -> None:
+    """Issue 37: upgrade between equal versions, or to an older one, says so (a note in the report)."""
+    stack = loader.load_stack(ROOT / "profiles.yaml")
+    old, new = upgrade.side(stack, "v0.5.9-cu130"), upgrade.side(stack, "v0.5.23-cu130")
+    assert upgrade.direction_notes(old, new) == []
+    same = upgrade.direction_notes(new, new)
+    assert len(same) == 1 and "same SGLang 0.5.23" in same[0]
+    down = upgrade.direction_notes(new, old)
+    assert len(down) == 1 and down[0].startswith("a downgrade: v0.5.9-cu130 (sglang 0.5.9)")

@@ -3,7 +3,9 @@ host identity on request, and no damage to the ordinary words of a log (tiktoken
 
 from __future__ import annotations
 
+import base64
 import json
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -108,3 +110,38 @@ def test_a_key_with_quotes_is_found_and_redacted_in_its_json_escaped_form() -> N
     assert redactor.leaks(doc.encode())
     out = redactor.text(doc)
     assert json.dumps(key)[1:-1] not in out and not redactor.leaks(out.encode())
+
+
+@pytest.mark.parametrize(
+    ("text", "gone"),
+    [
+        ("Authorization: Basic " + base64.b64encode(f"ops:{KEY}".encode()).decode(), "b3BzOnBsYWlu"),
+        (f"loading {HF[:9]}\n{HF[9:]} done", HF[9:]),
+        (f"loading {HF[:9]}\n{HF[9:]} done", HF[:9]),
+        (
+            "x " + base64.b64encode(f"token {HF}".encode()).decode(),
+            base64.b64encode(f"token {HF}".encode()).decode(),
+        ),
+        ("u=" + urllib.parse.quote(f"key {HF}", safe="").replace("_", "%5F"), "Qx7Qx7"),
+    ],
+    ids=["basic-header", "split-second-half", "split-first-half", "base64", "url-encoded"],
+)
+def test_the_bundle_keeps_no_encoded_or_split_secret(text: str, gone: str) -> None:
+    """Issue 37: report bundle kept a key base64-encoded in a Basic header and both halves of a split token."""
+    redactor = redact.Redactor(values=[])
+    out = redactor.text(text)
+    assert gone not in out and redact.MARK in out
+    assert not redactor.leaks(out.encode())
+
+
+def test_a_bundled_file_is_read_within_the_part_limit(tmp_path: Path) -> None:
+    """A symlinked 64 MiB compose file is refused unread (it was read whole before its size check)."""
+    from bwstack.errors import UserError
+    from bwstack.sweep import bundle
+
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as fh:
+        fh.truncate(64 * 1024 * 1024)
+    (tmp_path / "compose.sweep.yaml").symlink_to(huge)
+    with pytest.raises(UserError, match="larger than"):
+        bundle._read(tmp_path / "compose.sweep.yaml")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bwstack.sweep import bundleread, reportmerge
+from support.bundles import GPU_HOST
 from support.stack import ROOT, TESTS, run_cli
 
 SHIPPED = sorted((ROOT / "evidence" / "bundles").glob("*.tar.gz"))
@@ -111,22 +112,29 @@ def test_both_cpu_variants_merge_into_their_own_cells(tmp_path: Path) -> None:
     assert len(links_resolve(tmp_path / "out")) == len(cells)
 
 
-def _variant(bundle: bundleread.Bundle, tag: str, **changes: object) -> bundleread.Bundle:
-    doc = bundle.results
+def _variant(
+    bundle: bundleread.Bundle, tag: str, host: dict[str, object] | None = None, **changes: object
+) -> bundleread.Bundle:
+    doc = bundle.json(bundleread.RESULTS)
     for key, value in changes.items():
         section, field = key.split("__")
         doc[section][field] = value
     if changes.get("mode__standin"):
         for row in doc["results"].values():
             row["standin"] = True
-    parts = {**bundle.parts, "results.json": json.dumps(doc).encode()}
+    facts = {**bundle.json(bundleread.HOST), **(host or {})}
+    parts = {
+        **bundle.parts,
+        "results.json": json.dumps(doc).encode(),
+        "host.json": json.dumps(facts).encode(),
+    }
     return bundleread.Bundle(bundle.path, bundle.id + tag, bundle.data, bundle.manifest, parts)
 
 
 def test_standin_rows_never_merge_and_cpu_rows_stay_apart_from_gpu_rows() -> None:
     real = bundleread.read_bundle(shipped("v0.5.23-cpu"))
     standin = _variant(real, "s", mode__standin=True)
-    gpu = _variant(real, "g", stack__gpu_arch="sm120")
+    gpu = _variant(real, "g", GPU_HOST, stack__gpu_arch="sm120")
     doc = reportmerge.merge([real, standin, gpu])
     assert doc["standin_rows_left_out"] == len(real.results["results"])
     sections = {(c["section"], c["arch"]) for c in doc["cells"]}

@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
 
+from bwstack.stack import loader, modelconfig
 from bwstack.stack.schema import SoakSettings
 from bwstack.sweep import HealthChange, Judge, LogLine, soak
+from bwstack.sweep.judge import Verdict
 from healthchecks import verdict
+from support.stack import ROOT
 
 RESULT = {
     "verdict": "ok", "reason": "", "duration_s": 20.1, "requests": 18, "failed": 0, "errors": [], "tokens": 860,
@@ -34,6 +39,43 @@ def test_the_step_runs_the_client_in_the_container_and_keeps_its_record() -> Non
     assert record["tokens"] == 860 and record["settings"]["lengths"] == [32, 2304]
     words = soak.words(record)
     assert words.startswith("ok 20 s, 18 req, 860 tok, ITL p50 42 / p99 180 ms, 0 stalls"), words
+
+
+def test_default_lengths_cross_the_models_window(tmp_path: Path) -> None:
+    assert soak.default_lengths(None) == [1024, 2304]  # the default window, 2048
+    assert soak.default_lengths(4096) == [2048, 4352]
+    assert soak.lengths(SoakSettings()) == [1024, 2304]
+    assert soak.lengths(SoakSettings(lengths=[32, 1500])) == [32, 1500]  # set lengths are kept
+    glm = SimpleNamespace(model=SimpleNamespace(config="glm-5"), root=tmp_path)
+    assert modelconfig.sparse_window(glm) == 2048  # type: ignore[arg-type]  # index_topk of the shipped GLM-5
+    config = {"architectures": ["DeepseekV32ForCausalLM"], "index_topk": 4096}
+    (tmp_path / "wide.json").write_text(json.dumps(config))
+    wide = SimpleNamespace(model=SimpleNamespace(config="wide.json"), root=tmp_path)
+    assert modelconfig.sparse_window(wide) == 4096  # type: ignore[arg-type]
+    (tmp_path / "dense.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    dense = SimpleNamespace(model=SimpleNamespace(config="dense.json"), root=tmp_path)
+    assert modelconfig.sparse_window(dense) is None  # type: ignore[arg-type]
+    argv = soak.argv(SoakSettings(), port=30000, seconds=5, api_key_file=None)
+    assert argv[argv.index("--lengths") + 1] == "1024,2304"
+
+
+def test_the_shipped_stacks_soak_crosses_the_window() -> None:
+    """The shipped stacks set no soak lengths: resolved per profile, they cross the model's window (GLM-5's
+    index_topk 2048; the CPU stack's default window 2048)."""
+    for name in ("profiles.yaml", "profiles.cpu.yaml"):
+        stack = loader.load_stack(ROOT / name)
+        assert stack.settings.soak.lengths is None, name
+        profile = next(iter(stack.profiles))
+        resolved = soak.for_profile(stack, profile)
+        assert resolved.lengths == [1024, 2304] and resolved.stall_after_s is not None, name
+
+
+def test_every_catalog_failure_class_fails_the_row() -> None:
+    assert {"hang", "nan", "garbage", "illegal_memory", "oom", "warmup_failed", "crash"} <= soak.FAILING
+    assert not {"healthy", "starting", "ok", "error", "failed"} & soak.FAILING
+    healthy = Verdict("healthy", "healthcheck", "ok")
+    assert soak.row_verdict(healthy, {"verdict": "error", "reason": "no result"}) is healthy
+    assert soak.row_verdict(healthy, {"verdict": "oom", "reason": "r"}) == Verdict("oom", "soak", "soak: r")
 
 
 def test_a_client_without_a_result_is_an_error_not_a_verdict() -> None:

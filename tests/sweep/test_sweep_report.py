@@ -311,6 +311,41 @@ def test_no_speed_no_speed_table() -> None:
     assert 'id="speed"' not in report.render_html(doc)
 
 
+def test_a_soaked_row_shows_a_table_per_prompt_length() -> None:
+    buckets = [
+        {
+            "length": 1024,
+            "requests": 40,
+            "failed": 0,
+            "tokens": 2560,
+            "itl_ms_p50": 11.25,
+            "itl_ms_p99": 80.0,
+        },
+        {"length": 2304, "requests": 0, "failed": 41, "tokens": 41, "itl_ms_p50": None, "itl_ms_p99": None},
+    ]
+    soaked = {"verdict": "illegal_memory", "reason": "41 of 81 requests failed", "buckets": buckets}
+    doc = make_doc(["long", "plain"])
+    report.record(doc, make_row("long", "healthy", "illegal_memory", soak=soaked))
+    report.record(
+        doc, make_row("plain", "healthy", "healthy", soak={"verdict": "error", "reason": "no result"})
+    )
+    text = report.render_markdown(doc)
+    evidence = text.split('<a id="evidence-long"></a>', 1)[1].split('<a id="evidence-plain"></a>', 1)[0]
+    assert (
+        "| prompt tokens | requests | failed | tokens | ITL p50 ms | ITL p99 ms |\n"
+        "| --- | --- | --- | --- | --- | --- |\n"
+        "| 1024 | 40 | 0 | 2560 | 11.2 | 80.0 |\n"
+        "| 2304 | 0 | 41 | 41 | - | - |\n"
+    ) in evidence
+    assert "prompt tokens" not in text.split('<a id="evidence-plain"></a>', 1)[1]  # no buckets, no table
+    html = report.render_html(doc)
+    table = html.split('<table class="soak-buckets">', 1)[1].split("</table>", 1)[0]
+    page = _Page()
+    page.feed(table)
+    assert [d.strip() for d in page.text if d.strip()][6:12] == ["1024", "40", "0", "2560", "11.2", "80.0"]
+    assert '<td class="differs">41</td>' in table and html.count('<table class="soak-buckets">') == 1
+
+
 # --- plan, stand-in faults, fast mode, resume (no Docker) --------------------------------------------------
 
 

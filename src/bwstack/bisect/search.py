@@ -39,10 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import ExternalError, UserError
-from bwstack.files import atomic_write, read_bounded
+from bwstack.files import atomic_write, read_bounded, read_json
 from bwstack.host import netwait
+from healthchecks import untrusted
 
-TAG = re.compile(r"^(?P<flavour>nightly(?:-[a-z0-9.]+)*?)-(?P<day>\d{8})-(?P<sha>[0-9a-f]{7,40})$")
+TAG = re.compile(r"^(?P<flavour>nightly(?:-[a-z0-9.]+)*?)-(?P<day>\d{8})-(?P<sha>[0-9a-f]{7,40})\Z")
 STATE_FILE = "bisect.json"
 #: a bisect.json holds a few hundred tags and steps: anything larger is not one of ours
 STATE_MAX_BYTES = 16 << 20
@@ -362,13 +363,11 @@ def load_state(out: Path, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The state of an earlier run in ``out``; UserError when there is none or any input differs."""
     path = out / STATE_FILE
     try:
-        state = json.loads(read_bounded(path, STATE_MAX_BYTES))
+        state = read_json(path, "the bisect state", untrusted.Limits(max_bytes=STATE_MAX_BYTES))
     except FileNotFoundError:
         raise UserError(
             "no bisect to resume here (no bisect.json); start one without --resume", file=path
         ) from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"unreadable bisect state: {exc}", file=path) from None
     if not isinstance(state, dict) or state.get("schema") != SCHEMA:
         raise UserError(f"not a bisect state ({SCHEMA})", file=path, field="schema")
     if not isinstance(state.get("inputs"), dict):

@@ -16,7 +16,15 @@ from typing import Any
 import click
 
 from bwstack.cli.bisect import bisect as bisect_command
-from bwstack.cli.options import DEFAULT_PROFILES, file_option, keep_option, standin_load_option
+from bwstack.cli.options import (
+    DEFAULT_PROFILES,
+    MAX_SOAK_S,
+    ImageRef,
+    SoakSeconds,
+    file_option,
+    keep_option,
+    standin_load_option,
+)
 from bwstack.cli.report import bundle_cmd, merge_cmd, verify_cmd
 from bwstack.cli.upgrade import upgrade as upgrade_command
 from bwstack.cli.upgrade import variant as variant_command
@@ -25,11 +33,24 @@ from bwstack.errors import EXIT_USAGE, ExternalError, UserError
 CPU_PROFILES = "profiles.cpu.yaml"
 
 
-def _err(message: str) -> None:
-    """One line to stderr; control characters (from a hostile file's keys or values) printed escaped."""
+def _err(message: str, *, redacted: bool = False) -> None:
+    """One line to stderr; control characters (from a hostile file's keys or values) printed escaped, and
+    no secret (a token in a URL, a header, a file's value) in any form (``redacted``: already done)."""
     from bwstack.textlayout import printable
+    from healthchecks import secretscan
 
-    click.echo(f"bwstack: {printable(message)}", err=True)
+    click.echo(f"bwstack: {printable(message if redacted else secretscan.redact(message))}", err=True)
+
+
+def _user_error_line(exc: UserError) -> str:
+    """A UserError's line with its message and field redacted each on its own, so that a field named like a
+    secret (``stack.api_key``) never makes the message's first word look like its value."""
+    from healthchecks import secretscan
+
+    exc.message = secretscan.redact(exc.message)
+    exc.field = secretscan.redact(exc.field) if exc.field else exc.field
+    exc.file = secretscan.redact(exc.file) if exc.file else exc.file
+    return exc.render()
 
 
 class _Group(click.Group):
@@ -60,7 +81,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            _err(exc.render())
+            _err(_user_error_line(exc), redacted=True)
             sys.exit(EXIT_USAGE)
         except ExternalError as exc:
             _err(" ".join(str(exc).split()))
@@ -325,9 +346,10 @@ def up(
 
     With --soak SECONDS, the healthy service then carries the sweep's soak: stack.soak.concurrency streamed
     requests from inside the container against 127.0.0.1, every logprob checked, a request with no token for
-    stack.soak.stall_after_s ending it as hang; a progress line every 15 s, then the figures (requests,
-    tokens, ITL p50/p99, stalls, worst window) and 'soak verdict: ...'. Exit 0 when the verdict is ok, 1 on
-    hang, nan, garbage or no result (the service is left as it is), 2 on bad input.
+    stack.soak.stall_after_s ending it as hang, more than 2% failed requests named by their class; a progress
+    line every 15 s, then the figures (requests, tokens, ITL p50/p99, stalls, worst window) and 'soak verdict:
+    ...'. Exit 0 when the verdict is ok, 1 on hang, nan, garbage, failed requests or no result (the service is
+    left as it is), 2 on bad input.
     """
     from bwstack.host import choose, operate
     from bwstack.stack import loader
@@ -377,10 +399,6 @@ def up(
             retry=retry,
         )
     )
-
-
-#: the longest ``up --soak`` (a day, as ``stack.soak.duration_s``)
-MAX_SOAK_S = 86_400
 
 
 def _check_soak(seconds: float, *, dry_run: bool, no_wait: bool) -> None:
@@ -490,7 +508,9 @@ def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry
 @click.option(
     "--inspect", "inspect_variant", metavar="VARIANT", help="Pull the base, judge the first-contact read."
 )
-@click.option("--image", default=None, help="With --inspect: a local image instead of the pulled base.")
+@click.option(
+    "--image", type=ImageRef(), default=None, help="With --inspect: a local image instead of the pulled base."
+)
 @click.option(
     "--out",
     default=None,
@@ -579,7 +599,9 @@ def explain(file: Path, profile: str, arch: str, variant: str | None, as_json: b
 
 
 @main.command()
-@click.option("--image", default=None, help="A local Docker image to inspect (never pulled).")
+@click.option(
+    "--image", type=ImageRef(), default=None, help="A local Docker image to inspect (never pulled)."
+)
 @click.option("--path", "site", default=None, type=click.Path(path_type=Path), help="A site-packages folder.")
 @click.option("--wheel", default=None, type=click.Path(path_type=Path), help="A wheel file.")
 @click.option("--arch", default="sm_120", show_default=True, help="Target GPU (sm_120, sm_100, sm_90).")
@@ -636,6 +658,8 @@ def classify_log(
     without them, against the command line in the log).
     """
     from bwstack import classify
+    from bwstack.textlayout import printable
+    from healthchecks import secretscan
 
     result = classify.classify_log_file(logfile)
     expect = classify.parse_expect(list(expects))
@@ -645,12 +669,13 @@ def classify_log(
         by = f"profile {profile}"
     result["startup"] = classify.backends_of_log_file(logfile, expect or None, by)
     result["structure"] = classify.structure_of_log_file(logfile)
+    result = secretscan.redact_data(result)  # the failing line may carry a token: never printed
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    click.echo(result["class"])
+    click.echo(printable(result["class"]))
     for line in [*classify.structure_lines(result["structure"]), *_startup_lines(result["startup"])]:
-        click.echo(line)
+        click.echo(printable(line))
 
 
 def _startup_lines(found: dict[str, Any]) -> list[str]:
@@ -732,7 +757,7 @@ def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
 @click.option("--bench", is_flag=True, help="Measure each healthy profile's speed (stack.bench settings).")
 @click.option(
     "--soak",
-    type=click.FloatRange(min=0),
+    type=SoakSeconds(),
     default=0.0,
     help="Seconds of sustained load with a stall watchdog on each healthy profile (stack.soak settings).",
 )

@@ -7,15 +7,55 @@ Kept apart from ``cli.py`` so that a command module registered by ``cli.py`` can
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from healthchecks import soak_client
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_PROFILES = "profiles.yaml"
+#: the longest soak (``up --soak``, ``sweep --soak``): a day, the soak client's own cap
+MAX_SOAK_S = int(soak_client.MAX_SECONDS)
+
+
+class ImageRef(click.ParamType[str]):
+    """``--image``: a Docker image reference or id (:data:`bwstack.stack.pins.IMAGE_REF`), never an option
+    (``--image=--help``) nor anything else placed into a ``docker`` argv."""
+
+    name = "image"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from bwstack.stack.pins import IMAGE_REF
+
+        text = str(value)
+        if not IMAGE_REF.match(text):
+            shown = text[:60].encode("unicode_escape").decode("ascii")
+            example = "e.g. lmsysorg/sglang:v0.5.9"
+            self.fail(
+                f"{shown!r} is not an image reference (name[:tag][@sha256:digest], {example})", param, ctx
+            )
+        return text
+
+
+class SoakSeconds(click.ParamType[float]):
+    """``sweep --soak``: finite seconds from 0 (no soak) to :data:`MAX_SOAK_S`; ``nan``, ``1e309`` (infinity)
+    and ``1e12`` are refused before they reach results.json."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"wants seconds, 0 (off) to {MAX_SOAK_S}, got {str(value)[:40]!r}", param, ctx)
+        if not math.isfinite(seconds) or not 0 <= seconds <= MAX_SOAK_S:
+            self.fail(f"wants seconds, 0 (off) to {MAX_SOAK_S}, got {seconds:g}", param, ctx)
+        return seconds
 
 
 def stack_file(ctx: click.Context, _param: click.Parameter | None, value: Path | None) -> Path:

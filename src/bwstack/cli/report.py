@@ -55,9 +55,21 @@ def bundle_cmd(file: Path, report_dir: Path, output: Path | None, redact_host: b
 @click.argument("bundle_file", metavar="FILE", type=click.Path(path_type=Path))
 def verify_cmd(bundle_file: Path) -> None:
     """Check a bundle's integrity and safety; one line on what is wrong (exit 2) or what it holds."""
-    from bwstack.sweep.bundleread import describe, read_bundle
+    from bwstack.errors import UserError
+    from bwstack.sweep.bundleread import describe, doubts, read_bundle
 
-    click.echo(f"{bundle_file}: {describe(read_bundle(bundle_file))}")
+    bundle = read_bundle(bundle_file)
+    found = doubts(bundle)
+    if found:
+        field, why = found[0]
+        raise UserError(
+            f"bundle doubtful: the host facts and the verdicts disagree: {why}"
+            + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+            + "; report merge keeps its rows apart as untrusted",
+            file=bundle_file,
+            field=field,
+        )
+    click.echo(f"{bundle_file}: {describe(bundle)}")
 
 
 @click.command("merge")
@@ -68,11 +80,15 @@ def verify_cmd(bundle_file: Path) -> None:
 def merge_cmd(files: tuple[Path, ...], out: Path) -> None:
     """Merge bundles into one matrix (merged.json, matrix.md, matrix.html): every verdict seen per (image
     variant, profile, arch) with hosts, drivers, dates and links to evidence; disagreements marked."""
+    from bwstack.files import need_folder, refuse_overwrite
     from bwstack.sweep import reportmerge
     from bwstack.sweep.bundleread import read_bundle
 
+    need_folder(out, "--out")
+    refuse_overwrite(out, files, "--out")
     bundles = [read_bundle(path) for path in files]  # every bundle verified before anything is written
-    written = reportmerge.write(out, reportmerge.outputs(bundles))
+    written = reportmerge.write(out, reportmerge.outputs(bundles), reads=files)
     cells = len(reportmerge.merge(bundles)["cells"])
-    click.echo(f"merged {len({b.id for b in bundles})} bundle(s) into {cells} cell(s): {out / 'matrix.html'}")
+    count = len(reportmerge.distinct(bundles))
+    click.echo(f"merged {count} bundle(s) into {cells} cell(s): {out / 'matrix.html'}")
     click.echo(f"wrote {len(written)} file(s) under {out}")

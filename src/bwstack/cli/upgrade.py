@@ -39,6 +39,7 @@ def variant_new(name: str, version: str, source: str | None, base: str | None, f
     images = (file.resolve().parent if file.is_file() else Path.cwd()) / "images"
     from bwstack.errors import UserError
 
+    variant_new.check_name(name)
     origin = source or (stack.stack.variant if stack else None)
     if origin is None:
         raise UserError(f"no {file} to take the default --from from: name a variant", field="--from")

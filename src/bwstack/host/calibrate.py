@@ -4,7 +4,9 @@ it for the stack's model (:mod:`bwstack.stack.baselines` holds the file and its 
 from __future__ import annotations
 
 import json
+import socket
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -14,22 +16,9 @@ from bwstack.files import atomic_write
 from bwstack.host import netwait
 from bwstack.stack import baselines, modelconfig
 from bwstack.stack.schema import Stack
-from healthchecks import judging, longprobe, settings, warmup
+from healthchecks import common, judging, longprobe, settings, warmup
 
 DEFAULT_TIMEOUT = 120.0
-
-
-def model_window(stack: Stack) -> int | None:
-    """The model's sparse window (``index_topk`` of its config, when ``model.config`` names one)."""
-    ref = getattr(stack.model, "config", None)
-    if not ref:
-        return None
-
-    try:
-        value = modelconfig.load(str(ref), base=stack.root).get("index_topk")
-    except UserError:
-        return None
-    return value if isinstance(value, int) and value > 0 else None
 
 
 def measure(
@@ -52,6 +41,7 @@ def measure(
     run = warmup.Run(
         cfg=cfg, deadline=time.monotonic() + timeout, api_key=api_key, state={"healthy_once": True}
     )
+    _answers(url, timeout)
 
     def probe() -> tuple[dict[str, Any], list[float], int, list[float]]:
         dead = warmup.check_liveness(run)
@@ -96,6 +86,24 @@ def measure(
     }
 
 
+def _answers(url: str, timeout: float) -> None:
+    """ExternalError when nothing listens at ``url`` (refused, unresolvable): the server was never there,
+    which the probes would otherwise read as a server gone after a healthy pass."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise UserError("not a URL with a valid port", field="--url") from None
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=min(timeout, 10.0)):
+            pass
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise ExternalError(
+            f"nothing answers at {url} ({why}): start the known-good server first, or pass --url"
+        ) from None
+
+
 def calibrate(
     stack: Stack, profile: str, *, url: str | None = None, margin: float = judging.DEFAULT_MARGIN
 ) -> tuple[baselines.Baseline, Path]:
@@ -104,7 +112,9 @@ def calibrate(
     if not margin > 0:
         raise UserError("must be > 0", field="--margin")
     target = url or f"http://127.0.0.1:{stack.settings.port}"
-    found = measure(target, window=model_window(stack))
+    key_file = stack.root / stack.settings.secrets_dir / "api_key"
+    api_key = common.read_secret(str(key_file)) if stack.settings.api_key else None  # a key-protected server
+    found = measure(target, window=modelconfig.sparse_window(stack), api_key=api_key)
     model = stack.model_path_for(profile)
     served = {model, launch.model_path_in_container(stack, profile)}  # a tiny model: its path in the image
     if found["model_path"] and found["model_path"] not in served:

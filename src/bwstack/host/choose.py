@@ -26,7 +26,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from typing import Any
 
 from bwstack import textlayout
 from bwstack.errors import UserError
-from bwstack.files import read_bounded
+from bwstack.files import read_json
 from bwstack.host.doctor.detect import Host, detect_host
 from bwstack.host.doctor.probe import HostProbe
 from bwstack.know import rules
@@ -120,8 +119,8 @@ def _real_reports(stack: Stack, arch: str) -> Iterator[tuple[str, dict[str, Any]
     stand-in, no ``--fast`` and no combined ``mixed`` report (its parts are read instead)."""
     for folder, path in _report_files(stack):
         try:  # a FIFO, a huge or a hostile file is skipped like a malformed one, never waited on
-            doc = json.loads(read_bounded(path, report.MAX_RESULTS_BYTES))
-        except (OSError, ValueError, RecursionError):
+            doc = read_json(path, "a sweep report", report.RESULTS_LIMITS)
+        except (OSError, UserError):
             continue
         if not isinstance(doc, dict):
             continue

@@ -138,8 +138,12 @@ def detect(info: dict[str, object] | None = None, *, remap_user: str | None = No
     """This host's engine kind (``info``: a ``docker info`` JSON already read; ``remap_user``: the userns
     remap user when not the one daemon.json names)."""
     info = docker_info() if info is None else info
+    return kind_of(security_options(info or {}), remap_user=remap_user)
+
+
+def kind_of(options: frozenset[str], *, remap_user: str | None = None) -> EngineKind:
+    """The engine kind from its security option names (``doctor`` reads them from its own probe)."""
     remap_user = remap_user or remap_user_of()
-    options = security_options(info or {})
     try:
         enforcing = SELINUX_ENFORCE.read_text(encoding="ascii").strip() == "1"
     except OSError:

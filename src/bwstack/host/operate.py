@@ -43,8 +43,8 @@ from healthchecks import common, imagelayout, norestart
 POLL_SECONDS = 2.0
 #: seconds between two progress lines of ``up --soak``
 SOAK_PROGRESS_S = 15.0
-#: ``up --soak``: the exit status when the soak's verdict is not ``ok`` (hang, nan, garbage, or no result),
-#: the same as a start that does not get healthy
+#: ``up --soak``: the exit status when the soak's verdict is not ``ok`` (hang, nan, garbage, failed requests
+#: past the threshold by their class, or no result), the same as a start that does not get healthy
 EXIT_SOAK_FAILED = 1
 
 
@@ -217,7 +217,7 @@ def soak_service(stack: Stack, project: Project, service: str, seconds: float, e
     if cid is None:
         print(f"bwstack: {service}: no container to soak", file=echo)
         return EXIT_SOAK_FAILED
-    lengths = ",".join(str(n) for n in settings.lengths)
+    lengths = ",".join(str(n) for n in soak.lengths(settings))
     print(
         f"bwstack: {service}: soaking for {seconds:g} s ({settings.concurrency} streams, prompts of "
         f"{lengths} tokens, {settings.output_len} sampled tokens each, no token for "

@@ -12,16 +12,20 @@ supports and the bundles it rests on.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
+from bwstack.files import read_json
 from bwstack.stack.schema import Stack
 from bwstack.sweep.reportmerge import FORMAT, MERGED_FILE
+from bwstack.textlayout import printable
+from healthchecks import untrusted
 
 EVIDENCE_DIR = "evidence"
+#: what evidence/merged.json may be (read by list, validate and up --dry-run on every host)
+EVIDENCE_LIMITS = untrusted.Limits(max_bytes=16 << 20)
 
 
 def load(root: Path) -> dict[str, Any] | None:
@@ -29,13 +33,55 @@ def load(root: Path) -> dict[str, Any] | None:
     path = root / EVIDENCE_DIR / MERGED_FILE
     if not path.is_file():
         return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"cannot read the shipped evidence: {exc}", file=path) from None
+    doc = read_json(path, "the shipped evidence", EVIDENCE_LIMITS)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("cells"), list):
         raise UserError(f"not a merged evidence file (format {FORMAT!r})", file=path, field="format")
-    return doc
+    _check_shape(path, doc)
+    return dict(printable_strings(doc))
+
+
+#: the fields of a merged cell's run that list, validate and up --dry-run print: a string or null each
+_SEEN_FIELDS = ("verdict", "host", "driver", "sglang", "image_digest", "bundle", "arch")
+
+
+def _check_shape(path: Path, doc: dict[str, Any]) -> None:
+    """The types every reader of the evidence relies on; one UserError naming the field otherwise."""
+
+    def need(ok: bool, field: str, what: str) -> None:
+        if not ok:
+            raise UserError(f"malformed shipped evidence: {what}", file=path, field=field)
+
+    bundles = doc.get("bundles")
+    need(bundles is None or isinstance(bundles, dict), "bundles", "must be an object")
+    for key, value in (bundles or {}).items():
+        need(isinstance(value, dict), f"bundles.{key}", "must be an object")
+    for i, cell in enumerate(doc["cells"]):
+        need(isinstance(cell, dict), f"cells[{i}]", "must be an object")
+        for key in ("profile", "variant", "section", "arch"):
+            need(isinstance(cell.get(key), str), f"cells[{i}].{key}", "must be a string")
+        verdicts = cell.get("verdicts")
+        need(isinstance(verdicts, dict), f"cells[{i}].verdicts", "must be an object of counts")
+        for verdict, count in verdicts.items():
+            ok = isinstance(count, int) and not isinstance(count, bool) and count >= 0
+            need(ok, f"cells[{i}].verdicts.{verdict}", "must be a count")
+        seen = cell.get("seen")
+        need(isinstance(seen, list), f"cells[{i}].seen", "must be a list")
+        for j, run in enumerate(seen):
+            need(isinstance(run, dict), f"cells[{i}].seen[{j}]", "must be an object")
+            for key in _SEEN_FIELDS:
+                value = run.get(key)
+                ok = value is None or isinstance(value, str)
+                need(ok, f"cells[{i}].seen[{j}].{key}", "must be a string")
+
+
+def printable_strings(value: Any) -> Any:
+    """A JSON value with every string (keys too) made printable (:func:`bwstack.textlayout.printable`): the
+    evidence is printed by list, validate and up --dry-run, and escapes in it must not reach the terminal."""
+    if isinstance(value, dict):
+        return {printable(str(k)): printable_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable_strings(v) for v in value]
+    return printable(value) if isinstance(value, str) else value
 
 
 def section_for(stack: Stack) -> str:

@@ -396,6 +396,7 @@ def compare(
         dict.fromkeys(stack.arch_for(n) for n in names)
     )
     sides = side(stack, old), side(stack, new)
+    direction = direction_notes(*sides)
     views = tuple(on_variant(stack, s.variant) for s in sides)
     for one, view in zip(sides, views, strict=True):
         _resolve_all(view, one, names, arch_list)
@@ -406,6 +407,7 @@ def compare(
         for s in sides
         if rules.load_kernel_facts(stack.variant(s.variant).dir) is None
     ]
+    notes = [*direction, *notes]
     results = []
     checks: Checks = {}
     for name in names:
@@ -426,6 +428,24 @@ def compare(
 def _warnings(pred: rules.Prediction) -> list[str]:
     """A prediction's warning notes (``warning (rule-id): reason; fix: …``)."""
     return [note for note in pred.notes if note.startswith("warning (")]
+
+
+def direction_notes(old: Side, new: Side) -> list[str]:
+    """A note when NEW is not newer than OLD: the same SGLang (only the pins differ) or an older one."""
+    from packaging.version import InvalidVersion, Version
+
+    if not old.version or not new.version:
+        return []
+    try:
+        before, after = Version(old.version), Version(new.version)
+    except InvalidVersion:
+        return []
+    if after == before:
+        return [f"{old.variant} and {new.variant} carry the same SGLang {old.version}: no upgrade, only pins"]
+    if after < before:
+        older = f"{new.variant} (sglang {new.version}) is older than {old.variant} ({old.version})"
+        return [f"a downgrade: {older}"]
+    return []
 
 
 def _refused(pred: rules.Prediction) -> bool:

@@ -175,10 +175,21 @@ class Plan:
     changes: tuple[str, ...]
 
 
+def check_name(name: str) -> None:
+    """UserError unless ``name`` is a variant name (:data:`pins.VARIANT_NAME`: no ``..``, no empty name, no
+    trailing newline, at most 63 characters), checked before the name touches the file system."""
+    if not pins.VARIANT_NAME.match(name):
+        shown = repr(name[:40] + ("…" if len(name) > 40 else ""))
+        raise UserError(
+            f"invalid variant name {shown}: lowercase letters, digits, '.', '_', '-', starting with a letter "
+            "or digit, at most 63 characters",
+            field="NAME",
+        )
+
+
 def plan(name: str, version: str, source: pins.Variant, *, base: str | None = None) -> Plan:
     """The new variant ``name`` for sglang ``version``, from ``source``'s pins (reads the wheel)."""
-    if not pins.VARIANT_NAME.match(name):
-        raise UserError(f"invalid variant name {name!r} (lowercase letters, digits, '.', '_', '-')")
+    check_name(name)
     if source.is_cpu:
         raise UserError(
             f"--from {source.name} is a CPU variant: its [wheelhouse] is a whole closure found by hand; "

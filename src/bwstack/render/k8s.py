@@ -52,10 +52,10 @@ HEADER = (
     "# and {nodes} node(s){gpus}.\n"
 )
 
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 _COMPOSE_VAR = re.compile(r"\$\$|\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^}]*)\}")
-_SIZE = re.compile(r"^(\d+)([bkmg]|kb|mb|gb)?$")
+_SIZE = re.compile(r"^(\d+)([bkmg]|kb|mb|gb)?\Z")
 _SIZE_UNITS = {None: "", "b": "", "k": "Ki", "kb": "Ki", "m": "Mi", "mb": "Mi", "g": "Gi", "gb": "Gi"}
 
 

@@ -1,16 +1,20 @@
 """The model's Hugging Face ``config.json``, as ``model.config`` names it: a fixture shipped with bwstack
 (``data/model-configs/<name>/config.json``) or a config.json (or a folder holding one) next to profiles.yaml.
 
-Explain feeds it to SGLang's own backend resolution; the sweep's ``--fast`` mode reads its layer count.
+Explain feeds it to SGLang's own backend resolution; the sweep's ``--fast`` mode reads its layer count;
+calibrate's long probe and the soak's default prompt lengths read its sparse window (:func:`sparse_window`).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bwstack.errors import UserError
+
+if TYPE_CHECKING:
+    from bwstack.stack.schema import Stack
 
 #: the fixtures shipped with bwstack, one folder per model
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "model-configs"
@@ -53,3 +57,16 @@ def load(ref: str, *, base: Path | None = None) -> dict[str, Any]:
     if not data.get("architectures"):
         raise UserError("a model config needs 'architectures'", file=path)
     return data
+
+
+def sparse_window(stack: Stack) -> int | None:
+    """The model's sparse window (``index_topk`` of its config, when ``model.config`` names one that has it);
+    None otherwise (the callers then take ``longprobe.DEFAULT_WINDOW``)."""
+    ref = getattr(stack.model, "config", None)
+    if not ref:
+        return None
+    try:
+        value = load(str(ref), base=stack.root).get("index_topk")
+    except UserError:
+        return None
+    return value if isinstance(value, int) and value > 0 else None

@@ -29,20 +29,23 @@ SNAPSHOT_FILE = "sglang-args.json"
 MANIFEST_FILE = "versions.json"
 MANIFEST_SCHEMA = "bwstack.versions/1"
 
-VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
-REQUIREMENT = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
-#: ``[registry[:port]/]repo[:tag]``; a registry with a port (``127.0.0.1:5000/bwstack/cpu-base:v1``) names one
-#: that is not Docker Hub, as Docker reads it
-IMAGE_REF = re.compile(
-    r"^(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*:[0-9]{1,5}/)?[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$"
+VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")
+PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*\Z")
+REQUIREMENT = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)\Z"
 )
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-GIT_SHA = re.compile(r"^[0-9a-f]{7,40}$")
-ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-ARCH_LIST = re.compile(r"^\d+\.\d+[af]?(?:[ ;]\d+\.\d+[af]?)*(?:\+PTX)?$")
-GPU_ARCH = re.compile(r"^sm\d{2,3}[af]?$")
+#: a Docker image reference (``[registry[:port]/]name[:tag][@sha256:…]``, lower-case names) or an image id;
+#: never starting with ``-`` (never read as an option in an argv); ``\Z``: no trailing newline slips through
+IMAGE_REF = re.compile(
+    r"[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?\Z"
+)
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+GIT_SHA = re.compile(r"^[0-9a-f]{7,40}\Z")
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*\Z")
+ARCH_LIST = re.compile(r"^\d+\.\d+[af]?(?:[ ;]\d+\.\d+[af]?)*(?:\+PTX)?\Z")
+GPU_ARCH = re.compile(r"^sm\d{2,3}[af]?\Z")
 KINDS = ("release", "nightly")
 #: what a variant runs on: "gpu" (the CUDA images) or "cpu" (real SGLang on the CPU with a tiny model);
 #: the same words as a stack's ``device``
@@ -343,7 +346,7 @@ class _Parser:
             sglang_version=sglang_version,
             sglang_commit=sglang_commit,
             cuda_toolkit=self.str_value(
-                "cuda", "toolkit", re.compile(r"^\d+\.\d+(\.\d+)?$"), required=cuda_required
+                "cuda", "toolkit", re.compile(r"^\d+\.\d+(\.\d+)?\Z"), required=cuda_required
             ),
             torch_cuda_arch_list=self.str_value(
                 "cuda", "torch_cuda_arch_list", ARCH_LIST, required=cuda_required

@@ -12,14 +12,13 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 
+from healthchecks import secretscan
+
 #: host folders that must never be the model cache (bind-mounted read-write into every service)
 SYSTEM_FOLDERS = frozenset(
     {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root", "/run",
      "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var"}  # noqa: S108 - refused, never used
 )  # fmt: skip
-#: environment names that hold a secret
-SECRET_ENV_NAMES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "HF_API_TOKEN"})
-SECRET_ENV_SUFFIXES = ("_API_KEY", "_SECRET", "_SECRET_KEY", "_PASSWORD", "_ACCESS_KEY", "_AUTH_TOKEN")
 
 
 def _short(value: str) -> str:
@@ -28,9 +27,16 @@ def _short(value: str) -> str:
 
 
 def no_secret_env(value: dict[str, str]) -> dict[str, str]:
-    """Refuse an env name that holds a secret (HF_TOKEN, ``*_API_KEY`` ...), naming the field to use."""
-    for name in value:
-        if name in SECRET_ENV_NAMES or name.endswith(SECRET_ENV_SUFFIXES):
+    """Refuse an env name that holds a secret (HF_TOKEN, GITHUB_TOKEN, ``*_API_KEY`` ...) or a value shaped
+    like one under any name (``Bearer sk-…``), naming the field to use and never the value."""
+    for name, text in value.items():
+        kind = secretscan.first_kind(text)
+        if kind is not None:
+            raise ValueError(
+                f"{name} holds a secret (a {kind}): in env it is written into compose.yaml and shown by "
+                "docker inspect; bwstack mounts secrets/hf_token and secrets/api_key instead"
+            )
+        if secretscan.secret_env_name(name):
             use = (
                 "set stack.hf_token: true and put the token in secrets/hf_token"
                 if "TOKEN" in name
@@ -62,4 +68,16 @@ def host_address(value: str) -> str:
             f"invalid value {_short(value)}: an IPv4 or IPv6 address of this host, e.g. 127.0.0.1 "
             "(loopback only) or 0.0.0.0 (every interface)"
         ) from None
+    return value
+
+
+def no_secret_args(value: list[str]) -> list[str]:
+    """Refuse an ``extra_args`` token carrying a secret (a key, a token, a URL's password); never echo it."""
+    for index, token in enumerate(value):
+        kind = secretscan.first_kind(token)
+        if kind is not None:
+            raise ValueError(
+                f"item {index} holds a secret (a {kind}): extra_args are written into compose.yaml and shown "
+                "by docker inspect; use stack.api_key / stack.hf_token (files under secrets/)"
+            )
     return value

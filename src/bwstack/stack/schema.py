@@ -99,11 +99,12 @@ class SoakSettings(_Strict):
     """The load ``bwstack sweep --soak SECONDS`` keeps on each healthy profile (:mod:`bwstack.sweep.soak`)."""
 
     concurrency: int = Field(default=4, ge=1, le=64, description="streamed requests in flight at once")
-    lengths: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
-        default=[128, 2304],
+    lengths: list[Annotated[int, Field(ge=1, le=1_000_000)]] | None = Field(
+        default=None,
         min_length=1,
         max_length=16,
-        description="prompt lengths in tokens, cycled; include one past the model's sparse window (2048)",
+        description="prompt lengths in tokens, cycled; unset: half the model's sparse window and 256 tokens "
+        "past it (index_topk of model.config, else 2048); the client caps each by the served context length",
     )
     output_len: int = Field(default=64, ge=1, le=65_536, description="sampled tokens per request")
     duration_s: int = Field(default=60, ge=1, le=86_400, description="seconds of load when --soak has none")
@@ -181,6 +182,7 @@ class ModelSettings(_Strict):
     env: dict[EnvName, str] = {}
 
     _env = field_validator("env")(safevalues.no_secret_env)
+    _args = field_validator("extra_args")(safevalues.no_secret_args)
 
     @field_validator("revision")
     @classmethod
@@ -227,6 +229,7 @@ class Profile(_ProfileBackends):
     env: dict[EnvName, str] = {}
 
     _env = field_validator("env")(safevalues.no_secret_env)
+    _args = field_validator("extra_args")(safevalues.no_secret_args)
     tags: list[Name] = Field(default=[], description="labels for selecting profiles (bwstack sweep --tag)")
     model_path: ModelRef | None = Field(
         default=None,

@@ -16,6 +16,7 @@ line of the offending node.
 from __future__ import annotations
 
 import errno
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 
 from bwstack.errors import UserError
 from bwstack.files import read_bounded
+from healthchecks import untrusted
 
 PathKey = tuple[str | int, ...]
 
@@ -130,6 +132,10 @@ def _check_flow_lines(text: str, filename: str) -> None:
             depth = max(0, depth - 1)
 
 
+#: a plain scalar YAML reads as a number (int or float, any base, with ``_`` separators)
+_NUMBER = re.compile(r"[-+]?(?:0[xob])?[0-9a-fA-F_]*\.?[0-9a-fA-F_]*(?:[eE][-+]?[0-9_]+)?\Z")
+
+
 class _Bounds:
     """The limits, checked on each parser event as the loader consumes it: the composer has built at most
     the nodes of the events before the refusal (no more than the file holds); nothing is constructed."""
@@ -191,6 +197,13 @@ class _Bounds:
                 self.sizes[anchor] = count
             self._add(count)
         elif isinstance(event, NodeEvent):  # a scalar
+            value = getattr(event, "value", None)
+            if isinstance(value, str) and getattr(event, "style", None) is None and _NUMBER.fullmatch(value):
+                digits = sum(ch.isdigit() for ch in value)
+                if digits > untrusted.DEFAULT.max_digits:
+                    raise self._refuse(
+                        f"a number of {digits} digits, over the limit of {untrusted.DEFAULT.max_digits}", line
+                    )
             if event.anchor is not None:
                 self.sizes[str(event.anchor)] = 1
             self._add(1)

@@ -26,7 +26,7 @@ from typing import Any
 
 from bwstack import __version__, launch
 from bwstack.errors import ExternalError, UserError
-from bwstack.files import atomic_write_bytes
+from bwstack.files import atomic_write_bytes, read_bounded, refuse_overwrite
 from bwstack.host.doctor.probe import HostProbe
 from bwstack.host.doctor.record import host_facts
 from bwstack.host.gitinfo import git
@@ -234,8 +234,10 @@ def build(
 
 def write(report_dir: Path, stack: Stack, out: Path | None, *, probe: HostProbe, redact_host: bool) -> Path:
     """Build the bundle and replace ``out`` (default :func:`default_output`) atomically; its path."""
-    blob, _, _ = build(report_dir, stack, probe=probe, redact_host=redact_host)
     target = out or default_output(report_dir)
+    reads = [report_dir, stack.path, *(report_dir / n for n in (report.RESULTS_FILE, *RUN_FILES))]
+    refuse_overwrite(target, [*reads, report_dir / report.MARKDOWN_FILE, report_dir / report.HTML_FILE], "-o")
+    blob, _, _ = build(report_dir, stack, probe=probe, redact_host=redact_host)
     atomic_write_bytes(target, blob)
     return target
 
@@ -247,8 +249,9 @@ def local_paths(stack: Stack) -> list[tuple[str, str]]:
 
 
 def _read(path: Path) -> str:
+    """A file to bundle, read within the part limit (a symlink to a huge file is refused unread)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_bounded(path, MAX_MEMBER_BYTES).decode("utf-8", errors="replace")
     except OSError as exc:
         raise UserError(f"cannot read: {exc.strerror}", file=path) from None
 

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
+import io
 import re
 import tarfile
 import zlib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
 from bwstack.errors import UserError
+from healthchecks import secretscan, untrusted, vocabulary
 
 FORMAT = "bwstack-bundle"
 FORMAT_VERSION = 1
@@ -43,6 +45,8 @@ MAX_MEMBERS = 64
 #: a member name: lower-case plain names, at most one folder deep
 MEMBER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}(/[a-z0-9][a-z0-9._-]{0,99})?")
 _TAR_SLACK = 2 * MIB  # headers and padding on top of the members' bytes
+#: what one JSON part may be (results.json's rows nest a few levels: 32 is plenty)
+PART_LIMITS = untrusted.Limits(max_bytes=MAX_MEMBER_BYTES, max_depth=32, max_values=1_000_000)
 
 
 class _TooLarge(Exception):
@@ -76,18 +80,19 @@ class Bundle:
     parts: dict[str, bytes]
 
     def json(self, name: str) -> Any:
-        """A JSON part, already checked to parse."""
-        return json.loads(self.parts[name])
+        """A JSON part, already checked to parse (parsed again: a caller may change what it gets)."""
+        return untrusted.loads(self.parts[name], PART_LIMITS)
 
-    @property
+    @cached_property
     def results(self) -> dict[str, Any]:
+        """results.json, parsed once (the merge reads it for every row)."""
         return dict(self.json(RESULTS))
 
-    @property
+    @cached_property
     def host(self) -> dict[str, Any]:
         return dict(self.json(HOST))
 
-    @property
+    @cached_property
     def images(self) -> dict[str, Any]:
         return dict(self.json(IMAGES))
 
@@ -109,10 +114,10 @@ def _kind(info: tarfile.TarInfo) -> str:
 
 
 def _members(path: Path, fh: IO[bytes]) -> dict[str, bytes]:
-    stream = _Bounded(gzip.GzipFile(fileobj=fh, mode="rb"), MAX_TOTAL_BYTES + _TAR_SLACK)
+    unpacked = _Bounded(gzip.GzipFile(fileobj=fh, mode="rb"), MAX_TOTAL_BYTES + _TAR_SLACK).read()
     parts: dict[str, bytes] = {}
     total = 0
-    with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+    with tarfile.open(fileobj=io.BytesIO(unpacked), mode="r:") as tar:
         for info in tar:
             if len(parts) >= MAX_MEMBERS:
                 raise UserError(f"hostile bundle: more than {MAX_MEMBERS} members", file=path)
@@ -146,20 +151,112 @@ def _members(path: Path, fh: IO[bytes]) -> dict[str, bytes]:
             if len(data) != info.size:
                 raise UserError(f"bundle truncated: member {_shown(name)} is cut short", file=path)
             parts[name] = data
+        rest = memoryview(unpacked)[tar.offset :]
+        if rest.nbytes != bytes(rest).count(0):  # a second archive or any byte after the end-of-archive
+            raise UserError(
+                "bundle refused: data after the end of the archive (one archive, nothing appended)", file=path
+            )
     return parts
 
 
 def _json(path: Path, name: str, data: bytes) -> Any:
     try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
-        raise UserError(f"bundle corrupted: {name} is not JSON ({why})", file=path) from None
+        return untrusted.loads(data, PART_LIMITS)
+    except untrusted.Refused as exc:
+        raise UserError(f"bundle refused: {name} is not JSON within bounds ({exc})", file=path) from None
 
 
 def _need(path: Path, ok: bool, part: str, field: str, what: str) -> None:
     if not ok:
         raise UserError(f"bundle malformed: {part}: {what}", file=path, field=field)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every key and string of a JSON value (iteratively: no recursion on hostile nesting)."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found += map(str, item)
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+        elif isinstance(item, str):
+            found.append(item)
+    return found
+
+
+def _secret_fields(value: Any, where: str) -> tuple[str, str] | None:
+    """(field, kind) of the first secret in a JSON value's keys or strings; None when it holds none. One scan
+    of all its strings first (the common, clean case), the walk to name the field only after a hit."""
+    if not secretscan.findings("\n".join(_strings(value))) and not _secret_named(value):
+        return None
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                field = f"{at}.{key}" if at else str(key)
+                kind = secretscan.first_kind(str(key))
+                if kind is None and isinstance(inner, str) and secretscan.secret_key(str(key), inner):
+                    kind = "secret-named field"
+                if kind is not None:
+                    return field, kind
+                stack.append((inner, field))
+        elif isinstance(item, list):
+            stack += [(inner, f"{at}[{i}]") for i, inner in enumerate(item)]
+        elif isinstance(item, str):
+            kind = secretscan.first_kind(item)
+            if kind is not None:
+                return at, kind
+    return None
+
+
+def _secret_named(value: Any) -> bool:
+    """Whether a string sits under a secret-named key (``api_key``, ``access_token``) in ``value``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(inner, str) and secretscan.secret_key(str(key), inner):
+                    return True
+                stack.append(inner)
+        elif isinstance(item, list):
+            stack += item
+    return False
+
+
+def check_secrets(path: Path, parts: dict[str, bytes], docs: dict[str, Any]) -> None:
+    """Refuse a bundle that carries a secret in any form (:mod:`healthchecks.secretscan`), naming the part and
+    the field or line, never the value."""
+    for name, data in parts.items():
+        if name in docs:
+            found = _secret_fields(docs[name], "")
+            if found is not None:
+                field, kind = found
+                raise UserError(
+                    f"bundle refused: {name} carries a secret (a {kind}); a bundle must be redacted "
+                    "(bwstack report bundle does it)",
+                    file=path,
+                    field=printable_field(field),
+                )
+            continue
+        text = data.decode("utf-8", errors="replace")
+        hits = secretscan.findings(text)
+        if hits:
+            line = text.count("\n", 0, hits[0].start) + 1
+            raise UserError(
+                f"bundle refused: {name} line {line} carries a secret (a {hits[0].kind}); a bundle must be "
+                "redacted (bwstack report bundle does it)",
+                file=path,
+            )
+
+
+def printable_field(field: str) -> str:
+    """A JSON path cut to 120 characters, the secret never among them (the key that names it is kept)."""
+    return secretscan.redact(field)[:120]
 
 
 def check_manifest(path: Path, manifest: Any, parts: dict[str, bytes]) -> None:
@@ -289,13 +386,61 @@ def read_bundle(path: Path) -> Bundle:
         raise UserError(f"bundle malformed: the first member must be {MANIFEST}", file=path)
     manifest = _json(path, MANIFEST, parts[MANIFEST])
     check_manifest(path, manifest, parts)
-    for name in parts:
-        if name.endswith(".json"):
-            _json(path, name, parts[name])
+    docs = {name: _json(path, name, data) for name, data in parts.items() if name.endswith(".json")}
+    check_secrets(path, parts, docs)
     check_results(path, _json(path, RESULTS, parts[RESULTS]))
     check_facts(path, manifest, _json(path, HOST, parts[HOST]), _json(path, IMAGES, parts[IMAGES]))
     bundle_id = hashlib.sha256(parts[MANIFEST]).hexdigest()[:16]
     return Bundle(path=path, id=bundle_id, data=data, manifest=manifest, parts=parts)
+
+
+#: more GPUs than one host can hold (an 8- or 16-GPU HGX board is the most a single host reports today)
+MAX_GPUS_PER_HOST = 64
+
+
+def doubts(bundle: Bundle) -> list[tuple[str, str]]:
+    """(field, why) for each way the host facts and the verdicts disagree: a GPU count out of physical bounds,
+    an arch that is not the GPU model's (one table: :data:`healthchecks.vocabulary.ARCHS`), a GPU verdict from
+    a host without a GPU or a driver, a report of another arch than the host's. Empty: nothing to doubt."""
+    host, doc = bundle.host, bundle.results
+    found: list[tuple[str, str]] = []
+    count = host.get("gpu_count")
+    if count is not None and not 0 <= count <= MAX_GPUS_PER_HOST:
+        found.append(
+            ("host.json: gpu_count", f"{str(count)[:20]} GPUs is not a host (0 to {MAX_GPUS_PER_HOST})")
+        )
+    gpus = host.get("gpus")
+    if isinstance(gpus, list) and count is not None and len(gpus) != count:
+        found.append(("host.json: gpu_count", f"{str(count)[:20]} while {len(gpus)} GPUs are listed"))
+    model, arch = host.get("gpu_model"), host.get("gpu_arch")
+    capability = vocabulary.product_capability(model) if model else None
+    if capability is not None and arch is not None and arch != f"sm{capability[0]}{capability[1]}":
+        found.append(("host.json: gpu_arch", f"{arch} is not the arch of a {model}"))
+    gpu_rows = [
+        name
+        for name, row in doc["results"].items()
+        if not (row.get("standin") or doc["mode"].get("standin")) and doc["stack"].get("gpu_arch") != "cpu"
+    ]
+    if gpu_rows and (not count or not host.get("driver")):
+        found.append(
+            (f"results.json: results.{gpu_rows[0]}", "a GPU verdict from a host with no GPU or no driver")
+        )
+    reported = doc["stack"].get("gpu_arch")
+    if gpu_rows and arch and isinstance(reported, str) and reported != arch:
+        found.append(("results.json: stack.gpu_arch", f"{reported} while the host's GPUs are {arch}"))
+    return found
+
+
+def content_key(bundle: Bundle) -> str:
+    """What a sweep is, whoever bundled it and how often: its host, stack, mode and each row's verdict and
+    times (the same report bundled twice, or with and without --redact-host, counts once)."""
+    doc = bundle.results
+    rows = sorted(
+        (name, row.get("verdict"), row.get("started_at"), row.get("finished_at"))
+        for name, row in doc["results"].items()
+    )
+    blob = repr((bundle.host.get("host_id"), doc.get("started_at"), doc["stack"], doc["mode"], rows)).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def describe(bundle: Bundle) -> str:

@@ -2,10 +2,11 @@
 host's identity.
 
 A :class:`Redactor` knows the secret values (every file under the stack's ``secrets/`` folder, the tokens in
-the environment) and the shapes of secrets (HF tokens, API keys, bearer headers, ``--api-key`` argv,
-``…TOKEN=`` assignments, private keys). It rewrites text and JSON-like data, counting what it replaced, and
-:meth:`Redactor.leaks` is the last check over the bytes written. With ``host=True`` it also drops host names,
-IP and MAC addresses and user names. Stdlib only; no I/O beyond reading the secret files it is given.
+the environment); the shapes of secrets (tokens, keys, headers, URL credentials, their encoded and split
+forms) are the one detector's, :mod:`healthchecks.secretscan`. It rewrites text and JSON-like data, counting
+what it replaced, and :meth:`Redactor.leaks` is the last check over the bytes written. With ``host=True`` it
+also drops host names, IP and MAC addresses and user names. Stdlib only; no I/O beyond reading the secret
+files it is given.
 """
 
 from __future__ import annotations
@@ -20,46 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from healthchecks import common
+from healthchecks import common, secretscan
 
-MARK = "[redacted]"
+MARK = secretscan.MARK
 HOST_MARK = "[host]"
 USER_MARK = "[user]"
 IP_MARK = "[ip]"
 
 #: the shortest secret value redacted by value (shorter ones would shred ordinary words; see docs/evidence.md)
 MIN_SECRET_LEN = 6
-#: environment variables whose values are secrets whatever they look like
-SECRET_ENV = re.compile(r"(TOKEN|API_KEY|APIKEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
-#: a key of a mapping whose value is a secret (``HF_TOKEN``, ``api_key``, ``admin_api_key``)
-SECRET_KEY = re.compile(r"(^|[_-])(token|api[_-]?key|apikey|secret|password|passwd)$", re.IGNORECASE)
-_VALUE = r"[A-Za-z0-9._~+/=:-]"
-_KEEP = {"none", "null", "true", "false", "***", MARK.lower(), "[redacted]"}
-
-#: (name, pattern, group kept before the secret or 0): every shape a secret may take in a log, argv or file
-PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = (
-    (
-        "private key",
-        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-        0,
-    ),
-    ("hf token", re.compile(r"\bhf_[A-Za-z0-9]{20,}"), 0),
-    ("api key", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), 0),
-    ("github token", re.compile(r"\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{20,}"), 0),
-    ("aws key", re.compile(r"\bAKIA[0-9A-Z]{16}\b"), 0),
-    ("slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), 0),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
-    ("bearer", re.compile(rf"(?i)(\bbearer\s+)({_VALUE}{{8,}})"), 1),
-    ("secret flag", re.compile(rf"(--(?:admin-)?api-key(?:=|\s+)|--hf-token(?:=|\s+))({_VALUE}+)"), 1),
-    (
-        "secret assignment",
-        re.compile(
-            rf"(?i)(\b(?:[A-Z0-9]+[_-])*(?:TOKEN|API[_-]?KEY|SECRET|PASSWORD|PASSWD)[\"']?\s*[=:]\s*[\"']?)"
-            rf"(?![0-9.]+\b)({_VALUE}{{6,}})"
-        ),
-        1,
-    ),
-)
 
 _IPV4 = re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])")
 _IPV6 = re.compile(
@@ -85,8 +55,8 @@ def secret_values(secrets_dir: Path | None, environ: dict[str, str] | None = Non
                 continue
             found += [text.strip(), *(line.strip() for line in text.splitlines())]
     env = os.environ if environ is None else environ
-    found += [value.strip() for name, value in env.items() if SECRET_ENV.search(name)]
-    unique = {v for v in found if len(v) >= MIN_SECRET_LEN and v.lower() not in _KEEP}
+    found += [value.strip() for name, value in env.items() if secretscan.secret_env_name(name)]
+    unique = {v for v in found if len(v) >= MIN_SECRET_LEN and v.lower() not in secretscan.KEEP}
     return sorted(unique, key=len, reverse=True)  # longest first: a value inside another goes with it
 
 
@@ -134,21 +104,10 @@ class Redactor:
             if len(path) > 1 and path in text:
                 self._count("local path", text.count(path))
                 text = text.replace(path, shown)
-        for name, pattern, keep in PATTERNS:
-            text = self._sub(name, pattern, keep, text)
+        text = secretscan.redact(text, self.counts)
         if self.host:
             text = self._host_text(text)
         return text
-
-    def _sub(self, name: str, pattern: re.Pattern[str], keep: int, text: str) -> str:
-        def one(match: re.Match[str]) -> str:
-            secret = match.group(keep + 1) if keep else match.group(0)
-            if secret.strip("\"'").lower() in _KEEP or secret.startswith(MARK):
-                return match.group(0)
-            self._count(name, 1)
-            return (match.group(keep) if keep else "") + MARK
-
-        return pattern.sub(one, text)
 
     def _host_text(self, text: str) -> str:
         for name in self.host_names:
@@ -181,7 +140,7 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.data(v, key) for v in value]
         if isinstance(value, str):
-            if key is not None and SECRET_KEY.search(key) and value and value.lower() not in _KEEP:
+            if key is not None and secretscan.secret_key(key, value):
                 self._count("secret field", 1)
                 return MARK
             return self.text(value)
@@ -193,10 +152,5 @@ class Redactor:
         for value in self.values:
             if any(form.encode() in blob for form in common.printed_forms(value)):
                 found.append(f"a secret value of {len(value)} characters")
-        text = blob.decode("utf-8", errors="replace")
-        for name, pattern, keep in PATTERNS:
-            for match in pattern.finditer(text):
-                secret = match.group(keep + 1) if keep else match.group(0)
-                if secret.strip("\"'").lower() not in _KEEP and not secret.startswith(MARK):
-                    found.append(f"a {name}")
+        found += [f"a {hit.kind}" for hit in secretscan.findings(blob.decode("utf-8", errors="replace"))]
         return found

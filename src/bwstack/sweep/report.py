@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
-from bwstack.files import atomic_write, read_bounded
+from bwstack.files import atomic_write, read_json
 from bwstack.sweep import bench, soak
-from healthchecks import judging, phases, vocabulary
+from healthchecks import judging, phases, untrusted, vocabulary
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
@@ -53,6 +53,8 @@ MARKDOWN_FILE = "matrix.md"
 HTML_FILE = "matrix.html"
 #: a results.json holds one row per profile with a log tail each: anything larger is not one of ours
 MAX_RESULTS_BYTES = 64 << 20
+#: what a results.json read back (resume, diff, choose, a bundle's part) may be
+RESULTS_LIMITS = untrusted.Limits(max_bytes=MAX_RESULTS_BYTES, max_values=4_000_000)
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
 VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed", "soak", "start")
@@ -131,7 +133,7 @@ def decided(doc: Document) -> list[str]:
 
 def write_report(out: Path, doc: Document) -> None:
     """Write results.json first (the record), then the two matrices; each file atomically."""
-    atomic_write(out / RESULTS_FILE, json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    atomic_write(out / RESULTS_FILE, untrusted.dumps(doc, indent=2, sort_keys=False) + "\n")
     atomic_write(out / MARKDOWN_FILE, render_markdown(doc))
     atomic_write(out / HTML_FILE, render_html(doc))
 
@@ -139,14 +141,9 @@ def write_report(out: Path, doc: Document) -> None:
 def load_document(path: Path) -> Document:
     """Read a results.json; UserError when it is missing, unreadable or of another schema."""
     try:
-        raw = json.loads(read_bounded(path, MAX_RESULTS_BYTES))
+        raw = read_json(path, "the sweep results", RESULTS_LIMITS)
     except FileNotFoundError:
         raise UserError("no sweep report here to resume; run the sweep without --resume", file=path) from None
-    except OSError as exc:
-        raise UserError(f"cannot read the sweep results: {exc.strerror or exc}", file=path) from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        what = " ".join(str(exc).split())[:200] if not isinstance(exc, RecursionError) else "nested too deep"
-        raise UserError(f"cannot read the sweep results: {what}", file=path) from None
     if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
         found = raw.get("schema_version") if isinstance(raw, dict) else None
         raise UserError(
@@ -574,7 +571,8 @@ def _markdown_evidence(name: str, row: Mapping[str, Any], fact: str | None = Non
     if row.get("imitated"):
         lines.append(f"- imitated: {_cell(str(row['imitated']), 400)}")
     lines.append("")
-    return lines
+    table = soak.bucket_table(row.get("soak"))
+    return lines + (["soak per prompt length:", "", *table, ""] if table else [])
 
 
 # --- HTML ---------------------------------------------------------------------------------------------------
@@ -630,7 +628,7 @@ def _differs(requested: Any, effective: Any) -> bool:
 
 
 @cache
-def _asset(name: str) -> str:
+def asset(name: str) -> str:
     return resources.files("bwstack").joinpath(f"data/report/{name}").read_text(encoding="utf-8")
 
 
@@ -655,6 +653,7 @@ def html_context(doc: Document) -> dict[str, Any]:
                 "speed_short": bench.short_words(row.get("speed")),
                 "speed_words": bench.speed_words(row.get("speed")),
                 "soak_words": soak.words(row.get("soak")),
+                "soak_buckets": soak.bucket_rows(row.get("soak")),
                 "start_words": phases.record_words(row.get("start")),
                 "score_words": score_words(row.get("scores") or {}),
                 "long_fact": facts.get(name),
@@ -676,7 +675,7 @@ def html_context(doc: Document) -> dict[str, Any]:
         )
     return {
         "doc": doc,
-        "css": _asset("matrix.css"),
+        "css": asset("matrix.css"),
         "mode_words": _mode_words(doc),
         "summary": summarize(doc),
         "rows": rows,
@@ -684,6 +683,7 @@ def html_context(doc: Document) -> dict[str, Any]:
         "speed_rows": speed_rows(doc),
         "speed_titles": SPEED_TITLES,
         "figure_keys": bench.FIGURES,
+        "bucket_columns": soak.BUCKET_COLUMNS,
         "variants": [
             {"name": name, "pins": pins_summary(manifest), "manifest": json.dumps(manifest, indent=2)}
             for name, manifest in doc["variants"].items()
@@ -719,8 +719,10 @@ def combine(parts: Sequence[Document], *, labels: Sequence[str]) -> Document:
     return doc
 
 
-def render_html(doc: Document) -> str:
-    """matrix.html: one self-contained page (inline CSS, no script, no external asset)."""
+@cache
+def template(name: str) -> Any:
+    """The compiled Jinja template ``data/report/<name>`` (autoescaped, strict), compiled once per process:
+    ``report merge`` renders one page per bundle."""
     import jinja2
 
     env = jinja2.Environment(
@@ -730,5 +732,9 @@ def render_html(doc: Document) -> str:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    template = env.from_string(_asset("matrix.html.j2"))
-    return template.render(**html_context(doc))
+    return env.from_string(asset(name))
+
+
+def render_html(doc: Document) -> str:
+    """matrix.html: one self-contained page (inline CSS, no script, no external asset)."""
+    return str(template("matrix.html.j2").render(**html_context(doc)))

@@ -13,19 +13,20 @@ and only then written, each file atomically, under ``--out`` alone: ``merged.jso
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from bwstack.errors import UserError
-from bwstack.files import atomic_write_bytes
+from bwstack.files import atomic_write_bytes, need_folder, refuse_overwrite
 from bwstack.host.doctor.record import summary
-from bwstack.sweep import report
+from bwstack.sweep import bundleread, report
 from bwstack.sweep.bundleread import Bundle
+from healthchecks import untrusted
 
+STANDIN = "stand-in"
+#: the section of a GPU row whose bundle bundleread.doubts (0 GPUs and no driver, an H100 called sm120 …)
+UNTRUSTED = "untrusted"
 FORMAT = "bwstack-merged"
 FORMAT_VERSION = 1
 MERGED_FILE = "merged.json"
@@ -33,8 +34,9 @@ BUNDLES_DIR = "bundles"
 SECTIONS = {
     "gpu": "GPU hosts: hardware truth",
     "cpu": "real SGLang on the CPU: no GPU kernel ran, not GPU hardware truth",
+    UNTRUSTED: "untrusted: the bundle's host facts and verdicts disagree (bwstack report verify says how), "
+    "not hardware truth",
 }
-STANDIN = "stand-in"
 #: the facts compared between the runs of a cell whose verdicts disagree, in report order
 DIFF_FIELDS = (
     "driver",
@@ -74,10 +76,13 @@ def _sglang(doc: dict[str, Any], row: dict[str, Any]) -> str | None:
 def entries(bundle: Bundle) -> list[dict[str, Any]]:
     """One entry per decided row of a bundle: the verdict, the host facts, the image, the evidence link."""
     doc, host, images = bundle.results, bundle.host, bundle.images
+    doubtful = bool(bundleread.doubts(bundle))
     out = []
     for name in report.decided(doc):
         row = doc["results"][name]
         section = section_of(doc, row)
+        if section == "gpu" and doubtful:
+            section = UNTRUSTED
         arch = "cpu" if section == "cpu" else str(host.get("gpu_arch") or doc["stack"].get("gpu_arch") or "?")
         image = images.get(row["variant"]) if isinstance(images.get(row["variant"]), dict) else {}
         out.append(
@@ -127,9 +132,17 @@ def _differs(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def distinct(bundles: Sequence[Bundle]) -> list[Bundle]:
+    """The bundles, each sweep once (by content: :func:`bundleread.content_key`), in the order given."""
+    found: dict[str, Bundle] = {}
+    for bundle in bundles:
+        found.setdefault(bundleread.content_key(bundle), bundle)
+    return list(found.values())
+
+
 def merge(bundles: Sequence[Bundle]) -> dict[str, Any]:
     """The merged document (``merged.json``): bundles, cells, stand-in rows left out."""
-    unique = list({b.id: b for b in bundles}.values())
+    unique = distinct(bundles)
     cells: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     standin = 0
     for bundle in unique:
@@ -180,6 +193,7 @@ def merge(bundles: Sequence[Bundle]) -> dict[str, Any]:
                 "bwstack": b.manifest.get("bwstack"),
                 "source": b.results["mode"].get("source"),
                 "sections": sorted({section_of(b.results, r) for r in b.results["results"].values()}),
+                "doubts": [f"{field}: {why}" for field, why in bundleread.doubts(b)],
             }
             for b in unique
         },
@@ -299,27 +313,18 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-@cache
-def _asset(name: str) -> str:
-    return resources.files("bwstack").joinpath(f"data/report/{name}").read_text(encoding="utf-8")
-
-
 def render_html(doc: dict[str, Any]) -> str:
     """matrix.html of the merge: one self-contained page (inline CSS, no script, no external asset)."""
-    import jinja2
-
-    env = jinja2.Environment(
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
-    )
-    template = env.from_string(_asset("merged.html.j2"))
-    return template.render(
-        doc=doc,
-        css=_asset("matrix.css"),
-        grids=grids(doc),
-        hosts=len({b["host"] for b in doc["bundles"].values()}),
-        verdict_words=verdict_words,
-        differs_words=differs_words,
-        tone=_tone,
+    return str(
+        report.template("merged.html.j2").render(
+            doc=doc,
+            css=report.asset("matrix.css"),
+            grids=grids(doc),
+            hosts=len({b["host"] for b in doc["bundles"].values()}),
+            verdict_words=verdict_words,
+            differs_words=differs_words,
+            tone=_tone,
+        )
     )
 
 
@@ -328,11 +333,11 @@ def outputs(bundles: Sequence[Bundle]) -> dict[str, bytes]:
     refused here, before anything is written)."""
     doc = merge(bundles)
     files: dict[str, bytes] = {
-        MERGED_FILE: (json.dumps(doc, indent=2) + "\n").encode(),
+        MERGED_FILE: (untrusted.dumps(doc, indent=2) + "\n").encode(),
         report.MARKDOWN_FILE: render_markdown(doc).encode(),
         report.HTML_FILE: render_html(doc).encode(),
     }
-    for bundle in {b.id: b for b in bundles}.values():
+    for bundle in distinct(bundles):
         try:
             view = report.render_html(bundle.results)
         except Exception as exc:  # a verified but odd results.json: refuse the bundle, write nothing
@@ -347,11 +352,14 @@ def outputs(bundles: Sequence[Bundle]) -> dict[str, bytes]:
     return files
 
 
-def write(out: Path, files: dict[str, bytes]) -> list[Path]:
-    """Write ``files`` under ``out`` only: a path that would leave it (a symlink) is refused first."""
+def write(out: Path, files: dict[str, bytes], reads: Sequence[Path] = ()) -> list[Path]:
+    """Write ``files`` under ``out`` only: a path that would leave it (a symlink) or that names a file the
+    merge read (``reads``: its input bundles) is refused first, before anything is written; a file already
+    there byte for byte is left alone (an input bundle merged again into its own folder)."""
+    need_folder(out, "--out")
     root = out.resolve()
-    targets = []
-    for rel in files:
+    targets: list[tuple[Path, bytes]] = []
+    for rel, data in files.items():
         target = out / rel
         parent = target.parent
         while parent != out and not parent.exists():
@@ -359,7 +367,10 @@ def write(out: Path, files: dict[str, bytes]) -> list[Path]:
         linked = (parent != out and parent.is_symlink()) or target.is_symlink()
         if linked or not parent.resolve().is_relative_to(root):
             raise UserError("refusing to write outside --out (a symbolic link in the way)", file=target)
-        targets.append(target)
-    for target, data in zip(targets, files.values(), strict=True):
+        if target.is_file() and target.stat().st_size == len(data) and target.read_bytes() == data:
+            continue  # already there byte for byte (an input bundle re-merged into its own evidence/)
+        refuse_overwrite(target, reads, "--out")
+        targets.append((target, data))
+    for target, data in targets:
         atomic_write_bytes(target, data)
-    return targets
+    return [target for target, _ in targets]

@@ -130,8 +130,7 @@ class Runner:
                 speed = self.measure(watch)
             if self.options.soak_s > 0 and verdict.cls == "healthy":
                 soaked = self.soak(watch)
-                if soaked.get("verdict") in soak.FAILING:
-                    verdict = Verdict(str(soaked["verdict"]), "soak", f"soak: {soaked.get('reason', '')}")
+                verdict = soak.row_verdict(verdict, soaked)
         finally:
             watch.streams.close()
             self.remove_service(name)

@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from bwstack import launch, textlayout
-from bwstack.host import modelcache, secretfiles
+from bwstack.host import enginekind, modelcache, secretfiles
 from bwstack.host.doctor import image as image_check
 from bwstack.host.doctor.checks import judge, no_gpu_headline
-from bwstack.host.doctor.facts import Check, Expectations, RawHost, docker_root_dir
+from bwstack.host.doctor.facts import Check, Expectations, RawHost, docker_of, docker_root_dir
 from bwstack.host.doctor.host import check_model_cache, check_secrets
 from bwstack.host.doctor.kernel import read_kernel_log
 from bwstack.host.doctor.probe import CommandResult, HostProbe, default_probe
 from bwstack.host.modelcache import CacheStatus
 from bwstack.stack import loader, pins, schema
+from healthchecks import imagelayout
 
 Echo = Callable[..., Any]
 
@@ -160,14 +161,17 @@ def model_cache_status(profiles_file: Path, probe: HostProbe) -> CacheStatus | N
     )
 
 
-def secret_states(profiles_file: Path) -> list[secretfiles.SecretState] | None:
-    """The secret files the stack mounts, as the serving user will find them (None: no profiles file)."""
+def secret_states(profiles_file: Path, uid: int = imagelayout.UID) -> list[secretfiles.SecretState] | None:
+    """The secret files the stack mounts, as the serving user (host ``uid``) will find them (None: no
+    profiles file)."""
     if not profiles_file.is_file():
         return None
     stack, _lines = loader.parse_stack_file(profiles_file)
     folder = (profiles_file.resolve().parent / stack.stack.secrets_dir).resolve()
     return [
-        secretfiles.state_of(name, folder / name) for name in launch.SECRETS if getattr(stack.stack, name)
+        secretfiles.state_of(name, folder / name, uid)
+        for name in launch.SECRETS
+        if getattr(stack.stack, name)
     ]
 
 
@@ -243,7 +247,9 @@ def run_doctor(
     checks = judge(raw, exp)
     after_disk = next((i + 1 for i, c in enumerate(checks) if c.id == "disk"), len(checks))
     checks.insert(after_disk, check_model_cache(model_cache_status(profiles_file, probe)))
-    checks.insert(after_disk + 1, check_secrets(secret_states(profiles_file)))
+    docker, _why = docker_of(raw)
+    kind = enginekind.kind_of(docker.security_options if docker is not None else frozenset())
+    checks.insert(after_disk + 1, check_secrets(secret_states(profiles_file, kind.serving_uid), kind.needs()))
     headline = no_gpu_headline(raw)
     status = 1 if headline is not None or any(c.status == "fail" for c in checks) else 0
     if as_json:

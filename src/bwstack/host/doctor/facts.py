@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bwstack.host import enginekind
 from bwstack.host.doctor.probe import CommandResult, FsStats
 from healthchecks import vocabulary
 
@@ -172,6 +173,8 @@ class DockerInfo:
     root_dir: str
     server_errors: tuple[str, ...]
     rootless: bool
+    #: the engine's security option names (``selinux``, ``rootless``, ``userns`` ...: host/enginekind.py)
+    security_options: frozenset[str] = frozenset()
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -201,6 +204,7 @@ def parse_docker_info(text: str) -> DockerInfo:
         root_dir=str(data.get("DockerRootDir") or ""),
         server_errors=_strings(data.get("ServerErrors")),
         rootless="name=rootless" in _strings(data.get("SecurityOptions")),
+        security_options=enginekind.security_options(data),
     )
 
 

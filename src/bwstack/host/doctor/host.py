@@ -134,7 +134,7 @@ def check_model_cache(found: CacheStatus | None) -> Check:
     return Check("model_cache", G_HOST, title, "warn", found.words(), fix)
 
 
-def check_secrets(found: list[SecretState] | None) -> Check:
+def check_secrets(found: list[SecretState] | None, needs: list[str] | None = None) -> Check:
     """The stack's secret files: each must be a regular file the serving user (uid 10001) can read, and no
     one else; compose bind-mounts them with the host owner and mode, so a 0600 file of the operator leaves the
     server without its key (serve.py then refuses to start)."""
@@ -166,4 +166,8 @@ def check_secrets(found: list[SecretState] | None) -> Check:
     if any(s.state == "empty" and s.name == "api_key" for s in found):
         fix = "put the key into the file: with stack.api_key on and the file empty, the server takes no key"
         return Check("secrets", G_HOST, title, "warn", detail, fix)
+    if needs and found:  # SELinux, rootless or userns-remap: the files need more than uid 10001's read
+        return Check(
+            "secrets", G_HOST, title, "warn", f"{detail}; {'; '.join(needs)}", "run `bwstack up` (it does it)"
+        )
     return Check("secrets", G_HOST, title, "pass", detail)
