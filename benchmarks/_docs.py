@@ -84,6 +84,13 @@ def block(outcomes: Sequence[Any], total: float, started: str) -> str:
     return "\n".join([*lines, "", END])
 
 
+def benchmarks_at(commit: str) -> set[str]:
+    """The benchmarks a full run of ``commit`` ran: its benchmarks/*.py less run.py and the ``_`` helpers."""
+    names = git("ls-tree", "--name-only", commit, "benchmarks/").split()
+    stems = {Path(n).stem for n in names if n.endswith(".py")}
+    return {s for s in stems if s != "run" and not s.startswith("_")}
+
+
 def replace_block(text: str, new: str) -> str:
     """``text`` with its generated block replaced by ``new`` (appended when the document has none)."""
     if START in text and END in text:
