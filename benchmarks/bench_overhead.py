@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _common import add_smoke, require_docker
 from rich.console import Console
 
 from bwstack import sweep
@@ -43,7 +44,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", action="append", default=[], help="profile to measure (all healthy)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per profile and method")
     parser.add_argument("--timeout", type=float, default=None, help="per-profile budget (the sweep's)")
-    return parser.parse_args(argv)
+    add_smoke(parser)
+    args = parser.parse_args(argv)
+    if args.smoke:  # one run each way of one profile, on the stand-in (seconds, not a real server's minute)
+        args.repeat, args.profile, args.standin = 1, args.profile[:1], True
+    return args
 
 
 def step(runner: sweep.Runner, name: str) -> tuple[float, dict[str, Any]]:
@@ -55,9 +60,11 @@ def step(runner: sweep.Runner, name: str) -> tuple[float, dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    require_docker()
     path = args.file or Path("profiles.yaml" if args.standin else "profiles.cpu.yaml")
     stack = loader.load_stack(path)
     names = args.profile or [n for n, p in stack.profiles.items() if p.expect == "healthy"]
+    names = names[:1] if args.smoke else names
     out = Path(tempfile.mkdtemp(prefix="bwstack-bench-overhead-"))
     console = Console(stderr=True, highlight=False)
     timeout = args.timeout or sweep.default_timeout(stack, args.standin)

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+from _common import add_smoke
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "healthchecks" / "corpus"
 SIZE = 100 * 1024
@@ -40,7 +42,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--starts", type=int, default=30, help="interpreter starts per variant")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("logs", nargs="*", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    add_smoke(parser)
+    args = parser.parse_args(argv)
+    if args.smoke and not args.worker:  # a few classifications and interpreter starts per catalog
+        args.repeat, args.starts = 5, 2
+    return args
 
 
 def old_healthchecks(base: str, into: Path) -> Path:

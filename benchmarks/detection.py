@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _common import add_smoke, require_docker
 from ruamel.yaml import YAML
 
 from bwstack import classify, launch, sweep
@@ -78,7 +79,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--window", type=float, default=120.0, help="seconds to wait for a detection")
     parser.add_argument("--runs", type=int, default=20, help="probe-cost runs per probe kind")
     parser.add_argument("--load-seconds", type=float, default=2.0, help="simulated weight-load time")
-    return parser.parse_args(argv)
+    add_smoke(parser)
+    args = parser.parse_args(argv)
+    if args.smoke:  # one fault, the stand-in sweep's short probe timings, a short window, 2 runs per probe
+        args.faults, args.window, args.runs, args.load_seconds = "nan", min(args.window, 20.0), 2, 1.0
+    return args
 
 
 # --- compose files ------------------------------------------------------------------------------------------
@@ -93,6 +98,7 @@ class Setup:
     rendered: dict[str, Any]
     memlock_refused: bool
     load_seconds: float
+    env: dict[str, str] | None  # compose variables: None = the rendered healthcheck timings
 
 
 def make_setup(args: argparse.Namespace) -> Setup:
@@ -103,7 +109,8 @@ def make_setup(args: argparse.Namespace) -> Setup:
     overrides = compose.Overrides(image_by_variant={variant: image})
     rendered: dict[str, Any] = YAML(typ="safe").load(compose.render_compose(stack, overrides))
     refused = not sweep.engine_allows_unlimited_memlock(sweep.docker_client(), image)
-    return Setup(stack, profile, rendered, refused, args.load_seconds)
+    env = dict(sweep.STANDIN_HC_ENV) if args.smoke else None
+    return Setup(stack, profile, rendered, refused, args.load_seconds, env)
 
 
 def service_for(setup: Setup, flavour: str, fault: str) -> dict[str, Any]:
@@ -113,8 +120,6 @@ def service_for(setup: Setup, flavour: str, fault: str) -> dict[str, Any]:
     service.pop("build", None)
     service.pop("profiles", None)  # the project holds this one service
     service["restart"] = "no"
-    if setup.memlock_refused:  # rootless or nested Docker: the same adjustment as the stand-in sweep
-        service["ulimits"].pop("memlock", None)
     service["environment"].update(
         {"BWSTACK_STANDIN_FAULT": fault, "BWSTACK_STANDIN_LOAD_SECONDS": f"{setup.load_seconds:g}"}
     )
@@ -133,9 +138,13 @@ def write_project(setup: Setup, flavour: str, fault: str, root: Path) -> Project
     doc = {key: value for key, value in setup.rendered.items() if key != "services"}
     doc["name"] = f"bwbench{uuid.uuid4().hex[:8]}"
     doc["services"] = {flavour: service_for(setup, flavour, fault)}
-    path = folder / "compose.json"
-    atomic_write(path, json.dumps(doc, indent=1))
-    return Project(files=(path,), name=str(doc["name"]), workdir=folder)
+    files = [folder / "compose.json", folder / sweep.STANDIN_OVERRIDE]
+    atomic_write(files[0], json.dumps(doc, indent=1))
+    atomic_write(files[1], sweep.gpu_reservation_reset([flavour]))  # the stand-in sweep's own override
+    if setup.memlock_refused:  # rootless or nested Docker: the same adjustment as the stand-in sweep
+        files.append(folder / "compose.host.yaml")
+        atomic_write(files[-1], sweep.memlock_reset([flavour]))
+    return Project(files=tuple(files), name=str(doc["name"]), workdir=folder, env=setup.env)
 
 
 # --- (a) detection ------------------------------------------------------------------------------------------
@@ -154,6 +163,8 @@ class Detection:
     up_status: int | None = None
     last_probe: str = ""
     exit_code: int | None = None
+    ran: bool = False  # the container reached "running" at least once
+    up_said: str = ""  # the last line `up` wrote to stderr
 
 
 def container_id(project: Project) -> str | None:
@@ -202,6 +213,7 @@ def observe(detection: Detection, state: dict[str, Any], elapsed: float) -> None
         detection.unhealthy_s = elapsed
     if health == "healthy" and detection.healthy_s is None:
         detection.healthy_s = elapsed
+    detection.ran = detection.ran or bool(state.get("Running")) or state.get("Status") in ("exited", "dead")
     if state.get("Status") in ("exited", "dead") and detection.exited_s is None:
         detection.exited_s = elapsed
         detection.exit_code = int(state.get("ExitCode", -1))
@@ -228,6 +240,7 @@ def run_up(project: Project, window: float, detection: Detection, started: float
     )
     detection.up_exit_s = time.monotonic() - started
     detection.up_status = result.returncode
+    detection.up_said = sweep.last_line(result.stderr or "")
 
 
 def detect(setup: Setup, flavour: str, fault: str, root: Path, window: float) -> Detection:
@@ -245,10 +258,17 @@ def detect(setup: Setup, flavour: str, fault: str, root: Path, window: float) ->
                 observe(detection, state, time.monotonic() - started)
             if detection.unhealthy_s is not None and detection.up_exit_s is not None:
                 break
+            if detection.up_status not in (None, 0) and not detection.ran:
+                break  # `up` failed before the container ran: nothing to wait for
             time.sleep(POLL_S)
     finally:
         waiter.join(timeout=window + 120)  # `up` ends at its own --wait-timeout: never race it with `down`
         tear_down(project)
+    if not detection.ran:  # a measurement of nothing: say why instead of printing "not within"
+        raise SystemExit(
+            f"detection: the {flavour} container for fault {fault} never ran: docker compose up exited "
+            f"{detection.up_status}: {detection.up_said or 'no message'}"
+        )
     return detection
 
 
@@ -256,8 +276,13 @@ def seconds(value: float | None, window: float) -> str:
     return f"{value:.1f}" if value is not None else f"not within {window:.0f}"
 
 
-def print_detections(found: list[Detection], window: float, load: float) -> None:
-    print(f"\n(a) detection latency: fault injected at container start, stand-in load {load:g} s")
+def print_detections(found: list[Detection], window: float, setup: Setup) -> None:
+    print(
+        f"\n(a) detection latency: fault injected at container start, stand-in load {setup.load_seconds:g} s"
+    )
+    if setup.env:
+        timings = ", ".join(f"{key}={value}" for key, value in setup.env.items())
+        print(f"    bwstack's probe timings: the stand-in sweep's ({timings}), not the rendered ones")
     print("    seconds from the start of `docker compose up --wait`")
     header = f"{'fault':14} {'probe':8} {'-> unhealthy':>14} {'up --wait exit':>18}"
     print(f"{header}  what the health log says")
@@ -300,7 +325,11 @@ def timed_exec(cid: str, argv: list[str]) -> tuple[float, int]:
 def probe_costs(setup: Setup, root: Path, runs: int) -> dict[str, list[float]]:
     project = write_project(setup, "bwstack", "none", root)
     try:
-        project.run(["up", "--detach", "--pull", "never"], capture=True, timeout=300, check=True)
+        up = project.run(["up", "--detach", "--pull", "never"], capture=True, timeout=300)
+        if up.returncode != 0:
+            raise SystemExit(
+                f"probe cost: docker compose up exited {up.returncode}: {sweep.last_line(up.stderr)}"
+            )
         cid = container_id(project)
         if cid is None:
             raise SystemExit("probe cost: the container did not start")
@@ -351,15 +380,21 @@ def print_costs(costs: dict[str, list[float]], runs: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    require_docker()
     setup = make_setup(args)
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     root = Path(tempfile.mkdtemp(prefix="bwstack-detection-"))
-    print(f"profile {setup.profile}, stand-in image of variant {setup.stack.variant_name_for(setup.profile)}")
+    service = setup.rendered["services"][setup.profile]
+    print(
+        f"every row below is the CPU STAND-IN of SGLang (image {service['image']}, fault injected by "
+        f"BWSTACK_STANDIN_FAULT), not a GPU server: profile {setup.profile}'s rendered service with its GPU "
+        f"reservation removed by {sweep.STANDIN_OVERRIDE}, as `bwstack sweep --standin` runs it"
+    )
     try:
         scenarios = [(flavour, fault) for fault in faults for flavour in ("bwstack", "sglang")]
         with ThreadPoolExecutor(max_workers=len(scenarios)) as pool:
             found = list(pool.map(lambda s: detect(setup, s[0], s[1], root, args.window), scenarios))
-        print_detections(found, args.window, args.load_seconds)
+        print_detections(found, args.window, setup)
         print_costs(probe_costs(setup, root, args.runs), args.runs)
     finally:
         shutil.rmtree(root, ignore_errors=True)

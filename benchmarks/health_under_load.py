@@ -33,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # support.realserve: the wrapper around real SGLang
 
+from _common import add_smoke  # noqa: E402
+
 from bwstack import launch  # noqa: E402
 from bwstack.nogpu import tinymodel  # noqa: E402
 from bwstack.stack import loader  # noqa: E402
@@ -63,7 +65,10 @@ def main() -> int:
     parser.add_argument("--soak", type=float, default=20.0)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3, help="(d): soaks per server, in turn")
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:  # one probe of each kind, an 8 s soak, a 10 s stall bound, no (d)
+        args.runs, args.soak, args.stall_after = 1, 8.0, min(args.stall_after, 10.0)
     with tempfile.TemporaryDirectory(prefix="bwstack-bench-hang-") as tmp:
         model = tinymodel.write(Path(tmp) / "tiny", tinymodel.TinySpec())
         started = time.monotonic()
@@ -102,6 +107,9 @@ def main() -> int:
                 f"(x{soak_seen / args.stall_after:.2f} the bound); server stopped by fail-fast after "
                 f"{stopped:.1f} s (x{stopped / args.stall_after:.2f}); healthcheck: {line}"
             )
+        if args.smoke:
+            print("(d) not measured in --smoke (two more server starts)")
+            return 0
         print(watchdog_cost(model, Path(tmp), args.stall_after, args.soak / 2, args.rounds))
     return 0
 

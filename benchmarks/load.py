@@ -31,6 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]  # support.realsglang: the CPU venv, flags and env of the CPU profiles
 
+from _common import add_smoke  # noqa: E402
+
 from bwstack.host import calibrate  # noqa: E402
 from bwstack.nogpu import tinytrain  # noqa: E402
 from bwstack.stack.schema import HealthcheckSettings  # noqa: E402
@@ -90,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="load duration per level")
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per client request")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    add_smoke(parser)
     args = parser.parse_args(argv)
+    if args.smoke:  # one level of 2 clients for 5 s, 16 tokens a request
+        args.concurrency, args.seconds, args.tokens = "2", 5.0, 16
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
     python = venv_python()
     result: dict[str, Any] = {"tokens_per_request": args.tokens, "seconds_per_level": args.seconds}
@@ -103,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             env = {k: v for k, v in os.environ.items() if not k.startswith("BWSTACK_")}
             env[common.ENV_HC_BASELINE] = f"{judging.PASSAGE_ID}={measured['score']:.4f}"
             result["baseline_score"] = round(measured["score"], 4)
-            idle = [probe(server.url, tmp, log, env) for _ in range(IDLE_PROBES)]
+            idle = [probe(server.url, tmp, log, env) for _ in range(2 if args.smoke else IDLE_PROBES)]
             result["idle"] = summary([t for t, _ in idle], [line for _, line in idle])
             result["levels"] = []
             for level in levels:

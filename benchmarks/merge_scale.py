@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import add_smoke
+
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = (1000, 3000)
 BUNDLES = (100, 500)
@@ -36,7 +38,11 @@ BUNDLES = (100, 500)
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per case (median printed)")
-    return parser.parse_args(argv)
+    add_smoke(parser)
+    args = parser.parse_args(argv)
+    if args.smoke:  # one run of the smallest row and bundle counts
+        args.repeat = 1
+    return args
 
 
 def shipped_parts() -> dict[str, bytes]:
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         base = timed_merge([one], args.repeat)
         print(f"1 bundle, {base_rows} rows: {base * 1000:.1f} ms ({base / base_rows * 1000:.2f} ms per row)")
         first_per_row = 0.0
-        for rows in ROWS:
+        for rows in ROWS[:1] if args.smoke else ROWS:
             path = folder / f"rows{rows}.bundle.tar.gz"
             path.write_bytes(pack(with_rows(parts, rows), "2026-12-04T00:00:00Z"))
             took = timed_merge([path], args.repeat)
@@ -123,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             size = path.stat().st_size // 1024
             print(f"1 bundle, {rows} rows ({size} KiB): {took:.2f} s ({per_row * 1000:.2f} ms per row, "
                   f"x{per_row / first_per_row:.2f} the {ROWS[0]}-row cost per row)")  # fmt: skip
-        for count in BUNDLES:
+        for count in BUNDLES[:1] if args.smoke else BUNDLES:
             paths = []
             for i in range(count):
                 path = folder / f"host{i}.bundle.tar.gz"

@@ -37,6 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]  # support.realsglang: the CPU venv, flags and env of the CPU profiles
 
+from _common import add_smoke  # noqa: E402
+
 from bwstack.nogpu import tinymodel  # noqa: E402
 from support.realsglang import CPU_ENV, CPU_FLAGS, free_port, venv_python  # noqa: E402
 
@@ -113,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=30.0, help="Docker's healthcheck interval (s)")
     parser.add_argument("--runs", type=int, default=1, help="pairs of runs (readiness, docker-interval)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    add_smoke(parser)
     args = parser.parse_args(argv)
+    if args.smoke:  # one pair of runs, Docker's probe every 5 s
+        args.runs, args.interval = 1, min(args.interval, 5.0)
     python = venv_python()
     with tempfile.TemporaryDirectory(prefix="bwstack-nan-model-") as folder:
         model = tinymodel.write(Path(folder) / "nan", tinymodel.TinySpec(fault="nan-lm-head"))

@@ -1,21 +1,56 @@
 """Run every benchmark in benchmarks/ and print all their figures (no asserts on speed).
 
 Each ``benchmarks/<name>.py`` other than this file (and ``_*.py`` helpers) is run with this interpreter from
-the repository root, its output streamed as it comes; a summary of exit statuses and wall times follows. Run:
+the repository root, its output streamed as it comes; a summary of each one's outcome and wall time follows:
+``ok`` (exit 0), ``skipped`` (exit 3 with a last line ``skipped: <why>``: it cannot run on this machine, see
+benchmarks/_common.py) or ``FAILED``. The exit status is 0 when every benchmark that could run ran, 1 when one
+failed, 2 on bad arguments. ``--smoke`` passes ``--smoke`` to each: one run at the smallest sizes, which CI
+runs (tests/bench) so that a broken benchmark fails it. ``--write-docs`` puts the full run's outputs, with the
+date and the commit, into docs/benchmarks.md (benchmarks/_docs.py). Run:
 
-    .venv/bin/python benchmarks/run.py [--only NAME ...] [--list]
+    .venv/bin/python benchmarks/run.py [--smoke] [--only NAME ...] [--list] [--write-docs]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import _docs
+from _common import SKIP_PREFIX, SKIPPED
+
+from bwstack.files import atomic_write
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+
+
+@dataclass
+class Outcome:
+    """One benchmark's run: exit status, wall seconds, what it printed."""
+
+    name: str
+    status: int
+    seconds: float
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def skip_reason(self) -> str | None:
+        last = next((line for line in reversed(self.lines) if line.strip()), "")
+        if self.status == SKIPPED and last.startswith(SKIP_PREFIX):
+            return last[len(SKIP_PREFIX) :].strip()
+        return None
+
+    @property
+    def word(self) -> str:
+        if self.status == 0:
+            return "ok"
+        return "skipped" if self.skip_reason is not None else f"FAILED (exit {self.status})"
 
 
 def benchmarks() -> list[Path]:
@@ -28,14 +63,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--only", action="append", default=[], metavar="NAME", help="run only this benchmark")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    parser.add_argument(
+        "--smoke", action="store_true", help="each benchmark's short mode (one run, smallest)"
+    )
+    parser.add_argument(
+        "--json", type=Path, help="also write each outcome here (name, outcome, seconds, reason)"
+    )
+    parser.add_argument(
+        "--write-docs", action="store_true", help="write the outputs into docs/benchmarks.md (full run only)"
+    )
     return parser.parse_args(argv)
 
 
-def run_one(path: Path) -> tuple[int, float]:
+def run_one(path: Path, smoke: bool) -> Outcome:
+    """Run one benchmark, echoing its output (stderr merged) line by line as it comes."""
     print(f"\n=== {path.stem} ({path.relative_to(ROOT)}) ===", flush=True)
     started = time.monotonic()
-    status = subprocess.run([sys.executable, str(path)], cwd=ROOT, check=False).returncode
-    return status, time.monotonic() - started
+    argv = [sys.executable, "-u", str(path), *(["--smoke"] if smoke else [])]
+    lines: list[str] = []
+    with subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            lines.append(line.rstrip("\n"))
+    return Outcome(path.stem, proc.returncode, time.monotonic() - started, lines)
+
+
+def print_summary(outcomes: list[Outcome], total: float, smoke: bool) -> None:
+    print(f"\n=== summary{' (smoke)' if smoke else ''} ===")
+    for o in outcomes:
+        why = f"  {o.skip_reason}" if o.skip_reason is not None else ""
+        print(f"{o.name:20} {o.word:18} {o.seconds:7.1f} s{why}")
+    print(f"{'total':20} {'':18} {total:7.1f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,12 +109,30 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"run.py: unknown benchmark(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
+    if args.write_docs and (args.smoke or args.only):
+        print("run.py: --write-docs records a full run: not with --smoke or --only", file=sys.stderr)
+        return 2
     chosen = [p for p in found if not args.only or p.stem in args.only]
-    results = {path.stem: run_one(path) for path in chosen}
-    print("\n=== summary ===")
-    for name, (status, seconds) in results.items():
-        print(f"{name:20} {'ok' if status == 0 else f'FAILED (exit {status})':18} {seconds:7.1f} s")
-    return 0 if all(status == 0 for status, _ in results.values()) else 1
+    stamp = _docs.stamp() if args.write_docs else ""  # the commit that runs, not the one at the end
+    started = time.monotonic()
+    outcomes = [run_one(path, args.smoke) for path in chosen]
+    total = time.monotonic() - started
+    print_summary(outcomes, total, args.smoke)
+    if args.json:
+        rows = [
+            {
+                "name": o.name,
+                "outcome": o.word,
+                "status": o.status,
+                "seconds": round(o.seconds, 1),
+                "reason": o.skip_reason,
+            }
+            for o in outcomes
+        ]
+        atomic_write(args.json, json.dumps({"smoke": args.smoke, "seconds": round(total, 1), "runs": rows}))
+    if args.write_docs:
+        print(f"run.py: wrote {_docs.write_docs(outcomes, total, stamp).relative_to(ROOT)}")
+    return 0 if all(o.word in ("ok", "skipped") for o in outcomes) else 1
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import add_smoke, require_docker
 from rich.console import Console
 
 from bwstack import sweep
@@ -44,7 +45,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--load-seconds", type=float, default=2.0, help="simulated weight-load time")
     parser.add_argument("--repeat", type=int, default=3, help="runs per profile and method")
     parser.add_argument("--timeout", type=float, default=120.0, help="per-profile budget")
-    return parser.parse_args(argv)
+    add_smoke(parser)
+    args = parser.parse_args(argv)
+    if args.smoke:  # one profile, one run each way
+        args.repeat, args.profile = 1, args.profile[:1]
+    return args
 
 
 def baseline(project: Project, name: str, timeout: float) -> float:
@@ -71,8 +76,12 @@ def measured(runner: sweep.Runner, name: str) -> tuple[float, float, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    require_docker()
     stack = loader.load_stack(args.file)
-    names = args.profile or [n for n, p in stack.profiles.items() if p.expect == "healthy"][:2]
+    names = (
+        args.profile
+        or [n for n, p in stack.profiles.items() if p.expect == "healthy"][: 1 if args.smoke else 2]
+    )
     out = Path(tempfile.mkdtemp(prefix="bwstack-sweep-bench-"))
     console = Console(stderr=True, highlight=False)
     options = sweep.Options(

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import add_smoke
+
 ROOT = Path(__file__).resolve().parents[1]
 BWSTACK = [sys.executable, "-m", "bwstack.cli"]
 UPGRADE = ["upgrade", "v0.5.9-cu130", "v0.5.23-cu130", "--arch", "sm120", "--arch", "sm100", "--json"]
@@ -30,7 +32,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7, help="warm runs of each command")
     parser.add_argument("--full-cold", action="store_true", help="also build the venvs from nothing")
-    return parser.parse_args(argv)
+    add_smoke(parser)
+    args = parser.parse_args(argv)
+    if args.smoke:  # one warm run of each command; no cold run (a minute of resolutions in the venvs)
+        args.repeat, args.full_cold = 1, False
+    return args
 
 
 def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
@@ -66,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"      bwstack validate (baseline, same run):  {statistics.median(baseline):.2f} s; "
           f"upgrade / validate = {statistics.median(warm) / statistics.median(baseline):.2f}")  # fmt: skip
     print(f"      upgrade.compare in-process, median:     {statistics.median(inproc):.2f} s")
+    if args.smoke:
+        print("cold  not measured in --smoke (each version's resolutions rerun in its venv: a minute)")
+        return 0
     with tempfile.TemporaryDirectory(prefix="bwstack-upgrade-bench-") as tmp:
         env = {**os.environ, "BWSTACK_CACHE": tmp}
         (Path(tmp) / "venvs").symlink_to(venvs.cache_root() / "venvs")

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import add_smoke
+
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (100, 1000, 3000)
 BACKENDS = ("triton", "flashinfer", "torch_native")
@@ -30,7 +32,11 @@ KV = ("auto", "bf16", "fp8_e4m3")
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per size (median printed)")
-    return parser.parse_args(argv)
+    add_smoke(parser)
+    args = parser.parse_args(argv)
+    if args.smoke:  # one run of the smallest size
+        args.repeat = 1
+    return args
 
 
 def scratch_stack(folder: Path) -> None:
@@ -83,18 +89,19 @@ def main(argv: list[str] | None = None) -> int:
         scratch_stack(folder)
         print(f"{'profiles':>8} {'load_stack':>11} {'ms/profile':>11} {'vs 100':>7}")
         base = None
-        for count in SIZES:
+        sizes = SIZES[:1] if args.smoke else SIZES
+        for count in sizes:
             seconds = timed_load(write_profiles(folder, count), args.repeat)
             per = seconds / count * 1000
             base = base or per
             print(f"{count:>8} {seconds:>10.2f}s {per:>11.2f} {per / base:>7.2f}")
-        path = write_profiles(folder, SIZES[-1])
+        path = write_profiles(folder, sizes[-1])
         command = timed_command(
             [sys.executable, "-m", "bwstack.cli", "validate", "-f", str(path)], args.repeat
         )
         floor = timed_command([sys.executable, "-c", "import bwstack.cli"], args.repeat)
         print(
-            f"bwstack validate, {SIZES[-1]} profiles: {command:.2f} s wall "
+            f"bwstack validate, {sizes[-1]} profiles: {command:.2f} s wall "
             f"(of which {floor:.2f} s is the interpreter with bwstack.cli imported; "
             f"ratio {command / floor:.1f}x that floor)"
         )

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bwstack.stack import loader, schema
+from support.dockercheck import docker_problem
 from support.stack import ROOT, copy_stack
 
 
@@ -59,27 +59,10 @@ def scratch_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-def _docker_problem() -> str | None:
-    if shutil.which("docker") is None:
-        return "docker CLI not found"
-    try:
-        info = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=30, check=False)
-    except subprocess.TimeoutExpired:
-        return "docker info timed out"
-    if info.returncode != 0:
-        return "no Docker engine answers: " + info.stderr.strip()[:200]
-    compose = subprocess.run(
-        ["docker", "compose", "version", "--short"], capture_output=True, text=True, timeout=30, check=False
-    )
-    if compose.returncode != 0 or not compose.stdout.strip().lstrip("v").startswith("2"):
-        return "Docker Compose v2 plugin not found"
-    return None
-
-
 @pytest.fixture(scope="session")
 def docker_engine() -> None:
     """Require a Docker engine and Compose v2: skip locally, fail under CI."""
-    problem = _docker_problem()
+    problem = docker_problem()
     if problem is None:
         return
     if os.environ.get("CI"):
@@ -110,7 +93,7 @@ def standin_refs(docker_engine: None) -> dict[str, str]:
 def _prune_build_leftovers() -> Iterator[None]:
     """After the session: drop untagged bwstack images that rebuilds left behind (containers using them are gone)."""
     yield
-    if shutil.which("docker") and _docker_problem() is None:
+    if shutil.which("docker") and docker_problem() is None:
         from bwstack.host import operate
 
         operate.prune_build_leftovers()
