@@ -16,9 +16,11 @@ TESTS = ROOT / "tests"
 
 
 def copy_stack(dest: Path) -> Path:
-    """A scratch copy of what a stack needs (profiles.yaml, images/, templates/, Dockerfile, healthchecks/)."""
+    """A scratch copy of what a stack needs (profiles.yaml, images/, templates/, Dockerfile, healthchecks/, the
+    committed calibration baselines.json)."""
     for name in (
         "profiles.yaml",
+        "baselines.json",
         "Dockerfile",
         ".dockerignore",
         "compose.yaml",
