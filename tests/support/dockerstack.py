@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import socket
 import subprocess
 import time
@@ -147,10 +148,26 @@ def repo_stack() -> schema.Stack:
     return loader.load_stack(ROOT / "profiles.yaml")
 
 
+#: ports for a test stack's server: above SGLang's own pick for its NCCL/gloo port (22000-29999,
+#: get_free_port_below_ephemeral) and below the kernel's ephemeral range (32768+), from which SGLang 0.5.23 takes
+#: its dist-init port at start (engine.py, get_free_port): a server port in that range can be taken by the
+#: server's own TCPStore before uvicorn binds it ("[Errno 98] ... address already in use", seen once in CI)
+TEST_PORTS = (30200, 32700)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port free on every address, from :data:`TEST_PORTS` (random start, then in turn)."""
+    low, high = TEST_PORTS
+    start = random.randrange(low, high)
+    for offset in range(high - low):
+        port = low + (start - low + offset) % (high - low)
+        try:
+            with socket.socket() as sock:
+                sock.bind(("0.0.0.0", port))  # only probing that nothing holds it, on any address
+        except OSError:
+            continue
+        return port
+    raise AssertionError(f"no free port in {low}-{high}")
 
 
 def edited_stack(root: Path, edit: Callable[[Any], None], file: str = "profiles.yaml") -> schema.Stack:

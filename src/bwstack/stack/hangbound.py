@@ -44,9 +44,9 @@ MARGIN = 2.0
 BASE_S = 10.0
 #: prefill tokens per second where nothing was measured. gpu: the slowest single-stream prefill published for
 #: GLM-5(.2) NVFP4 on 8x RTX PRO 6000, 418 tok/s at 244k context (Triton dense MLA, SGLang 0.5.15.post1;
-#: InferenceX PR #2335); cpu: a tiny bwstack model on 2 shared cores, half of the slowest measured there (the
-#: 2304-token long probe in 31 ms on an idle run, docs/benchmarks.md health_under_load (a); an earlier run with
-#: both cores loaded took 506 ms for 2040 tokens: about 4,000 tok/s)
+#: InferenceX PR #2335); cpu: a tiny bwstack model on 2 shared cores, half of the slowest measured there
+#: (the 2304-token long probe in 31 ms on an idle run, docs/benchmarks.md health_under_load (a); an earlier
+#: run with both cores loaded took 506 ms for 2040 tokens: about 4,000 tok/s)
 DEFAULT_PREFILL_TOK_S = {"gpu": 418.0, "cpu": 2000.0}
 #: SGLang's chunked-prefill default by the GPU's memory bracket (0.5.9 ``_handle_gpu_memory_settings``): the
 #: datacenter Blackwell parts (compute capability 10.x: B200, B300) have 160 GB or more -> 16384; RTX PRO 6000
