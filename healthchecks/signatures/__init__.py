@@ -308,6 +308,7 @@ _STOP_FOLDED: tuple[bytes, ...] = (
     b"finishedserverprocess",
     b"exitcode",
     b"withcode",
+    b"exitingnormally",
 )
 
 
@@ -377,6 +378,8 @@ class Scanner:
             self.ready_line = line_no
             self._best, self._seen = self._strong, dict(self._seen_strong)
             self._changes, self._quiet = {}, {}
+        if evidence.RECOVERED in line:  # SGLang's warning on a failure it went on from: no fatal evidence
+            return
         candidates = _candidates(keys)
         # only signatures whose match could still change what the scanner holds are matched (a class already
         # seen as early in the causal chain gains nothing from one more line), and the generic ones only when

@@ -81,7 +81,36 @@ SIGNATURES: tuple[Signature, ...] = (
         "as AssertionError is still a gate",
         "pick a backend or kernel built for this GPU's arch (bwstack explain lists them per arch)",
     ),
+    # --- round 4 (issue 36): written after round 3's held-out logs were seen, so in-sample ----------------
+    # gpu_fault: the driver's own GSP time-out banner, printed whether or not an Xid line follows in view
+    sig(
+        "gpu_fault",
+        r"\*{3,} ?GSP Timeout\b",
+        ("GSP Timeout",),
+        "NVIDIA/open-gpu-kernel-modules src/nvidia/src/kernel/gpu/gsp/kernel_gsp.c: _kgspLogXid119 prints "
+        "'***** GSP Timeout *****' before the Xid 119 line (@4159579), later drivers' _kgspLogGspTimeout "
+        "'*** GSP Timeout: <classification> (origin=RPC|HealthCheck) ***' for RPC, heartbeat and memory "
+        "subsystem time-outs",
+        "GPU firmware (GSP) stopped answering: drain the GPU, read dmesg (bwstack doctor), reset or reboot",
+    ),
+    # oom: the weights alone exceed the static budget (SGLang's own words since 0.5.17)
+    sig(
+        "oom",
+        r"Loaded weights leave no GPU memory for the KV cache",
+        ("leave no GPU memory",),
+        "read in sglang 0.5.17-0.5.23 wheels srt/mem_cache/kv_cache_configurator.py (rest_memory <= 0: "
+        "ValueError 'Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=..')",
+        "raise --mem-fraction-static above the minimum the error names, shard wider (--tp) or use a "
+        "smaller/quantized model",
+    ),
 )
+
+#: SGLang's own words on a failure it recovered from: it logs a warning that ends 'To silence this warning,
+#: specify --disable-custom-all-reduce explicitly.' (or disable_custom_all_reduce=True, disable_mscclpp=True)
+#: and goes on without custom all-reduce (read in sglang 0.5.23 wheel srt/distributed/parallel_state.py,
+#: device_communicators/custom_all_reduce.py, pymscclpp.py). A line holding it is no fatal evidence, whatever
+#: error text it quotes (peer access, a CUDART error).
+RECOVERED = "To silence this warning"
 
 #: a clean stop (the one rule): SGLang and uvicorn stopping on SIGTERM/SIGINT, a process whose exit is
 #: SIGTERM's (-15, 143). Read in sglang 0.5.22 wheel srt/managers/tokenizer_manager.py ('SIGTERM received.
@@ -99,4 +128,8 @@ STOPPED: tuple[bytes, ...] = (
     b"exit code: -15",
     b"exited with code -15",
     b"exitcode=-15",
+    # round 4 (in-sample): a signal handler that chose to exit cleanly ('SIGTERM received in scheduler process
+    # (TP0 PP0); exiting normally to allow cleanup...', sgl-project/sglang#16484, an open PR; no released
+    # wheel up to 0.5.23 prints it)
+    b"exiting normally",
 )

@@ -394,6 +394,21 @@ EXAMPLES: list[tuple[str, str]] = [
     ("AssertionError: Only sm100 is supported", "unsupported_arch"),
     ("RuntimeError: Blackwell (SM100) required for this kernel", "unsupported_arch"),
     ("[2026-09-08 10:00:00 TP0] Assertion 'NaN detected! sampler: next_token_logits' failed.", "nan"),
+    # round 4 (evidence.py, in-sample): the driver's GSP time-out banner in both its forms (kernel_gsp.c),
+    # SGLang's own words when the weights leave no KV cache (a real run's traceback, quoted in public)
+    (
+        "NVRM: _kgspLogXid119: ********************************* GSP Timeout "
+        "**********************************",
+        "gpu_fault",
+    ),
+    (
+        "NVRM: GPU0 _kgspLogGspTimeout: *** GSP Timeout: GSP heartbeat timeout (origin=HealthCheck) ***",
+        "gpu_fault",
+    ),
+    (
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.5.",
+        "oom",
+    ),
 ]
 
 # Lines that must never raise an alarm (warnings, deprecations, help texts, server_args dumps).
@@ -434,6 +449,11 @@ BENIGN = [
     "gen throughput (token/s): 144.95, #queue-req: 0",
     "[2026-03-06 08:43:46] Use marlin as FP4 GEMM runner backend on SM120 for Muse Glimmer",
     '[2025-10-07 23:22:55] INFO:     127.0.0.1:40052 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    # round 4: SGLang's warning on the custom all-reduce it goes on without (parallel_state.py), whatever it quotes
+    "[2026-04-14 16:08:44 TP1] Setup Custom allreduce failed with CUDART error: peer access is not supported "
+    "between these two devices. To silence this warning, specify --disable-custom-all-reduce explicitly.",
+    "[t TP0] Setup Custom allreduce failed with invalid literal for int() with base 10: 'GPU-0e72'. To silence "
+    "this warning, specify --disable-custom-all-reduce explicitly.",
 ]
 
 

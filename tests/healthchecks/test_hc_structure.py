@@ -109,12 +109,21 @@ def test_a_collapsed_output_is_garbage_also_while_alive() -> None:
         "[2026-12-01 10:06:01] INFO:     Finished server process [4242]",
         "[2026-12-01 10:06:02] Subprocess detokenizer (pid=4243) crashed with exit code -15",
         "Server process exited with code -15",
+        # round 4 (in-sample): the scheduler's own handler in sgl-project/sglang#16484 (an open PR)
+        "SIGTERM received in scheduler process (TP0 PP0); exiting normally to allow cleanup...",
     ],
 )
 def test_a_clean_stop_after_serving_is_healthy_not_crash(stop: str) -> None:
     scanner = signatures.scan_text(SERVED + stop + "\n")
     assert scanner.verdict() == "healthy"
     assert scanner.stopped
+
+
+def test_every_clean_stop_word_is_found_by_the_folded_prefilter() -> None:
+    """A chunk is searched for STOPPED only when its folded text holds one of _STOP_FOLDED: each word must."""
+    for word in signatures.STOPPED:
+        folded = bytes(c for c in word if chr(c).isalpha())
+        assert any(stop in folded for stop in signatures._STOP_FOLDED), word
 
 
 def test_a_clean_stop_survives_a_saved_scan_and_a_new_run_forgets_it() -> None:
