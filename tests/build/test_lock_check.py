@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 
 from bwstack.build.lock import command as lock_command
 from bwstack.stack import pins
-from support.registry import REGISTRY_BINARY, Index, Registry, free_port, package_index, registry
+from support.registry import Index, Registry, free_port, need_registry, package_index, registry
 from support.stack import copy_stack
 
 CLI = [sys.executable, "-m", "bwstack.cli"]
@@ -33,15 +32,6 @@ WHEEL = "tinypkg-1.0-py3-none-any.whl"
 #: what pins.toml names (sources must be https); git's url.<base>.insteadOf maps it onto the local repository,
 #: as an operator's mirror configuration would
 SOURCE_URL = "https://git.bwstack.invalid/tiny.git"
-
-
-def _need_registry() -> None:
-    """Skip on a developer machine without Debian's docker-registry; fail in CI (./dev setup installs it)."""
-    if shutil.which(REGISTRY_BINARY) is None:
-        message = "docker-registry is not installed (apt-get install docker-registry; ./dev setup does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -102,7 +92,7 @@ def _lines(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 
 def test_lock_check_intact_moved_missing(tmp_path: Path) -> None:
-    _need_registry()
+    need_registry()
     stack = copy_stack(tmp_path)
     source = _source_repo(tmp_path)
     with registry(tmp_path / "reg") as reg, package_index(tmp_path / "idx") as index:
@@ -148,7 +138,7 @@ def test_lock_check_intact_moved_missing(tmp_path: Path) -> None:
 
 
 def test_lock_check_offline_names_what_it_could_not_check(tmp_path: Path) -> None:
-    _need_registry()
+    need_registry()
     stack = copy_stack(tmp_path)
     source = _source_repo(tmp_path)
     with registry(tmp_path / "reg") as reg, package_index(tmp_path / "idx") as index:

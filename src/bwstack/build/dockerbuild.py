@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bwstack import __version__, launch
-from bwstack.build import cpubase
+from bwstack.build import basecheck, cpubase
 from bwstack.build.lock import command as locking
 from bwstack.build.lock import wheelhouse
 from bwstack.errors import UserError
@@ -33,9 +33,15 @@ def build(
     base_image: str | None,
     dry_run: bool,
     quiet: bool = False,
+    locked: bool = False,
 ) -> int:
-    """``docker build`` of one variant with every pin as a build arg; returns docker's exit status."""
+    """``docker build`` of one variant with every pin as a build arg; returns docker's exit status. A base
+    locked by digest is built ``FROM name@digest``, after the registry is asked whether its tag moved
+    (:mod:`bwstack.build.basecheck`; BaseMoved unless ``locked``)."""
     variant = stack.variant(variant_name)
+    echo: Callable[[str], object] = (lambda _m: None) if quiet else (lambda m: print(m, file=sys.stderr))
+    if base_image is None:
+        basecheck.check(variant, locked=locked, echo=echo)
     if variant.is_cpu and not dry_run and base_image is None:
         prepare_cpu_build(stack, variant, echo=(lambda _m: None) if quiet else print)
     argv = docker_build_argv(stack, variant_name, tag=tag, base_image=base_image)
@@ -53,11 +59,14 @@ def build(
 
 def prepare_cpu_build(stack: Stack, variant: Variant, *, echo: Callable[[str], object]) -> str:
     """A CPU variant's base, ``[base] image``: made locally from the Debian root file system (mmdebstrap, no
-    registry) and the verified wheelhouse, laid out like the real base (:mod:`bwstack.host.cpubase`); its
+    registry) and the verified wheelhouse (unless it names a registry: then it is pulled by digest, as a GPU
+    variant's), laid out like the real base (:mod:`bwstack.host.cpubase`); its
     override wheels, verified against overrides.lock, staged in ``images/<variant>/override-wheels/`` for the
     Dockerfile's offline override step. The serving image is then built from the repository's own context, as
     a GPU variant's is."""
-    base = cpubase.ensure_base(stack.root, variant, echo=echo)
+    base = variant.base_ref
+    if not variant.base_pulled:
+        base = cpubase.ensure_base(stack.root, variant, echo=echo)
     staged = wheelhouse.stage_overrides(variant, echo=echo)
     echo(f"overrides: {len(variant.overrides)} wheel(s) staged in images/{variant.name}/{staged.name}/")
     return base

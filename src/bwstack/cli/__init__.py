@@ -469,13 +469,22 @@ def down(file: Path, volumes: bool) -> None:
     "--base-image", default=None, help="Build on this base instead of the pinned one (testing only)."
 )
 @click.option("--dry-run", is_flag=True, help="Print the docker build argv and exit.")
-def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry_run: bool) -> None:
-    """Build the serving image of one variant, passing every pin as a build arg."""
+@click.option(
+    "--locked", is_flag=True, help="Build the locked base digest even when its tag moved in the registry."
+)
+def build(
+    file: Path, variant: str, tag: str | None, base_image: str | None, dry_run: bool, locked: bool
+) -> None:
+    """Build the serving image of one variant, passing every pin as a build arg. A base locked by digest is
+    built FROM name@digest; a tag that moved in the registry since 'bwstack lock' refuses the build (exit 1)
+    unless --locked."""
     from bwstack.build import dockerbuild
     from bwstack.stack import loader
 
     stack = loader.load_stack(file)
-    sys.exit(dockerbuild.build(stack, variant, tag=tag, base_image=base_image, dry_run=dry_run))
+    sys.exit(
+        dockerbuild.build(stack, variant, tag=tag, base_image=base_image, dry_run=dry_run, locked=locked)
+    )
 
 
 @main.command()

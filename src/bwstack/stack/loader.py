@@ -89,7 +89,7 @@ def _check_variants(stack: Stack) -> None:
                 line=_variant_ref_line(stack, name),
                 field="stack.device",
             )
-        if not variant.locked and not variant.is_cpu:
+        if not variant.locked and variant.base_pulled:
             stack.warnings.append(
                 f"variant {name} is not locked: its base image {variant.base_image} has no digest, so builds "
                 "are not reproducible; run 'bwstack lock' on a machine with registry access"

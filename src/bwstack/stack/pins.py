@@ -156,6 +156,16 @@ class Variant:
         return bool(self.base_digest)
 
     @property
+    def base_pulled(self) -> bool:
+        """True when the base is pulled from a registry (and so locked by digest): every GPU variant, and a
+        CPU variant whose ``[base] image`` names a registry host (``127.0.0.1:5000/…``, ``nvcr.io/…``);
+        False for a CPU base made locally by ``bwstack build`` (``bwstack/cpu-base:…``)."""
+        if not self.is_cpu:
+            return True
+        first, _, rest = self.base_image.partition("/")
+        return bool(rest) and ("." in first or ":" in first or first == "localhost")
+
+    @property
     def base_ref(self) -> str:
         """The base image reference passed to FROM: ``name:tag@sha256:…`` once locked."""
         return f"{self.base_image}@{self.base_digest}" if self.base_digest else self.base_image

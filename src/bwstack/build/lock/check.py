@@ -88,7 +88,7 @@ class Sources:
 
 def check_base(variant: pins.Variant) -> Pin:
     name = variant.base_image
-    if variant.is_cpu and not variant.base_digest:
+    if not variant.base_pulled and not variant.base_digest:
         return Pin(
             variant.name, "base", name, "", "local", "made by bwstack build from images/cpu-base, not pulled"
         )

@@ -57,7 +57,7 @@ def lock(root: Path, *, variants: Sequence[str], digest: bool, python: bool, arg
         if python and variant.is_cpu:
             path = write_wheelhouse_lock(variant, echo)
             echo(f"  wheelhouse.lock: {len(variant.wheelhouse) + 1} package(s) + placeholders -> {path.name}")
-        if digest and variant.is_cpu:
+        if digest and variant.is_cpu and not variant.base_pulled:
             echo(f"  digest: none ({variant.base_image} is made locally by bwstack build, not pulled)")
         elif digest:
             try:
