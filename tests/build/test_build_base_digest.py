@@ -10,13 +10,20 @@ Dockerfile on it.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import pytest
+
+from bwstack.build import cpubase, rootfs
+from bwstack.build.dockerbuild import STAGE_REPO
 from bwstack.stack import pins
+from support.dockerstack import docker
 from support.registry import free_port, need_registry, registry
 from support.stack import copy_stack
 
@@ -102,3 +109,63 @@ def test_a_local_cpu_base_is_not_pulled(tmp_path: Path) -> None:
         done.returncode == 0 and "digest: none (bwstack/cpu-base:v0.5.23-cpu is made locally" in done.stdout
     )
     assert free_port()  # nothing listens for it: no registry is asked
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_docker_builds_from_the_locked_digest_and_refuses_a_retagged_base(
+    docker_engine: None, tmp_path: Path
+) -> None:
+    """The real CPU base of v0.5.23-cpu (made or found up to date by bwstack's own code) pushed with
+    ``docker push`` to the local registry, locked, the real Dockerfile built on ``name@digest``; then another
+    image pushed under the same tag refuses the next build."""
+    need_registry()
+    stack = copy_stack(tmp_path)
+    root = stack.parent
+    local_base = cpubase.ensure_base(root, pins.load_variant(root / "images", SOURCE), echo=lambda _m: None)
+    target = f"bwstack/test-by-digest:{uuid.uuid4().hex[:12]}"
+    made: list[str] = [target]
+    try:
+        with registry(tmp_path / "reg") as reg:
+            remote = f"{reg.host}/{REPO}:{TAG}"
+            made.append(remote)
+            docker("tag", local_base, remote)
+            pushed = docker("push", remote, timeout=900)
+            digest = re.search(r"digest: (sha256:[0-9a-f]{64})", pushed.stdout)
+            assert digest, pushed.stdout
+            made.append(f"{reg.host}/{REPO}@{digest.group(1)}")
+            _variant(root, reg.host)
+            locked = _bwstack(stack, "lock", "--variant", NAME, "--no-python")
+            assert locked.returncode == 0, locked.stdout + locked.stderr
+            assert pins.load_variant(root / "images", NAME).base_digest == digest.group(1)
+
+            built = _bwstack(stack, "build", "--variant", NAME, "--tag", target)
+            assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+            assert f"base: {remote}@{digest.group(1)} (the tag still names it)" in built.stderr
+            assert "cpu base" not in built.stdout  # pulled by digest, no local base made
+            inspect = json.loads(docker("image", "inspect", "--format", "{{json .}}", target).stdout)
+            base_inspect = json.loads(docker("image", "inspect", "--format", "{{json .}}", remote).stdout)
+            assert (
+                inspect["Config"]["Labels"]["org.opencontainers.image.base.name"]
+                == f"{remote}@{digest.group(1)}"
+            )
+            base_layers = base_inspect["RootFS"]["Layers"]
+            assert inspect["RootFS"]["Layers"][: len(base_layers)] == base_layers  # built on that very base
+            assert f"{reg.host}/{REPO}@{digest.group(1)}" in base_inspect["RepoDigests"]
+
+            docker("tag", rootfs.ROOTFS_IMAGE, remote)  # another image under the same tag
+            moved = docker("push", remote, timeout=600)
+            moved_to = re.search(r"digest: (sha256:[0-9a-f]{64})", moved.stdout)
+            assert moved_to and moved_to.group(1) != digest.group(1), moved.stdout
+            made.append(f"{reg.host}/{REPO}@{moved_to.group(1)}")
+            refused = _bwstack(stack, "build", "--variant", NAME, "--tag", target)
+            assert refused.returncode == 1
+            assert refused.stderr.splitlines() == [
+                f"bwstack: images/{NAME}/pins.toml: base: {remote} moved: locked {digest.group(1)}, registry now "
+                f"{moved_to.group(1)}; run 'bwstack lock --variant {NAME}' to take the new base, or build the "
+                "locked digest with 'bwstack build --locked'"
+            ]
+    finally:
+        for ref in made:
+            docker("rmi", ref, check=False)
+        docker("rmi", f"{STAGE_REPO}:{re.sub(r'[^A-Za-z0-9_.-]', '_', target)}", check=False)
