@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from bwstack.cli.bisect import bisect as bisect_command
+from bwstack.cli.compare import compare as compare_command
 from bwstack.cli.options import (
     DEFAULT_PROFILES,
     MAX_SOAK_S,
@@ -870,5 +871,6 @@ def standin_build(file: Path, variant: str | None) -> None:
 
 
 main.add_command(bisect_command)
+main.add_command(compare_command)
 main.add_command(upgrade_command)
 main.add_command(variant_command)
