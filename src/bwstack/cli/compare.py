@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import urllib.parse
 from pathlib import Path
 
 import click
@@ -19,13 +20,15 @@ from bwstack.cli.options import file_option
 @file_option
 @click.option("--url-a", default=None, help="A's running server (default http://127.0.0.1:<stack port>).")
 @click.option("--url-b", default=None, help="B's running server (default http://127.0.0.1:<stack port>).")
-@click.option("--top-k", type=click.IntRange(1, 100), default=None, help="Logprobs per position (default 20).")
+@click.option(
+    "--top-k", type=click.IntRange(1, 100), default=None, help="Logprobs per position (default 20)."
+)
 @click.option("--max-mean-kl", type=click.FloatRange(min=0), default=None, help="Gate: mean KL (nats).")
 @click.option("--max-p99-kl", type=click.FloatRange(min=0), default=None, help="Gate: p99 KL (nats).")
 @click.option("--min-top1", type=click.FloatRange(0, 1), default=None, help="Gate: top-1 agreement (0-1).")
 @click.option("--no-retrieval", is_flag=True, help="Skip the needle retrieval task.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def compare(
+def compare(  # noqa: PLR0917 - click passes every option
     a: str,
     b: str,
     file: Path,
@@ -53,6 +56,10 @@ def compare(
         stack.profile(name)  # a UserError naming the profiles when unknown
     default = f"http://127.0.0.1:{stack.settings.port}"
     target_a, target_b = url_a or default, url_b or default
+    for target, option in ((target_a, "--url-a"), (target_b, "--url-b")):
+        parts = urllib.parse.urlsplit(target)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UserError(f"{target!r} is not an http(s) URL (e.g. http://127.0.0.1:30000)", field=option)
     if target_a == target_b:
         raise UserError(f"A and B are both at {target_a}: run them on two ports and pass --url-a/--url-b",
                         field="--url-b")  # fmt: skip

@@ -88,9 +88,10 @@ def _call(side: Side, path: str, body: dict[str, Any] | None, timeout: float) ->
     if side.api_key:
         headers["Authorization"] = f"Bearer {side.api_key}"
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(side.url.rstrip("/") + path, data=data, headers=headers)
+    url = side.url.rstrip("/") + path  # http(s) only: the command checks --url-a/--url-b
+    request = urllib.request.Request(url, data=data, headers=headers)  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
             return untrusted.loads(response.read(_LIMITS.max_bytes + 1), _LIMITS)
     except urllib.error.HTTPError as exc:
         raise ExternalError(f"{side.label}: {path} answered HTTP {exc.code}") from None
@@ -99,7 +100,8 @@ def _call(side: Side, path: str, body: dict[str, Any] | None, timeout: float) ->
 
 
 def server_facts(side: Side, timeout: float = 30.0) -> dict[str, Any]:
-    """The side's SGLang version, model path and served context length (None when not answered)."""
+    """The side's SGLang version, model path and the longest prompt it takes (``max_model_len``, capped by
+    ``--max-total-tokens``; None when not answered)."""
     out: dict[str, Any] = {"label": side.label, "sglang": None, "model_path": None, "context": None}
     models = _call(side, "/v1/models", None, timeout)
     cards = models.get("data") if isinstance(models, dict) else None
@@ -110,14 +112,18 @@ def server_facts(side: Side, timeout: float = 30.0) -> dict[str, Any]:
     try:
         info = _call(side, "/get_server_info", None, timeout)
         out["sglang"] = info.get("version") if isinstance(info, dict) else None
+        pool = info.get("max_total_tokens") if isinstance(info, dict) else None
+        if isinstance(pool, int) and pool > 0:  # --max-total-tokens: a longer prompt is refused (HTTP 400)
+            out["context"] = min(out["context"] or pool, pool)
     except ExternalError:
         pass
     return out
 
 
 def _entry(value: Any, what: str) -> tuple[int, float] | None:
-    """(id, logprob) of a ``[logprob, id, text]`` entry; None for ``null`` or a ``null`` logprob; ExternalError when malformed or
-    not finite (a broken server's NaN is the fault, not a number to average)."""
+    """(id, logprob) of a ``[logprob, id, text]`` entry; None for ``null`` or a ``null`` logprob;
+    ExternalError when malformed or not finite (a broken server's NaN is the fault, not a number to
+    average)."""
     if value is None or (isinstance(value, list) and value and value[0] is None):
         return None  # the first position of the range: nothing precedes it
     if not (isinstance(value, list) and len(value) >= 2 and isinstance(value[1], int)):

@@ -37,7 +37,8 @@ def _masses(side: TopK, union: Sequence[int]) -> list[float]:
 
 
 def kl(p: TopK, q: TopK) -> float:
-    """KL(P || Q) in nats over the union of both top-k lists and a rest bucket (a lower bound of the full KL)."""
+    """KL(P || Q) in nats over the union of both top-k lists and a rest bucket (a lower bound of the full
+    KL)."""
     union = sorted(set(p) | set(q))
     pm, qm = _masses(p, union), _masses(q, union)
     return max(sum(a * math.log(a / b) for a, b in zip(pm, qm, strict=True)), 0.0)

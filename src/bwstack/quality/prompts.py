@@ -4,7 +4,8 @@ Each prompt is a block of seeded random token ids followed by the same block aga
 ``healthchecks/longprobe.py``): the second copy is the *shared continuation* both servers are teacher-forced
 through, and a model predicts it only by attending back half the prompt. Lengths run from short to past the
 sparse window (``index_topk``, default 2048), so a difference that appears only at long range shows as prompts
-whose copy distance exceeds some length. Token ids are drawn from the range every byte-level BPE vocabulary has.
+whose copy distance exceeds some length. Token ids are drawn from the range every byte-level BPE vocabulary
+has.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def lengths_for(window: int | None, context: int | None) -> list[int]:
     wanted = [*SHORT_LENGTHS, window // 2, longprobe.length_for(window, context)]
     cap = (context - 8) if context else None
     out: list[int] = []
-    for length in wanted:
-        length = max(longprobe.MIN_LENGTH, min(length, cap) if cap else length)
+    for wish in wanted:
+        length = max(longprobe.MIN_LENGTH, min(wish, cap) if cap else wish)
         if length not in out:
             out.append(length)
     return out

@@ -11,6 +11,8 @@ further back than the window fail: the accuracy then falls with the length.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import random
 from dataclasses import dataclass
 
@@ -35,22 +37,22 @@ def lengths_for(window: int | None, context: int | None) -> list[int]:
     """Half the window, the window, twice the window (capped by the served context, deduplicated)."""
     window = window or longprobe.DEFAULT_WINDOW
     out: list[int] = []
-    for length in (window // 2, window, 2 * window):
-        if context:
-            length = min(length, context - 8)
+    for wish in (window // 2, window, 2 * window):
+        length = min(wish, context - 8) if context else wish
         if length >= 4 * KEY_LEN and length not in out:
             out.append(length)
     return out
 
 
 def needles(length: int, count: int = NEEDLES) -> list[Needle]:
-    """``count`` needle prompts of ``length`` tokens, the needle at depth (i + 1/2) / count of the haystack."""
+    """``count`` needle prompts of ``length`` tokens, the needle at depth (i + 1/2) / count of the
+    haystack."""
     out: list[Needle] = []
     for i in range(count):
         rng = random.Random(SEED * 100_000 + length * 10 + i)
-        draw = lambda: rng.randrange(longprobe.ID_LOW, longprobe.ID_HIGH)  # noqa: E731
+        draw = functools.partial(rng.randrange, longprobe.ID_LOW, longprobe.ID_HIGH)
         key = [draw() for _ in range(KEY_LEN)]
-        while key[-2] == key[-1] or (key[-2], key[-1]) in zip(key[:-2], key[1:-1], strict=True):  # once
+        while key[-2] == key[-1] or (key[-2], key[-1]) in itertools.pairwise(key[:-1]):  # the pair once
             key = [draw() for _ in range(KEY_LEN)]
         hay_len = length - KEY_LEN
         at = min(int((i + 0.5) / count * (hay_len - KEY_LEN - 1)), hay_len - KEY_LEN - 1)

@@ -5,10 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from bwstack.quality.compare import Report
+from bwstack.quality.divergence import PromptStats
+from bwstack.quality.retrieval import Accuracy
 
 
 def _side(facts: dict[str, Any]) -> str:
     return f"{facts['label']} (SGLang {facts['sglang'] or '?'})"
+
+
+def _prompt(p: PromptStats, limit: float) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "length": p.length,
+        "distance": p.distance,
+        "positions": len(p.kls),
+        "mean_kl": round(p.mean_kl, 6),
+        "max_kl": round(max(p.kls, default=0.0), 6),
+        "top1_agreement": round(p.top1, 6),
+        "score_a": round(p.score_a, 4),
+        "score_b": round(p.score_b, 4),
+        "first_position_over_p99_threshold": p.first_over(limit),
+    }
+
+
+def _accuracy(r: Accuracy) -> dict[str, Any]:
+    return {"length": r.length, "right": r.right, "asked": r.asked, "accuracy": round(r.accuracy, 4)}
 
 
 def to_json(report: Report) -> dict[str, Any]:
@@ -26,19 +47,9 @@ def to_json(report: Report) -> dict[str, Any]:
         "thresholds": {"max_mean_kl": t.max_mean_kl, "max_p99_kl": t.max_p99_kl, "min_top1": t.min_top1},
         "passed": not report.failures,
         "failures": report.failures,
-        "prompts": [
-            {"id": p.id, "length": p.length, "distance": p.distance, "positions": len(p.kls),
-             "mean_kl": round(p.mean_kl, 6), "max_kl": round(max(p.kls, default=0.0), 6),
-             "top1_agreement": round(p.top1, 6), "score_a": round(p.score_a, 4), "score_b": round(p.score_b, 4),
-             "first_position_over_p99_threshold": p.first_over(limit)}  # fmt: skip
-            for p in report.prompts
-        ],
+        "prompts": [_prompt(p, limit) for p in report.prompts],
         "worst": [p.id for p in report.worst()],
-        "retrieval": {
-            key: [{"length": r.length, "right": r.right, "asked": r.asked, "accuracy": round(r.accuracy, 4)}
-                  for r in rows]  # fmt: skip
-            for key, rows in report.retrieval.items()
-        },
+        "retrieval": {key: [_accuracy(r) for r in rows] for key, rows in report.retrieval.items()},
         "seconds": round(report.seconds, 1),
     }
 

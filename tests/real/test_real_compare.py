@@ -1,0 +1,84 @@
+"""``bwstack compare`` against real SGLang on the CPU: two servers at once, the real command (a subprocess).
+
+1. The copying model (``cpu-long-copy``) against its sliding-window twin (``cpu-long-window``: the same
+   weights, the profile's own ``--json-model-override-args`` window of 1024): the prompts whose continuation
+   copies from 1024 tokens back or less agree exactly, the ones that copy from 1152 back diverge; the twin's
+   needle retrieval fails exactly for the needles further back than its window, the good model finds all.
+2. The same tiny Llama on SGLang 0.5.9 and 0.5.23 (the pinned CPU variants): within the shipped thresholds.
+   (The copying model is an Olmo2, which 0.5.9's transformers cannot configure: ``Olmo2Config`` has no
+   ``rope_theta`` there.)
+
+First real runs (2 shared CPU cores): both twin servers up in 51-55 s, the comparison 51 s; see docs/compare.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from bwstack.nogpu import tinycopy
+from bwstack.quality import retrieval
+from bwstack.stack import loader
+from support.realsglang import real_server
+from support.stack import ROOT
+
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+
+PROFILES = ROOT / "profiles.cpu.yaml"
+
+
+def run_compare(a: str, b: str, url_a: str, url_b: str, *extra: str) -> tuple[int, dict[str, Any], str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bwstack", "compare", a, b, "-f", str(PROFILES), "--url-a", url_a, "--url-b",
+         url_b, "--json", *extra],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.stdout.strip(), done.stderr[-3000:]
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
+@pytest.fixture(scope="module")
+def twin_report(copy_models: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("compare-twin")
+    window_args = loader.load_stack(PROFILES).profile("cpu-long-window").extra_args
+    with (
+        real_server(copy_models["good"], tmp / "a.log") as a,
+        real_server(copy_models["good"], tmp / "b.log", extra_args=window_args) as b,
+    ):
+        code, report, _err = run_compare("cpu-long-copy", "cpu-long-window", a.url, b.url)
+    shown = {k: report[k] for k in ("mean_kl", "p99_kl", "top1_agreement", "retrieval", "seconds")}
+    print(f"\ncopy vs window twin: {json.dumps(shown)}")
+    return {"code": code, "report": report}
+
+
+def test_the_window_twin_diverges_only_where_the_copy_lies_past_its_window(
+    twin_report: dict[str, Any],
+) -> None:
+    report = twin_report["report"]
+    assert twin_report["code"] == 1 and report["passed"] is False
+    assert len(report["failures"]) == 3, report["failures"]
+    near = [p for p in report["prompts"] if p["distance"] <= tinycopy.BROKEN_WINDOW]
+    far = [p for p in report["prompts"] if p["distance"] > tinycopy.BROKEN_WINDOW]
+    assert near and far
+    for p in near:  # same weights, same engine: the twin's window changes nothing within it
+        assert p["max_kl"] < 1e-3 and p["top1_agreement"] == 1.0, p
+        assert p["first_position_over_p99_threshold"] is None, p
+    for p in far:
+        assert p["mean_kl"] > 1.0 and p["top1_agreement"] < 0.5, p
+        assert p["first_position_over_p99_threshold"] > tinycopy.BROKEN_WINDOW, p
+        assert p["score_a"] > -1.0 > -5.0 > p["score_b"], p  # the good model copies; the twin cannot
+    assert set(report["worst"]) == {p["id"] for p in far}
+
+
+def test_retrieval_fails_for_the_twin_alone_and_only_past_its_window(twin_report: dict[str, Any]) -> None:
+    rows = twin_report["report"]["retrieval"]
+    assert [r["length"] for r in rows["a"]] == retrieval.lengths_for(None, 4096)
+    assert all(r["right"] == r["asked"] for r in rows["a"]), rows["a"]
+    for row in rows["b"]:  # every needle within the window is found, none further back
+        within = sum(1 for n in retrieval.needles(row["length"]) if n.distance <= tinycopy.BROKEN_WINDOW)
+        assert row["right"] == within, (row, within)
+    assert rows["b"][0]["accuracy"] == 1.0 > rows["b"][-1]["accuracy"]
