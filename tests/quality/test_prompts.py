@@ -14,7 +14,8 @@ def test_the_prompt_set_runs_from_short_to_past_the_window() -> None:
 def test_a_prompt_is_a_block_then_the_block_again_and_the_same_on_every_call() -> None:
     first = prompts.prompt_set(None, 4096)
     assert first == prompts.prompt_set(None, 4096)
-    assert len(first) == 4 * prompts.PER_LENGTH
+    assert len(first) == 1 + 4 * prompts.PER_LENGTH
+    assert (first[0].id, first[0].text is not None, first[0].start) == ("passage", True, 1)
     p = first[-1]
     assert (p.id, p.length, p.start) == ("copy-2304-1", 2304, 1152)
     assert p.ids[p.start :] == p.ids[: p.length - p.start]

@@ -138,8 +138,10 @@ def teacher_forced(
 ) -> list[tuple[int, float, dict[int, float]]]:
     """The continuation's positions: (position, the token's logprob, top-k {id: logprob}) from one prefill."""
     first = prompt.start - 1
-    body = {
-        "input_ids": list(prompt.ids),
+    body: dict[str, Any] = (
+        {"text": prompt.text} if prompt.text is not None else {"input_ids": list(prompt.ids)}
+    )
+    body |= {
         "sampling_params": {"temperature": 0.0, "max_new_tokens": 1},
         "return_logprob": True,
         "logprob_start_len": first,
@@ -211,7 +213,8 @@ def run(
         echo(f"{prompt.id}: {prompt.length} tokens, continuation from {prompt.start}")
         scored_a = teacher_forced(a, prompt, top_k, timeout)
         scored_b = teacher_forced(b, prompt, top_k, timeout)
-        stats.append(divergence.compare_prompt(prompt.id, prompt.length, prompt.distance, scored_a, scored_b))
+        length = prompt.length or scored_a[-1][0] + 1
+        stats.append(divergence.compare_prompt(prompt.id, length, prompt.distance, scored_a, scored_b))
     report = Report(facts_a, facts_b, top_k, stats, divergence.summarize(stats), thresholds or Thresholds())
     if with_retrieval:
         lengths = retrieval.lengths_for(window, context)

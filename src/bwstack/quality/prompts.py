@@ -5,7 +5,9 @@ Each prompt is a block of seeded random token ids followed by the same block aga
 through, and a model predicts it only by attending back half the prompt. Lengths run from short to past the
 sparse window (``index_topk``, default 2048), so a difference that appears only at long range shows as prompts
 whose copy distance exceeds some length. Token ids are drawn from the range every byte-level BPE vocabulary
-has.
+has. One more prompt is text: the quality probe's reference passage (``healthchecks.judging.PASSAGE``),
+scored from its second token, where a model trained on text is confident (a near-uniform distribution, as on
+random ids for a model that cannot copy, hides a drift that a peaked one shows).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from healthchecks import longprobe
+from healthchecks import judging, longprobe
 
 #: the prompt set's seed; a prompt's own seed is SEED + its index
 SEED = 39
@@ -25,15 +27,17 @@ PER_LENGTH = 2
 
 @dataclass(frozen=True)
 class Prompt:
-    """One prompt: its id (``copy-<length>-<n>``), token ids, and the first position of the continuation."""
+    """One prompt: its id (``copy-<length>-<n>``), token ids, and the first position of the continuation;
+    or text (the server's tokenizer makes the ids, both sides the same when they serve one tokenizer)."""
 
     id: str
     ids: tuple[int, ...]
     start: int
+    text: str | None = None
 
     @property
     def length(self) -> int:
-        return len(self.ids)
+        return len(self.ids) if self.text is None else 0
 
     @property
     def distance(self) -> int:
@@ -55,8 +59,9 @@ def lengths_for(window: int | None, context: int | None) -> list[int]:
 
 
 def prompt_set(window: int | None, context: int | None, per_length: int = PER_LENGTH) -> list[Prompt]:
-    """The seeded prompt set for a model with this sparse window and served context length."""
-    out: list[Prompt] = []
+    """The passage, then the seeded copy prompts for a model with this sparse window and served context
+    length."""
+    out: list[Prompt] = [Prompt("passage", (), 1, judging.PASSAGE)]
     for length in lengths_for(window, context):
         for n in range(per_length):
             rng = random.Random(SEED * 1000 + length * 10 + n)
