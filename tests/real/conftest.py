@@ -1,5 +1,5 @@
 """Fixtures shared by the real-SGLang modules of this folder: the copying tiny model and its twin, built once
-per session (``bwstack.nogpu.tinycopy``, 12-63 s on two cores)."""
+per session (``bwstack.tiny.tinycopy``, 12-63 s on two cores)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bwstack.nogpu import tinycopy
+from bwstack.tiny import tinycopy
 from support.realsglang import venv_python
 
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from bwstack.host import calibrate
-from bwstack.nogpu import tinycopy, tinymodel, tinytrain
 from bwstack.quality import compare, retrieval
 from bwstack.stack import loader
+from bwstack.tiny import tinycopy, tinymodel, tinytrain
 from healthchecks import common, judging, longprobe
 from support.realhc import healthcheck
 from support.realsglang import real_server
