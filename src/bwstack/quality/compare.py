@@ -210,7 +210,10 @@ def run(
     context = min(contexts) if contexts else None
     stats = []
     for prompt in prompts.prompt_set(window, context):
-        echo(f"{prompt.id}: {prompt.length} tokens, continuation from {prompt.start}")
+        if prompt.text is not None:
+            echo(f"{prompt.id}: text, scored from its second token")
+        else:
+            echo(f"{prompt.id}: {prompt.length} tokens, continuation from {prompt.start}")
         scored_a = teacher_forced(a, prompt, top_k, timeout)
         scored_b = teacher_forced(b, prompt, top_k, timeout)
         length = prompt.length or scored_a[-1][0] + 1
