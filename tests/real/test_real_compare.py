@@ -5,10 +5,15 @@
    copies from 1024 tokens back or less agree exactly, the ones that copy from 1152 back diverge; the twin's
    needle retrieval fails exactly for the needles further back than its window, the good model finds all.
 2. The same tiny Llama on SGLang 0.5.9 and 0.5.23 (the pinned CPU variants): within the shipped thresholds.
+3. The copying model with planted drift (noise of 1 % of each tensor's std on its weights): past the KL gate
+   while its healthcheck, judged against the good model's calibrated baselines, stays healthy.
    (The copying model is an Olmo2, which 0.5.9's transformers cannot configure: ``Olmo2Config`` has no
    ``rope_theta`` there.)
 
-First real runs (2 shared CPU cores): both twin servers up in 51-55 s, the comparison 51 s; see docs/compare.md.
+Seen on the first real runs (2 shared CPU cores; docs/compare.md): twin mean KL 5.2, p99 12.8, top-1 39.6 %,
+retrieval 8/8 4/8 2/8; 0.5.9 vs 0.5.23 below 1e-6; drift 0.01: mean KL 0.085, p99 1.16, healthy (passage -0.195,
+long -0.307 against baselines -0.001 and -0.209, margin 1); drift 0.003 stays within the gate (mean 0.0006);
+drift 0.05 is garbage to the healthcheck too. The module took 120 s.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 PROFILES = ROOT / "profiles.cpu.yaml"
 #: the planted drift: noise of this fraction of each weight tensor's std
-DRIFT = 0.05
+DRIFT = 0.01
 
 
 def run_compare(a: str, b: str, url_a: str, url_b: str, *extra: str) -> tuple[int, dict[str, Any], str]:
@@ -101,7 +106,7 @@ def test_the_window_twin_diverges_only_where_the_copy_lies_past_its_window(
         assert p["mean_kl"] > 1.0 and p["top1_agreement"] < 0.5, p
         assert p["first_position_over_p99_threshold"] > tinycopy.BROKEN_WINDOW, p
         assert p["score_a"] > -1.0 > -5.0 > p["score_b"], p  # the good model copies; the twin cannot
-    assert set(report["worst"]) == {p["id"] for p in far}
+    assert set(report["worst"][: len(far)]) == {p["id"] for p in far}
 
 
 def test_retrieval_fails_for_the_twin_alone_and_only_past_its_window(twin_report: dict[str, Any]) -> None:
@@ -147,5 +152,6 @@ def test_planted_drift_is_caught_by_the_kl_gate_while_its_healthcheck_stands(
     report = twin_report["drift"]
     code, line = twin_report["drift_health"]
     assert code == 0 and line.startswith("healthy"), line  # the passage and the long probe: within the margin
+    assert line.count("(baseline ") == 2, line  # judged against the good model's calibrated baselines
     assert twin_report["drift_code"] == 1 and not report["passed"], report
-    assert report["mean_kl"] > compare.MAX_MEAN_KL, report
+    assert report["mean_kl"] > compare.MAX_MEAN_KL and report["p99_kl"] > compare.MAX_P99_KL, report
