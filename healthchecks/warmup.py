@@ -138,7 +138,7 @@ def in_flight_hang(run: Run, what: str) -> Unhealthy | None:
         if found is None or not found.stalling:
             return None
         if found.reason is not None or found.stalled >= found.stall_after:
-            reason = found.reason or progress.hang_line(found.in_flight, found.stalled).split(": ", 2)[2]
+            reason = found.reason or progress.hang_verdict(found.in_flight, found.stalled).reason
             return Unhealthy("hang", f"{reason} ({what}; hang bound {found.stall_after:g} s)")
         left = run.deadline - time.monotonic()
         if left < 1.5 or left < found.stall_after - found.stalled:

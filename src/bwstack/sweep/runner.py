@@ -38,7 +38,8 @@ def probe_scores(evidence: Mapping[str, Any]) -> dict[str, Any]:
     lines = [str(evidence.get("readiness") or "")]
     lines += [str(probe.get("output") or "") for probe in (evidence.get("health") or {}).get("last") or []]
     for line in lines:
-        if line.startswith("healthy"):
+        said = verdict.Verdict.parse(line)
+        if said is not None and said.healthy:
             seen = longprobe.scores_in(line)
             found.update({k: v for k, v in seen.items() if v is not None})
     return found
