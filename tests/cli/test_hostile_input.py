@@ -34,7 +34,7 @@ from bwstack import record, textlayout
 from bwstack.bisect import search
 from bwstack.errors import ExternalError, UserError
 from bwstack.host import calibrate
-from bwstack.know import audit, fatbin
+from bwstack.know import fatbin
 from bwstack.know import inventory as sources
 from bwstack.ops import choose
 from bwstack.stack import loader

@@ -1,13 +1,12 @@
 """Shipped evidence: what the bundles merged into the repository's ``evidence/`` folder saw of each profile.
 
 ``evidence/merged.json`` is a ``bwstack report merge`` output (:mod:`bwstack.sweep.reportmerge`) kept next to
-the
-profiles files, with the bundles it was merged from. This room reads it for a stack: the cells of one
-profile (its name, its image variant, its arch; the ``cpu`` section for a CPU stack, ``gpu`` otherwise:
-CPU rows never speak for a GPU profile, stand-in rows were never merged), the words ``list``, ``up
---dry-run`` and the next-profile hint print ("seen healthy on 3 hosts (sm120, driver 580.x), nan on 1
-(…)"), and the contradictions ``validate`` warns about, each with the profiles.yaml change the evidence
-supports and the bundles it rests on.
+the profiles files, with the bundles it was merged from. This room reads it for a stack: the cells of one
+profile (its name, its image variant, its arch; the ``cpu`` section for a CPU stack, ``gpu`` otherwise: CPU
+rows never speak for a GPU profile, stand-in rows were never merged), the words ``list``, ``up --dry-run`` and
+the next-profile hint print ("seen healthy on 3 hosts (sm120, driver 580.x), nan on 1 (…)"), and the
+contradictions ``validate`` warns about, each with the profiles.yaml change the evidence supports and the
+bundles it rests on.
 """
 
 from __future__ import annotations

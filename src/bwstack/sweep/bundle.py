@@ -6,9 +6,9 @@ results (every row's evidence: log excerpts, health log, requested and effective
 matrix, the host facts doctor reads (:mod:`bwstack.host.doctor.record`), each image's real digest and labels
 (``docker image inspect``), the profiles file and the compose files as run, bwstack's version and commit, and
 a manifest of sha256 per part. Every part passes through one :class:`bwstack.sweep.redact.Redactor` (secret
-values
-from ``secrets/`` and the environment, secret patterns; with ``--redact-host`` host names, addresses and user
-names), and the bytes written are checked again for every secret before the file is replaced atomically.
+values from ``secrets/`` and the environment, secret patterns; with ``--redact-host`` host names, addresses
+and user names), and the bytes written are checked again for every secret before the file is replaced
+atomically.
 """
 
 from __future__ import annotations
