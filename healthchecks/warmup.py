@@ -193,6 +193,29 @@ def check_config(run: Run) -> str:
     return judging.config_summary(info)
 
 
+def _generate(
+    run: Run, payload: dict[str, Any], probe: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """POST /generate: (the answer, its meta_info, how it finished). A failed request, an answer without
+    meta_info or an aborted request raises its verdict, named after ``probe`` (``passage``; None: the sampled
+    decode); an abort's message goes through the failure catalog, and the log may name a root cause first."""
+    what, who = (f"{probe} probe", f"{probe} probe") if probe else ("POST /generate", "request")
+    reply, data = _call_json(run, "POST", "/generate", payload)
+    if reply.status != 200:
+        raise http_failure(run, f"POST /generate ({probe})" if probe else "POST /generate", reply)
+    if isinstance(data, list) and data:
+        data = data[0]
+    if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
+        raise Unhealthy("warmup_failed", f"{what}: unexpected answer {snippet(json.dumps(data))!r}")
+    meta: dict[str, Any] = data["meta_info"]
+    kind, message = judging.finish(meta)
+    if kind == "abort":
+        found = signatures.classify_text(message)
+        fallback = Unhealthy(found.cls if found else "warmup_failed", f"{who} aborted: {snippet(message)!r}")
+        raise root_cause_or(run, fallback, wait=True)
+    return data, meta, kind
+
+
 def check_decode(run: Run) -> str:
     """A sampled decode with logprobs; returns a short summary."""
     payload = {
@@ -201,21 +224,8 @@ def check_decode(run: Run) -> str:
         "sampling_params": {"temperature": TEMPERATURE, "max_new_tokens": MAX_NEW_TOKENS, "ignore_eos": True},
         "return_logprob": True,
     }
-    reply, data = _call_json(run, "POST", "/generate", payload)
-    if reply.status != 200:
-        raise http_failure(run, "POST /generate", reply)
-    if isinstance(data, list) and data:
-        data = data[0]
-    if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
-        raise Unhealthy("warmup_failed", f"POST /generate: unexpected answer {snippet(json.dumps(data))!r}")
-    meta: dict[str, Any] = data["meta_info"]
+    data, meta, kind = _generate(run, payload)
     text = data.get("text")
-    kind, message = judging.finish(meta)
-    if kind == "abort":
-        found = signatures.classify_text(message)
-        cls = found.cls if found else "warmup_failed"
-        fallback = Unhealthy(cls, f"request aborted: {snippet(message)!r}")
-        raise root_cause_or(run, fallback, wait=True)
     lowest = judging.check_logprobs(meta)
     degenerate = judging.degenerate_decode(meta["output_token_logprobs"])
     if degenerate:
@@ -235,19 +245,7 @@ def check_decode(run: Run) -> str:
 
 def score_passage(run: Run) -> tuple[list[float], dict[str, Any]]:
     """One prefill of the passage; its prompt logprobs and the answer's meta_info."""
-    reply, data = _call_json(run, "POST", "/generate", judging.quality_payload())
-    if reply.status != 200:
-        raise http_failure(run, "POST /generate (passage)", reply)
-    if isinstance(data, list) and data:
-        data = data[0]
-    if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
-        raise Unhealthy("warmup_failed", f"passage probe: unexpected answer {snippet(json.dumps(data))!r}")
-    meta: dict[str, Any] = data["meta_info"]
-    kind, message = judging.finish(meta)
-    if kind == "abort":
-        found = signatures.classify_text(message)
-        fallback = Unhealthy(found.cls if found else "warmup_failed", f"passage probe aborted: {message!r}")
-        raise root_cause_or(run, fallback, wait=True)
+    _data, meta, _kind = _generate(run, judging.quality_payload(), "passage")
     return judging.passage_logprobs(meta), meta
 
 
