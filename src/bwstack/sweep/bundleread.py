@@ -21,9 +21,10 @@ import zlib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from bwstack.errors import UserError
+from bwstack.record.types import Document
 from healthchecks import secretscan, untrusted, vocabulary
 
 FORMAT = "bwstack-bundle"
@@ -84,9 +85,9 @@ class Bundle:
         return untrusted.loads(self.parts[name], PART_LIMITS)
 
     @cached_property
-    def results(self) -> dict[str, Any]:
-        """results.json, parsed once (the merge reads it for every row)."""
-        return dict(self.json(RESULTS))
+    def results(self) -> Document:
+        """results.json, parsed once (the merge reads it for every row; checked by :func:`check_results`)."""
+        return cast(Document, dict(self.json(RESULTS)))
 
     @cached_property
     def host(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bwstack import record
 from bwstack.errors import UserError
@@ -24,6 +24,7 @@ from bwstack.host.doctor.record import summary
 from bwstack.record import MERGED_FILE, utc_now
 from bwstack.record import MERGED_FORMAT as FORMAT
 from bwstack.record import MERGED_FORMAT_VERSION as FORMAT_VERSION
+from bwstack.record.types import Document, Row
 from bwstack.sweep import bundleread, report
 from bwstack.sweep.bundleread import Bundle
 from healthchecks import untrusted
@@ -53,7 +54,7 @@ DIFF_FIELDS = (
 )
 
 
-def section_of(doc: dict[str, Any], row: dict[str, Any]) -> str:
+def section_of(doc: Document, row: Row) -> str:
     """``stand-in`` for a stand-in row, ``cpu`` for a CPU stack's, else ``gpu``."""
     if row.get("standin") or doc["mode"].get("standin"):
         return STANDIN
@@ -65,11 +66,11 @@ def _short_digest(image: dict[str, Any]) -> str | None:
     return str(digest) if isinstance(digest, str) and digest else None
 
 
-def _sglang(doc: dict[str, Any], row: dict[str, Any]) -> str | None:
+def _sglang(doc: Document, row: Row) -> str | None:
     version = (row.get("evidence") or {}).get("server_version")
     if version:
         return str(version)
-    manifest = doc["variants"].get(row["variant"]) or {}
+    manifest = doc["variants"].get(str(row["variant"])) or {}
     sglang = manifest.get("sglang") if isinstance(manifest, dict) else None
     return str(sglang.get("version")) if isinstance(sglang, dict) and sglang.get("version") else None
 
@@ -85,7 +86,8 @@ def entries(bundle: Bundle) -> list[dict[str, Any]]:
         if section == "gpu" and doubtful:
             section = UNTRUSTED
         arch = "cpu" if section == "cpu" else str(host.get("gpu_arch") or doc["stack"].get("gpu_arch") or "?")
-        image = images.get(row["variant"]) if isinstance(images.get(row["variant"]), dict) else {}
+        variant = str(row["variant"])  # a string: bundleread.check_results
+        image = images.get(variant) if isinstance(images.get(variant), dict) else {}
         out.append(
             {
                 "section": section,
@@ -255,7 +257,7 @@ def grids(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     for key, c in chosen.items()
                 },
             }
-            for grid in report.grids(shaped):
+            for grid in report.grids(cast(Document, shaped)):
                 for row in grid["rows"]:
                     row["cells"] = [[chosen[e["profile"]] for e in entries] for entries in row["cells"]]
                 out.append({**grid, "section": section, "section_words": words, "arch": arch})
