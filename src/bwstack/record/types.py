@@ -4,9 +4,10 @@ its cells and the runs seen in each, one ``TypedDict`` per object with a docstri
 These are the shapes the writers build (:mod:`bwstack.sweep.runner` a row, :mod:`bwstack.sweep.report` the
 document, :mod:`bwstack.sweep.reportmerge` the merge) and every reader reads. They are plain dicts at
 run time, so the file keeps today's keys in today's order byte for byte; ``mypy --strict`` checks every key
-a room reads or writes. The JSON schemas ``data/schemas/results.schema.json`` and ``merged.schema.json`` are
-generated from them (:mod:`bwstack.record.schema`). Sub-records another room owns (the bench's ``speed``, the soak's
-``soak``, the startup reader's ``startup``) are typed as objects here and documented in their room.
+a room reads or writes. The JSON schemas ``data/schemas/results.schema.json`` and ``merged.schema.json``
+are generated from them (:mod:`bwstack.record.schema`). Sub-records another room owns (the bench's
+``speed``, the soak's ``soak``, the startup reader's ``startup``) are typed as objects here and documented
+in their room.
 
 Adding a row field is one declaration here (then ``python -m bwstack.record.schema --write``).
 """

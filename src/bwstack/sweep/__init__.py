@@ -25,6 +25,6 @@ exits.
 The package's rooms: ``judge`` (events and the verdict), ``plan`` (what runs, the options), ``fast`` (the
 ``--fast`` override), ``streams`` (the Docker side), ``display`` (progress and summary), ``runner`` (one
 profile), ``run`` (the whole sweep), ``demo`` (``bwstack demo``), ``report``, ``reportdiff``, ``bench``.
-Import the rooms themselves (``from bwstack.sweep import report``, ``from bwstack.sweep.run import run_sweep``): this
-module is only this docstring, so importing one light room never imports the whole sweep.
+Import the rooms themselves (``from bwstack.sweep import report``, ``from bwstack.sweep.run import
+run_sweep``): this module is only this docstring, so importing one light room never imports the whole sweep.
 """
