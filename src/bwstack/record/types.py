@@ -270,7 +270,7 @@ class Cell(TypedDict):
     """the image variant"""
     profile: str
     """the profile"""
-    expect: list[str | None]
+    expect: list[str]
     """the ``expect`` values the runs had"""
     requested: dict[str, Any]
     """the backend fields asked for"""
