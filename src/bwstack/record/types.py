@@ -76,7 +76,7 @@ class Health(TypedDict):
     probes: int
     """healthcheck runs seen"""
     last: list[dict[str, Any]]
-    """the last runs: ``exit_code``, ``output``, ``at``"""
+    """the last runs: ``exit`` (the check's exit status), ``output`` (its last line), ``at``"""
 
 
 class Evidence(TypedDict):

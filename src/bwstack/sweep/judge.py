@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bwstack.classify import probe_class
+from bwstack.record.types import Health
 from healthchecks import phases, signatures, startup, verdict
 
 #: a fatal log signature waits this long for the root-cause line (the traceback follows the first crash line)
@@ -286,7 +287,7 @@ class Judge:
     def log_tail(self, count: int = TAIL_LINES) -> list[str]:
         return [text for _, text in list(self.lines)[-count:]]
 
-    def health_evidence(self) -> dict[str, Any]:
+    def health_evidence(self) -> Health:
         return {
             "status": self.health,
             "probes": len(self.probes),

@@ -23,6 +23,7 @@ from bwstack.host import modelcache, secretfiles, stackproject
 from bwstack.host.dockercompose import Project
 from bwstack.know import next_try
 from bwstack.record import read
+from bwstack.record.types import NextTry, Row
 from bwstack.render import compose
 from bwstack.stack.schema import Stack
 from bwstack.sweep import report
@@ -395,7 +396,7 @@ def execute(
     return 0
 
 
-def add_next_try(stack: Stack, doc: report.Document, row: dict[str, Any]) -> None:
+def add_next_try(stack: Stack, doc: report.Document, row: Row) -> None:
     """A failed row gets ``next_try`` ({profile, why}): the nearest profile worth trying, never one that is
     known, predicted or (in this sweep) seen to fail on the row's arch (:mod:`bwstack.know.next_try`)."""
 
@@ -407,7 +408,7 @@ def add_next_try(stack: Stack, doc: report.Document, row: dict[str, Any]) -> Non
         hint = next_try.suggest(stack, row["profile"], str(row["verdict"]), verdicts=seen).to_json()
     except (UserError, ExternalError, OSError, ValueError) as exc:  # a hint never stops the sweep
         hint = {"profile": None, "why": f"no hint: {' '.join(str(exc).split())}"}
-    row["next_try"] = hint
+    row["next_try"] = cast(NextTry, hint)
 
 
 def profile_detail(stack: Stack, name: str, options: Options) -> str:

@@ -14,6 +14,7 @@ from bwstack.errors import ExternalError
 from bwstack.host import stackproject
 from bwstack.host.dockercompose import Project
 from bwstack.launch import launch_spec
+from bwstack.record.types import Evidence, Row
 from bwstack.stack.schema import Stack
 from bwstack.sweep import bench, soak
 from bwstack.sweep.display import Display, status_text
@@ -114,7 +115,7 @@ class Runner:
     def labels(self, service: str) -> list[str]:
         return [f"com.docker.compose.project={self.project.name}", f"com.docker.compose.service={service}"]
 
-    def run_profile(self, name: str) -> dict[str, Any]:
+    def run_profile(self, name: str) -> Row:
         """Start, watch until decisive, gather evidence, tear down; returns the report row."""
         started_at = record.utc_now()
         t0 = time.monotonic()
@@ -242,7 +243,7 @@ class Runner:
                 fresh.append(probe)
         return fresh
 
-    def evidence(self, watch: Watch) -> dict[str, Any]:
+    def evidence(self, watch: Watch) -> Evidence:
         """Everything worth keeping about the decided profile, read before the container is removed."""
         judge = watch.judge
         try:
@@ -301,9 +302,7 @@ class Runner:
                 )
         return fetch_server_info(host, settings.port, api_key or None)
 
-    def row(
-        self, name: str, outcome: Outcome, evidence: dict[str, Any], started_at: str, elapsed: float
-    ) -> dict[str, Any]:
+    def row(self, name: str, outcome: Outcome, evidence: Evidence, started_at: str, elapsed: float) -> Row:
         profile = self.stack.profile(name)
         return {
             "profile": name,
