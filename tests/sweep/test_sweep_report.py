@@ -174,7 +174,7 @@ def test_a_failed_rewrite_keeps_the_previous_report(tmp_path: Path, monkeypatch:
         ('{"schema_version": 1, "stack": {}}', "malformed"),
     ],
 )
-def test_load_document_refuses_bad_files(tmp_path: Path, content: str | None, message: str) -> None:
+def test_the_one_reader_refuses_bad_files(tmp_path: Path, content: str | None, message: str) -> None:
     path = tmp_path / "results.json"
     if content is not None:
         path.write_text(content, encoding="utf-8")
