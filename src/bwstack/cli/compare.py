@@ -28,7 +28,7 @@ from bwstack.cli.options import file_option
 @click.option("--min-top1", type=click.FloatRange(0, 1), default=None, help="Gate: top-1 agreement (0-1).")
 @click.option("--no-retrieval", is_flag=True, help="Skip the needle retrieval task.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def compare(  # noqa: PLR0917 - click passes every option
+def compare(
     a: str,
     b: str,
     file: Path,
