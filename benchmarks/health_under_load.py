@@ -36,8 +36,8 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # support.realserve: the wrappe
 from _common import add_smoke  # noqa: E402
 
 from bwstack import launch  # noqa: E402
-from bwstack.nogpu import tinymodel  # noqa: E402
 from bwstack.stack import loader  # noqa: E402
+from bwstack.tiny import tinymodel  # noqa: E402
 from healthchecks import settings, warmup  # noqa: E402
 from support.realserve import hold, result, served, soak  # noqa: E402
 

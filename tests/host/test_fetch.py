@@ -358,11 +358,12 @@ def test_selection_keeps_one_weight_format() -> None:
 
 
 def test_full_sweep_refuses_until_fetched_fast_sweep_does_not(hub: Hub, profiles: Path) -> None:
-    from bwstack import sweep
+    from bwstack.sweep.plan import Options
+    from bwstack.sweep.run import model_env, run_sweep
 
     stack = loader.load_stack(profiles)
     with pytest.raises(ExternalError, match=r"not fetched.*run 'bwstack fetch' first"):
-        sweep.run_sweep(
+        run_sweep(
             stack,
             [],
             variant=None,
@@ -373,11 +374,11 @@ def test_full_sweep_refuses_until_fetched_fast_sweep_does_not(hub: Hub, profiles
             timeout=None,
         )
     assert not (profiles.parent / "r").exists()  # refused before any report
-    fast = sweep.Options(fast=True, standin=False, timeout_s=60.0, keep=False, load_seconds=None)
-    assert sweep.model_env(stack, fast) == {}
+    fast = Options(fast=True, standin=False, timeout_s=60.0, keep=False, load_seconds=None)
+    assert model_env(stack, fast) == {}
     assert run_fetch(hub, profiles).returncode == 0
-    full = sweep.Options(fast=False, standin=False, timeout_s=60.0, keep=False, load_seconds=None)
-    assert sweep.model_env(stack, full) == sweep.model_env(stack, fast) == {modelcache.OFFLINE_VAR: "1"}
+    full = Options(fast=False, standin=False, timeout_s=60.0, keep=False, load_seconds=None)
+    assert model_env(stack, full) == model_env(stack, fast) == {modelcache.OFFLINE_VAR: "1"}
 
 
 class VolumeProbe:

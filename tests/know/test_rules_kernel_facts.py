@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from bwstack.build.lock import kernel_facts
 from bwstack.know import audit, rules
 from bwstack.know.fatbin import CodeTarget, FileScan
-from bwstack.lock import kernel_facts
 from bwstack.stack import pins
 from support.stack import ROOT
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from bwstack import launch
-from bwstack.nogpu import tinymodel
 from bwstack.stack import loader
+from bwstack.tiny import tinymodel
 from healthchecks import judging, settings, warmup
 from support.realsglang import real_server
 from support.stack import ROOT

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 from bwstack.stack import loader, modelconfig
 from bwstack.stack.schema import SoakSettings
-from bwstack.sweep import HealthChange, Judge, LogLine, soak
-from bwstack.sweep.judge import Verdict
+from bwstack.sweep import soak
+from bwstack.sweep.judge import HealthChange, Judge, LogLine, Verdict
 from healthchecks import verdict
 from support.stack import ROOT
 

@@ -137,7 +137,7 @@ def validate(file: Path, arch: str | None) -> None:
         f"{file}: ok: {len(stack.profiles)} profiles, variants: {', '.join(sorted(stack.variants_used()))}"
     )
     if arch is not None:
-        from bwstack.know import listing
+        from bwstack.ops import listing
 
         listing.print_list(stack, arch=arch)
 
@@ -254,7 +254,7 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, phases:
 
     One line per profile with its whole name, verdict and a short reason, at any terminal width.
     """
-    from bwstack.know import listing
+    from bwstack.ops import listing
     from bwstack.stack import loader
 
     if show_rules:
@@ -351,7 +351,7 @@ def up(
     ...'. Exit 0 when the verdict is ok, 1 on hang, nan, garbage, failed requests or no result (the service is
     left as it is), 2 on bad input.
     """
-    from bwstack.host import choose, operate
+    from bwstack.ops import choose, updown
     from bwstack.stack import loader
 
     if soak is not None:
@@ -388,7 +388,7 @@ def up(
             click.echo(line)
         return
     sys.exit(
-        operate.up(
+        updown.up(
             stack,
             profile,
             force=force,
@@ -439,8 +439,8 @@ def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: 
     if profile is not None:
         stack.profile(profile)  # every profile serves model.path; the name is checked, not needed
     if stack.tiny_models:  # a CPU stack: its checkpoints are made here, not downloaded
-        from bwstack.lock import wheelhouse
-        from bwstack.nogpu import ensure
+        from bwstack.build.lock import wheelhouse
+        from bwstack.tiny import ensure
 
         python = wheelhouse.host_python(stack.variant(stack.settings.variant), click.echo)
         made = ensure.ensure_for_stack(stack, echo=click.echo, copy_python=python)
@@ -454,11 +454,11 @@ def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: 
 @click.option("--volumes", "-v", is_flag=True, help="Also remove volumes (model cache!).")
 def down(file: Path, volumes: bool) -> None:
     """Stop and remove every bwstack service of this project."""
-    from bwstack.host import operate
+    from bwstack.ops import updown
     from bwstack.stack import loader
 
     stack = loader.load_stack(file)
-    sys.exit(operate.down(stack, volumes=volumes))
+    sys.exit(updown.down(stack, volumes=volumes))
 
 
 @main.command()
@@ -471,11 +471,11 @@ def down(file: Path, volumes: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the docker build argv and exit.")
 def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry_run: bool) -> None:
     """Build the serving image of one variant, passing every pin as a build arg."""
-    from bwstack.host import operate
+    from bwstack.build import dockerbuild
     from bwstack.stack import loader
 
     stack = loader.load_stack(file)
-    sys.exit(operate.build(stack, variant, tag=tag, base_image=base_image, dry_run=dry_run))
+    sys.exit(dockerbuild.build(stack, variant, tag=tag, base_image=base_image, dry_run=dry_run))
 
 
 @main.command()
@@ -532,16 +532,16 @@ def lock(
     out: Path | None,
 ) -> None:
     """Fill what pins.toml cannot hold by hand: digest, override hashes, parser snapshot, kernel facts."""
-    from bwstack.lock import command as locking
+    from bwstack.build.lock import command as locking
     from bwstack.stack import pins
 
     root = file.parent
     if inspect_variant is not None:
-        from bwstack.lock.inspect import inspect as inspect_base
+        from bwstack.build.lock.inspect import inspect as inspect_base
 
         sys.exit(inspect_base(root, inspect_variant, image=image, out=out, echo=click.echo))
     if kernel_facts:
-        from bwstack.lock import kernel_facts as facts_mod
+        from bwstack.build.lock import kernel_facts as facts_mod
 
         names = list(variants) or [v for v in pins.list_variants(root / "images") if v.startswith("v")]
         sys.exit(facts_mod.run_kernel_facts(root / "images", names, check=check, echo=click.echo))
@@ -555,7 +555,7 @@ def lock(
 
 
 def _lock_check(file: Path, variants: list[str], index_url: str | None, as_json: bool) -> int:
-    from bwstack.lock import check as pin_check
+    from bwstack.build.lock import check as pin_check
     from bwstack.stack import loader, pins
 
     images = file.parent / "images"
@@ -720,7 +720,7 @@ def _startup_lines(found: dict[str, Any]) -> list[str]:
 )
 def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
     """Write a tiny random model (config, safetensors, a local tokenizer) for real SGLang on the CPU."""
-    from bwstack.nogpu import tinymodel
+    from bwstack.tiny import tinymodel
 
     path = tinymodel.write(target, tinymodel.TinySpec(arch=arch, fault=fault, seed=seed))
     click.echo(f"wrote {path} ({arch}, fault {fault})")
@@ -780,13 +780,13 @@ def sweep(
 
     Exit status 0 when every verdict matches the profile's expect, 1 otherwise, 2 on bad input.
     """
-    from bwstack import sweep as sweep_mod
     from bwstack.stack import loader
+    from bwstack.sweep.run import run_sweep
 
     stack = loader.load_stack(file)
     loader.emit_warnings(stack)
     sys.exit(
-        sweep_mod.run_sweep(stack, [*profiles, *stack.tagged(tags)], variant=variant, fast=fast,
+        run_sweep(stack, [*profiles, *stack.tagged(tags)], variant=variant, fast=fast,
                             standin=standin, out=out, resume=resume, timeout=timeout, keep=keep,
                             standin_load_seconds=standin_load_seconds, bench=bench, soak=soak)
     )  # fmt: skip
@@ -799,12 +799,12 @@ def sweep(
 @standin_load_option
 def demo(file: Path, out: Path | None, keep: bool, standin_load_seconds: float | None) -> None:
     """The stand-in sweep over every profile: the whole pipeline on a machine without a GPU."""
-    from bwstack import sweep as sweep_mod
     from bwstack.stack import loader
+    from bwstack.sweep.demo import run_demo
 
     stack = loader.load_stack(file)
     loader.emit_warnings(stack)
-    sys.exit(sweep_mod.run_demo(stack, out=out, keep=keep, standin_load_seconds=standin_load_seconds))
+    sys.exit(run_demo(stack, out=out, keep=keep, standin_load_seconds=standin_load_seconds))
 
 
 @main.command()
@@ -862,7 +862,7 @@ def standin() -> None:
 @click.option("--variant", default=None, help="Variant whose serving image is rebuilt on the stand-in base.")
 def standin_build(file: Path, variant: str | None) -> None:
     """Build the stand-in base image and the project's Dockerfile on top of it."""
-    from bwstack.nogpu import standin_image
+    from bwstack.build import standin_image
     from bwstack.stack import loader
 
     stack = loader.load_stack(file)

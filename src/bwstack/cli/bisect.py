@@ -69,7 +69,7 @@ def bisect(
     from bwstack.bisect import search, step
     from bwstack.errors import UserError
     from bwstack.stack import loader, schema
-    from bwstack.sweep import default_timeout, signal_handlers
+    from bwstack.sweep.run import default_timeout, signal_handlers
 
     stack = loader.load_stack(file)
     loader.emit_warnings(stack)

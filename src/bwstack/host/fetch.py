@@ -31,8 +31,8 @@ from bwstack.errors import AbandonedWork, ExternalError, UserError
 from bwstack.files import atomic_write
 from bwstack.host import modelcache, netwait
 from bwstack.host.modelcache import Location, human_bytes
+from bwstack.record import utc_now
 from bwstack.stack.schema import Stack
-from bwstack.sweep.report import utc_now
 from healthchecks import common, imagelayout
 
 #: file names SGLang (transformers' config/tokenizer loaders) reads besides the weights

@@ -18,8 +18,9 @@ from typing import Any
 
 from bwstack.errors import UserError
 from bwstack.files import read_json
+from bwstack.record import MERGED_FILE
+from bwstack.record import MERGED_FORMAT as FORMAT
 from bwstack.stack.schema import Stack
-from bwstack.sweep.reportmerge import FORMAT, MERGED_FILE
 from bwstack.textlayout import printable
 from healthchecks import untrusted
 

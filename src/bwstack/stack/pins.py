@@ -20,10 +20,10 @@ PINS_FILE = "pins.toml"
 LOCK_FILE = "overrides.lock"
 WHEELHOUSE_LOCK_FILE = "wheelhouse.lock"
 #: the folder of a CPU variant's staged wheelhouse that holds its wheels
-# (bwstack.lock.wheelhouse.stage_wheelhouse)
+# (bwstack.build.lock.wheelhouse.stage_wheelhouse)
 WHEELHOUSE_DIR = "wheelhouse"
 #: the git-ignored folder of images/<variant>/ where `bwstack build` stages a CPU variant's override wheels
-#: (bwstack.lock.wheelhouse.stage_overrides); the Dockerfile installs them --no-index
+#: (bwstack.build.lock.wheelhouse.stage_overrides); the Dockerfile installs them --no-index
 OVERRIDE_WHEELS_DIR = "override-wheels"
 SNAPSHOT_FILE = "sglang-args.json"
 MANIFEST_FILE = "versions.json"

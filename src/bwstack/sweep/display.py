@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bwstack import textlayout
+from bwstack import record, textlayout
 from bwstack.sweep import bench, report
 from bwstack.sweep.judge import Judge, last_line
 from healthchecks import phases
@@ -121,7 +121,7 @@ def print_summary(doc: report.Document, out: Path, console: Any) -> None:
         console.print(line, markup=False)
     summary = report.summarize(doc)
     console.print(
-        f"report: {out / report.HTML_FILE} (also {report.RESULTS_FILE}, {report.MARKDOWN_FILE})", markup=False
+        f"report: {out / record.HTML_FILE} (also {record.RESULTS_FILE}, {record.MARKDOWN_FILE})", markup=False
     )
     if report.all_match(doc):
         console.print(f"all {summary['planned']} profile(s) match their expectation", markup=False)

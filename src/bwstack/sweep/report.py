@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -44,17 +43,16 @@ from typing import Any
 
 from bwstack.errors import UserError
 from bwstack.files import atomic_write, read_json
+from bwstack.record import (
+    HTML_FILE,
+    MARKDOWN_FILE,
+    RESULTS_FILE,
+    RESULTS_LIMITS,
+    SCHEMA_VERSION,
+    utc_now,
+)
 from bwstack.sweep import bench, soak
 from healthchecks import judging, phases, untrusted, vocabulary
-
-SCHEMA_VERSION = 1
-RESULTS_FILE = "results.json"
-MARKDOWN_FILE = "matrix.md"
-HTML_FILE = "matrix.html"
-#: a results.json holds one row per profile with a log tail each: anything larger is not one of ours
-MAX_RESULTS_BYTES = 64 << 20
-#: what a results.json read back (resume, diff, choose, a bundle's part) may be
-RESULTS_LIMITS = untrusted.Limits(max_bytes=MAX_RESULTS_BYTES, max_values=4_000_000)
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
 VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed", "soak", "start")
@@ -62,11 +60,6 @@ VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_t
 STABLE_EVIDENCE_KEYS = ("exit_code", "oom_killed", "requested", "effective", "server_version", "timeout_s")
 
 Document = dict[str, Any]
-
-
-def utc_now() -> str:
-    """The current UTC time as ``2026-07-10T12:01:02Z``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_document(

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bwstack import textlayout
+from bwstack import record, textlayout
 from bwstack.errors import UserError
 from bwstack.sweep import report
 from healthchecks import signatures
@@ -36,9 +36,9 @@ def severity(verdict: str | None) -> int:
 def load(path: Path) -> report.Document:
     """A results.json, or the report folder holding one; UserError (exit 2) when there is none."""
 
-    file = path / report.RESULTS_FILE if path.is_dir() else path
+    file = path / record.RESULTS_FILE if path.is_dir() else path
     if not file.is_file():
-        raise UserError(f"no sweep results here (expected a {report.RESULTS_FILE} or its folder)", file=file)
+        raise UserError(f"no sweep results here (expected a {record.RESULTS_FILE} or its folder)", file=file)
     return report.load_document(file)
 
 

@@ -17,9 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bwstack import record
 from bwstack.errors import UserError
 from bwstack.files import atomic_write_bytes, need_folder, refuse_overwrite
 from bwstack.host.doctor.record import summary
+from bwstack.record import MERGED_FILE, utc_now
+from bwstack.record import MERGED_FORMAT as FORMAT
+from bwstack.record import MERGED_FORMAT_VERSION as FORMAT_VERSION
 from bwstack.sweep import bundleread, report
 from bwstack.sweep.bundleread import Bundle
 from healthchecks import untrusted
@@ -27,9 +31,6 @@ from healthchecks import untrusted
 STANDIN = "stand-in"
 #: the section of a GPU row whose bundle bundleread.doubts (0 GPUs and no driver, an H100 called sm120 …)
 UNTRUSTED = "untrusted"
-FORMAT = "bwstack-merged"
-FORMAT_VERSION = 1
-MERGED_FILE = "merged.json"
 BUNDLES_DIR = "bundles"
 SECTIONS = {
     "gpu": "GPU hosts: hardware truth",
@@ -180,7 +181,7 @@ def merge(bundles: Sequence[Bundle]) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "generated_at": report.utc_now(),
+        "generated_at": utc_now(),
         "bundles": {
             b.id: {
                 "file": f"{BUNDLES_DIR}/{b.id}.tar.gz",
@@ -334,8 +335,8 @@ def outputs(bundles: Sequence[Bundle]) -> dict[str, bytes]:
     doc = merge(bundles)
     files: dict[str, bytes] = {
         MERGED_FILE: (untrusted.dumps(doc, indent=2) + "\n").encode(),
-        report.MARKDOWN_FILE: render_markdown(doc).encode(),
-        report.HTML_FILE: render_html(doc).encode(),
+        record.MARKDOWN_FILE: render_markdown(doc).encode(),
+        record.HTML_FILE: render_html(doc).encode(),
     }
     for bundle in distinct(bundles):
         try:

@@ -13,15 +13,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bwstack import __version__, launch
+from bwstack import __version__, launch, record
+from bwstack.build import dockerbuild, rootfs
+from bwstack.build.lock import wheelhouse
+from bwstack.build.standin_image import ensure_standin_image
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.host import modelcache, operate
+from bwstack.host import modelcache, secretfiles, stackproject
 from bwstack.host.dockercompose import Project
 from bwstack.know import next_try
-from bwstack.lock import wheelhouse
-from bwstack.nogpu import ensure, rootfs
-from bwstack.nogpu.standin_image import ensure_standin_image
 from bwstack.render import compose
 from bwstack.stack.schema import Stack
 from bwstack.sweep import report
@@ -30,6 +30,7 @@ from bwstack.sweep.fast import fast_override
 from bwstack.sweep.plan import Options, Plan, make_plan, source_label, standin_fault
 from bwstack.sweep.runner import Runner
 from bwstack.sweep.streams import docker_client
+from bwstack.tiny import ensure
 
 #: per-profile budget on the stand-in when --timeout is not given
 STANDIN_TIMEOUT_S = 120.0
@@ -70,7 +71,7 @@ def default_out(stack: Stack) -> Path:
 
 def default_timeout(stack: Stack, standin: bool) -> float:
     """Per-profile budget: the stand-in's short one, else start period + a few healthcheck rounds."""
-    return STANDIN_TIMEOUT_S if standin else operate.default_wait_seconds(stack)
+    return STANDIN_TIMEOUT_S if standin else stackproject.default_wait_seconds(stack)
 
 
 def document_for(plan: Plan, options: Options, variant: str | None) -> report.Document:
@@ -119,7 +120,7 @@ def open_document(
     stack: Stack, names: Sequence[str], options: Options, out: Path, *, resume: bool, variant: str | None
 ) -> tuple[Plan, report.Document]:
     """The plan and the report: a fresh one, or the one in ``out`` when resuming (checked to match)."""
-    results = out / report.RESULTS_FILE
+    results = out / record.RESULTS_FILE
     if not resume:
         if results.exists():
             raise UserError(
@@ -207,7 +208,7 @@ def prepare_real_cpu(plan: Plan, console: Any) -> None:
         if rootfs.image_exists(ref):
             continue
         console.print(f"sweep: building {ref} (real SGLang on the CPU; once)", markup=False)
-        status = operate.build(stack, variant, tag=ref, base_image=None, dry_run=False, quiet=True)
+        status = dockerbuild.build(stack, variant, tag=ref, base_image=None, dry_run=False, quiet=True)
         if status != 0:
             raise ExternalError(f"docker build of {ref} failed (exit status {status})")
 
@@ -359,7 +360,7 @@ def execute(
 ) -> int:
     """Run ``todo`` one by one, recording each verdict; returns 128+N when a signal stopped the sweep."""
     client = docker_client()
-    for note in operate.ensure_secrets(plan.stack):
+    for note in secretfiles.ensure_secrets(plan.stack):
         console.print(note, markup=False)
     runner: Runner | None = None
     with signal_handlers(_raise_interrupted):

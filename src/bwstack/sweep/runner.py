@@ -9,12 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bwstack import record
 from bwstack.errors import ExternalError
-from bwstack.host import operate
+from bwstack.host import stackproject
 from bwstack.host.dockercompose import Project
 from bwstack.launch import launch_spec
 from bwstack.stack.schema import Stack
-from bwstack.sweep import bench, report, soak
+from bwstack.sweep import bench, soak
 from bwstack.sweep.display import Display, status_text
 from bwstack.sweep.judge import Exited, HealthChange, Judge, LogEnd, LogLine, Probe, Verdict
 from bwstack.sweep.plan import STANDIN_IMITATES, Options, source_label, standin_fault
@@ -91,7 +92,7 @@ class Runner:
 
     def remove_leftovers(self) -> None:
         """Containers of this project left by a killed run or by ``bwstack up``: same GPUs, same port."""
-        for service in operate.stop_other_profiles(self.project, keep=""):
+        for service in stackproject.stop_other_profiles(self.project, keep=""):
             self.display.note(f"removed the container of {service} (one profile at a time)")
 
     def finish(self) -> None:
@@ -115,7 +116,7 @@ class Runner:
 
     def run_profile(self, name: str) -> dict[str, Any]:
         """Start, watch until decisive, gather evidence, tear down; returns the report row."""
-        started_at = report.utc_now()
+        started_at = record.utc_now()
         t0 = time.monotonic()
         judge = Judge(self.options.timeout_s, now=t0, confirm=self.stack.settings.healthcheck.retries)
         watch = Watch(name, judge, Streams(self.client))
@@ -318,7 +319,7 @@ class Runner:
             "decided_by": verdict.decided_by,
             "reason": verdict.reason,
             "started_at": started_at,
-            "finished_at": report.utc_now(),
+            "finished_at": record.utc_now(),
             "elapsed_s": round(elapsed, 2),
             "evidence": evidence,
         }

@@ -6,7 +6,7 @@ resolution), :mod:`~bwstack.know.rules.kernels` (the committed kernel facts, rea
 :mod:`~bwstack.know.rules.predict` (the prediction and ``bwstack validate``'s warnings; its docstring says
 how a
 verdict is reached). Generating the kernel facts is part of ``bwstack lock``:
-:mod:`bwstack.lock.kernel_facts`. This module re-exports the rooms' public names.
+:mod:`bwstack.build.lock.kernel_facts`. This module re-exports the rooms' public names.
 """
 
 from __future__ import annotations
