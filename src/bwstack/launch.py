@@ -171,8 +171,8 @@ class LaunchSpec:
 
     @property
     def shm_size(self) -> str:
-        """The server's /dev/shm size (stack.shm_size)."""
-        return self.stack.settings.shm_size
+        """The server's /dev/shm size: the profile's ``shm_size``, else stack.shm_size."""
+        return self.stack.profile(self.profile).shm_size or self.stack.settings.shm_size
 
     @property
     def restart(self) -> str:

@@ -83,7 +83,7 @@ def service_context(stack: Stack, profile_name: str, overrides: Overrides | None
         "environment": spec.env(overrides.env_by_profile.get(profile_name)),
         "port": f"{_host_part(settings.bind_address)}:{spec.port}:{spec.port}",
         "network_mode": None,
-        # GPU servers share the host's IPC namespace and lift memlock (NCCL, CUDA IPC); a CPU one needs neither
+        # a GPU server shares the host's IPC namespace and lifts memlock (NCCL, CUDA IPC); a CPU one neither
         "ipc": "host" if spec.gpus else None,
         "ulimits": bool(spec.gpus),
         # no GPU reservation for a service that runs on the CPU (stack.device / profile device: cpu)
