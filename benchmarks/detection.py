@@ -91,7 +91,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_smoke(parser)
     args = parser.parse_args(argv)
     if args.smoke:  # one fault, the stand-in sweep's short probe timings, a short window, 2 runs per probe
-        args.faults, args.window, args.runs, args.load_seconds = "nan", min(args.window, 20.0), 2, 1.0
+        args.faults, args.window, args.runs, args.load_seconds = "nan", min(args.window, 15.0), 2, 1.0
     return args
 
 
