@@ -238,6 +238,11 @@ class Profile(_ProfileBackends):
     expect: str = Field(default="healthy", json_schema_extra={"enum": list(EXPECT_CLASSES)})
     arch: GpuArch | None = None
     device: Literal["gpu", "cpu"] | None = None  # default: stack.device
+    shm_size: SizeStr | None = Field(
+        default=None,
+        description="this profile's /dev/shm size, instead of stack.shm_size (e.g. a CPU profile, "
+        "whose shm is its own, or a Kubernetes pod's memory-backed dshm volume)",
+    )
     why: str = ""
     evidence: list[str] = []
 
