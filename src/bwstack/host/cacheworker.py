@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bwstack.errors import ExternalError, UserError
+from bwstack.host import fetch, modelcache
 from healthchecks import imagelayout
 
 
@@ -24,8 +25,6 @@ def _say(text: str) -> None:
 
 
 def status(request: dict[str, Any]) -> dict[str, Any]:
-    from bwstack.host import modelcache
-
     location = modelcache.Location(Path(imagelayout.HF_HOME), "helper")
     found = modelcache.status(location, request["repo"], request["revision"])
     fields = dataclasses.asdict(found)
@@ -34,8 +33,6 @@ def status(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def fill(request: dict[str, Any]) -> dict[str, Any]:
-    from bwstack.host import fetch, modelcache
-
     location = modelcache.Location(Path(imagelayout.HF_HOME), "helper")
     files = [fetch.HubFile(**entry) for entry in request["files"]]
     manifest = fetch.fill(

@@ -131,11 +131,10 @@ def locate(stack: Stack, cache_dir: Path | None = None, *, create: bool = False)
         return Location(cache_dir.expanduser().resolve(), "--cache-dir")
     if stack.settings.model_cache_path is not None:
         return Location((stack.root / stack.settings.model_cache_path).resolve(), "stack.model_cache_path")
-    from bwstack.launch import image_ref
-
     name = volume_name(stack)
     mountpoint = _volume_mountpoint(stack, create=create)
-    return Location(mountpoint, f"volume {name}", name, image_ref(stack, stack.settings.variant))
+    image = imagelayout.image_ref(stack.settings.image_repo, stack.settings.variant)
+    return Location(mountpoint, f"volume {name}", name, image)
 
 
 def _docker(*args: str) -> subprocess.CompletedProcess[str]:
