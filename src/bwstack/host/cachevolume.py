@@ -15,13 +15,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import bwstack
 import healthchecks
-from bwstack.errors import ExternalError, UserError
+from bwstack.errors import AbandonedWork, ExternalError, UserError
 from healthchecks import imagelayout
 
 #: where bwstack's packages are mounted in the helper container (beside, never over, the image's own)
@@ -103,44 +105,55 @@ def run(
 ) -> dict[str, Any]:
     """Run one worker request; its ``say:`` lines go to ``echo``, its ``done:`` answer is returned, its
     ``error:`` line is raised (UserError or ExternalError, one line)."""
-    try:
-        proc = subprocess.Popen(
-            argv(volume, image),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-    except OSError as exc:
-        raise ExternalError(f"cannot run docker for the model cache volume {volume}: {exc}") from None
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    proc.stdin.write(json.dumps(request))
-    proc.stdin.close()
-    answer: dict[str, Any] | None = None
-    failure: str | None = None
-    try:
-        for raw in proc.stdout:
-            kind, _, text = raw.rstrip("\n").partition(": ")
-            if kind == "say" and echo is not None:
-                echo(text)
-            elif kind == "done":
-                answer = json.loads(text)
-            elif kind == "error":
-                failure = text
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise ExternalError(
-            f"the model cache helper on volume {volume} did not answer within {timeout} s"
-        ) from None
-    stderr = proc.stderr.read()
-    if failure is not None:
-        which, _, message = failure.partition(" ")
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        try:
+            proc = subprocess.Popen(
+                argv(volume, image), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True
+            )
+        except OSError as exc:
+            raise ExternalError(f"cannot run docker for the model cache volume {volume}: {exc}") from None
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(request))
+        proc.stdin.close()
+        lines: list[str] = []
+        try:
+            _read(proc, lines, echo, timeout)
+        except KeyboardInterrupt:  # docker run passes the signal on: the worker says what it left, then ends
+            _read(proc, lines, echo, 60)
+            if not any(line.startswith("error: ") for line in lines):
+                raise AbandonedWork(f"interrupted; the helper on volume {volume} was stopped") from None
+        errors.seek(0)
+        stderr = errors.read()
+    answer = [json.loads(line[6:]) for line in lines if line.startswith("done: ")]
+    failure = [line[7:] for line in lines if line.startswith("error: ")]
+    if failure:
+        which, _, message = failure[0].partition(" ")
         raise (UserError if which == "user" else ExternalError)(message)
-    if answer is None or proc.returncode != 0:
+    if not answer or proc.returncode != 0:
         last = " ".join((stderr.strip().splitlines() or ["no output"])[-1].split())[:200]
         raise ExternalError(
             f"the model cache helper ({image} as uid {imagelayout.UID}, volume {volume}) failed "
             f"(exit {proc.returncode}): {last}"
         )
-    return answer
+    found: dict[str, Any] = answer[0]
+    return found
+
+
+def _read(
+    proc: subprocess.Popen[str], lines: list[str], echo: Callable[[str], object] | None, timeout: float | None
+) -> None:
+    """The worker's lines until it ends (``say:`` lines echoed as they come); killed past ``timeout``."""
+    assert proc.stdout is not None
+    timer = threading.Timer(timeout, proc.kill) if timeout else None
+    if timer is not None:
+        timer.start()
+    try:
+        for raw in proc.stdout:
+            line = raw.rstrip("\n")
+            if line.startswith("say: ") and echo is not None:
+                echo(line[5:])
+            lines.append(line)
+        proc.wait()
+    finally:
+        if timer is not None:
+            timer.cancel()
