@@ -40,7 +40,7 @@ DUMP_SCRIPT = venv_scripts.DUMP_ARGS
 DOCKER_TIMEOUT = 900
 #: the parser snapshots of the releases between the shipped variants (0.5.17 to 0.5.22), one file per release,
 #: read from each release's own wheel; ``bwstack upgrade`` with a bare version takes its parser from here
-RELEASES_DIR = Path(__file__).resolve().parents[1] / "data" / "sglang-args"
+RELEASES_DIR = Path(__file__).resolve().parents[2] / "data" / "sglang-args"  # src/bwstack/data
 
 
 def lock_args(variant_dir: Path, *, echo: Echo) -> Path:
