@@ -194,8 +194,8 @@ def test_a_root_fetch_is_read_and_refetched_by_a_non_root_operator(
         assert fetched.returncode == 0, fetched.stderr
         no_traceback(fetched)
         assert f"now belongs to the serving user (uid {imagelayout.UID})" in fetched.stdout
-        data = volume_data(stack)
-        assert not os.access(data.parent.parent, os.R_OK)  # Docker's volume folder: root's (0710)
+        blocked = as_user(operator, ["ls", str(volume_data(stack))], {}, stack.root)
+        assert blocked.returncode != 0, blocked.stdout  # Docker's volume folder is root's: closed to the user
         # the operator's model-state check (what up and the sweep run): complete, so HF_HUB_OFFLINE=1
         state = as_user(operator, [str(operator.python), "-c", STATE, file], {}, stack.root)
         assert state.returncode == 0, state.stderr
@@ -233,7 +233,7 @@ def test_a_non_root_operator_fetches_and_up_starts_offline(
         refused = as_user(operator, [str(operator.bwstack), "up", "-f", file, healthy], {}, stack.root)
         assert refused.returncode == 1, refused.stdout + refused.stderr
         no_traceback(refused)
-        assert f"model {REPO}@{repo.commit[:12]}: not fetched" in refused.stderr
+        assert f"model {REPO} is not fetched: model cache volume" in refused.stderr
         fetched = as_user(operator, [str(operator.bwstack), "fetch", "-f", file], hub_env(hub), stack.root)
         assert fetched.returncode == 0, fetched.stdout + fetched.stderr
         no_traceback(fetched)
