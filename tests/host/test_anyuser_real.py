@@ -43,8 +43,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SYSTEM_PYTHON = "/usr/bin/python3"
 #: the model-state check up and the sweep run, as one line of JSON (the user's own interpreter runs it)
 STATE = (
-    "import json, sys; from bwstack.host import modelcache; from bwstack.stack import loader; "
-    "print(json.dumps(modelcache.service_env(loader.load_stack(sys.argv[1]))))"
+    "import json, sys; from pathlib import Path; from bwstack.host import modelcache; "
+    "from bwstack.stack import loader; print(json.dumps(modelcache.service_env(loader.load_stack(Path(sys.argv[1])))))"
 )
 #: `bwstack up` with the stand-in's compose overrides added to the project (the commands' logic untouched)
 UP = """
