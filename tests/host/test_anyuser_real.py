@@ -91,6 +91,21 @@ def _install_tree(venv: Path) -> None:
     assert installed.returncode == 0, installed.stderr[-2000:]
 
 
+def _give_compose(name: str, home: Path) -> None:
+    """Compose v2 for the user as Docker documents a per-user install (~/.docker/cli-plugins), when this
+    host's plugin lives where the user cannot run it (root's own ~/.docker)."""
+    listed = dockerstack.docker(
+        "info", "--format", '{{range .ClientInfo.Plugins}}{{.Name}} {{.Path}}{{"\\n"}}{{end}}', check=False
+    )
+    paths = [line.split(" ", 1)[1] for line in listed.stdout.splitlines() if line.startswith("compose ")]
+    if not paths or not paths[0].startswith(str(Path.home())):
+        return
+    plugins = home / ".docker" / "cli-plugins"
+    plugins.mkdir(parents=True)
+    shutil.copy2(paths[0], plugins / "docker-compose")
+    subprocess.run(["chown", "-R", f"{name}:{name}", str(home / ".docker")], check=True)
+
+
 @pytest.fixture(scope="module")
 def operator(docker_engine: None) -> Iterator[Operator]:
     if os.geteuid() != 0:
@@ -104,6 +119,7 @@ def operator(docker_engine: None) -> Iterator[Operator]:
     try:
         _install_tree(scratch / "venv")
         home = Path(pwd.getpwnam(name).pw_dir)
+        _give_compose(name, home)
         yield Operator(name, home, scratch / "venv" / "bin" / "python")
     finally:
         subprocess.run(["userdel", "-r", name], capture_output=True, timeout=60, check=False)
