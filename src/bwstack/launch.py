@@ -6,8 +6,7 @@ environment, the deep healthcheck's command, the image, the port and the GPUs, a
 paths inside the serving image. Compose (:mod:`bwstack.render.compose`), multi-host Compose
 (:mod:`bwstack.render.multihost`)
 and Kubernetes (:mod:`bwstack.render.k8s`) only lay the spec out in their syntax; ``explain``, the rules and
-the
-sweep's fast mode read their argv and env from it, so every room starts the same server.
+the sweep's fast mode read their argv and env from it, so every room starts the same server.
 """
 
 from __future__ import annotations

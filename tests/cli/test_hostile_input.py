@@ -34,7 +34,8 @@ from bwstack import record, textlayout
 from bwstack.bisect import search
 from bwstack.errors import ExternalError, UserError
 from bwstack.host import calibrate
-from bwstack.know import audit, fatbin
+from bwstack.know import fatbin
+from bwstack.know import inventory as sources
 from bwstack.ops import choose
 from bwstack.stack import loader
 from bwstack.stack.yamlload import parse_yaml
@@ -282,14 +283,14 @@ def test_the_fatbin_reader_ends_on_any_bytes(blob: bytes) -> None:
 def test_a_wheel_member_is_inflated_only_up_to_its_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(audit, "MAX_CUBIN_BYTES", 1 << 20)
-    monkeypatch.setattr(audit, "MAX_MEMBER_BYTES", 2 << 20)
+    monkeypatch.setattr(sources, "MAX_CUBIN_BYTES", 1 << 20)
+    monkeypatch.setattr(sources, "MAX_MEMBER_BYTES", 2 << 20)
     wheel = tmp_path / "bomb-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("bomb-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
         archive.writestr("bomb/k.cubin", b"\0" * (8 << 20))  # 8 MiB of zeros: a few KiB in the archive
         archive.writestr("bomb/libk.so", fatbin.ELF_MAGIC + b"\0" * (8 << 20))
-    inv = audit.inventory_wheel(wheel, "python")
+    inv = sources.inventory_wheel(wheel, "python")
     errors = sorted((f.path, f.error) for f in inv.files)
     assert errors == [
         ("bomb/k.cubin", "inflates to more than 1 MiB: not scanned (zip bomb?)"),

@@ -32,7 +32,7 @@ from bwstack.ops import updown
 from bwstack.stack import loader
 from bwstack.stack.schema import SoakSettings
 from bwstack.sweep import bench, soak
-from bwstack.sweep.judge import Verdict
+from bwstack.sweep.judge import Outcome
 from healthchecks import soak_client
 from support import sse
 from support.stack import ROOT
@@ -173,7 +173,7 @@ def soaked(behaviour: Behaviour, settings: SoakSettings, seconds: float = 2.0) -
 
 
 SETTINGS = SoakSettings(concurrency=2, lengths=[64, 2304], output_len=8, stall_after_s=10, window_s=1)
-HEALTHY = Verdict("healthy", "healthcheck", "healthy: sampled decode ok")
+HEALTHY = Outcome("healthy", "healthcheck", "healthy: sampled decode ok")
 
 
 def _bucket(record: dict[str, Any], length: int) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +26,14 @@ from ruamel.yaml import YAML
 from bwstack.host import calibrate
 from bwstack.render import compose
 from bwstack.stack import loader
-from bwstack.tiny import tinycopy
 from healthchecks import common
 from support.realhc import healthcheck, stack_for
-from support.realsglang import real_server, venv_python
+from support.realsglang import real_server
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 PROFILE = "dense-fi-bf16"
 LENGTH = 2304
-
-
-@pytest.fixture(scope="module")
-def copy_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    folder = tmp_path_factory.mktemp("copy")
-    started = time.monotonic()
-    summary = tinycopy.write_in_venv(venv_python(), folder / "good", folder / "broken")
-    return {"good": folder / "good", "broken": folder / "broken", "summary": summary,
-            "seconds": time.monotonic() - started}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ Host adjustments live in separate override files, so the rendered file itself di
 
 - ``compose.ports.yaml`` publishes each service on an ephemeral loopback port (``127.0.0.1::30000``) instead of
   the fixed one, so the services of one project, and parallel test sessions, never collide on a host port;
-- ``compose.nogpu.yaml`` removes each service's GPU reservation (``bwstack.sweep.gpu_reservation_reset``, the
+- ``compose.nogpu.yaml`` removes each service's GPU reservation (``bwstack.sweep.run.gpu_reservation_reset``, the
   stand-in sweep's own override), so any engine runs the services: no NVIDIA runtime or hook on the host;
 - ``compose.host.yaml`` (only where the engine refuses ``ulimits: memlock: -1``, as rootless or nested Docker
-  does) is ``bwstack.sweep.memlock_reset``'s override, the same one the stand-in sweep uses.
+  does) is ``bwstack.sweep.run.memlock_reset``'s override, the same one the stand-in sweep uses.
 
 Import as ``support.dockerstack`` (``tests/`` is on ``sys.path``) so both test folders share one module and
 so one stand-in image build per session (:func:`standin_images` is cached).

@@ -2,7 +2,7 @@
 
 Each profile runs on the real CPU stand-in server (``python -m bwstack.standin`` with the profile's rendered
 SGLang argv, its variant's parser snapshot and the fault its ``expect`` needs, or one the test imposes), is probed
-by the real deep healthcheck (``healthchecks/warmup.py``), judged by the sweep's own :class:`bwstack.sweep.Judge`
+by the real deep healthcheck (``healthchecks/warmup.py``), judged by the sweep's own :class:`bwstack.sweep.judge.Judge`
 and recorded by the sweep's own row, document and report code. Only Docker's part is played here: a local
 process instead of a container, and health events derived from the probes the way Docker derives them
 (``healthy`` on the first pass; ``unhealthy`` after ``retries`` failures in a row once the server answers).

@@ -141,6 +141,18 @@ def test_a_row_with_verdict_twice_is_refused(tmp_path: Path) -> None:
     assert verify.returncode == 2 and "'verdict' appears twice" in verify.stderr, verify.stderr
 
 
+def test_a_row_field_of_another_type_than_the_records_is_refused(tmp_path: Path) -> None:
+    """``scores`` is checked by no bundle-specific rule: the record's type (the one reader) refuses it."""
+
+    def edit(doc: Any) -> None:
+        doc["results"][next(iter(doc["results"]))]["scores"] = "high"
+
+    (tmp_path / "typed.tar.gz").write_bytes(bundle_of(_json_edit(bundleread.RESULTS, edit)))
+    verify = run_cli(tmp_path, "report", "verify", "typed.tar.gz")
+    assert verify.returncode == 2, verify.stderr
+    assert ".scores: malformed sweep report: expected dict, got str" in verify.stderr, verify.stderr
+
+
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "1e309"])
 def test_nan_and_infinity_are_refused(tmp_path: Path, literal: str) -> None:
     parts = base_parts()

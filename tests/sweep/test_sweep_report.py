@@ -16,6 +16,7 @@ from rich.console import Console
 from bwstack import record, sweep
 from bwstack.cli import main
 from bwstack.errors import UserError
+from bwstack.record import read
 from bwstack.stack import loader, schema
 from bwstack.sweep import report
 from bwstack.sweep.demo import run_demo
@@ -118,7 +119,7 @@ def test_write_and_load_round_trip(tmp_path: Path) -> None:
     report.record(doc, make_row("a", "assertion", "assertion"))
     report.write_report(tmp_path, doc)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.html", "matrix.md", "results.json"]
-    loaded = report.load_document(tmp_path / "results.json")
+    loaded = read.load(tmp_path / "results.json")
     assert loaded == json.loads(json.dumps(doc))
     assert loaded["schema_version"] == record.SCHEMA_VERSION == 1
 
@@ -173,12 +174,12 @@ def test_a_failed_rewrite_keeps_the_previous_report(tmp_path: Path, monkeypatch:
         ('{"schema_version": 1, "stack": {}}', "malformed"),
     ],
 )
-def test_load_document_refuses_bad_files(tmp_path: Path, content: str | None, message: str) -> None:
+def test_the_one_reader_refuses_bad_files(tmp_path: Path, content: str | None, message: str) -> None:
     path = tmp_path / "results.json"
     if content is not None:
         path.write_text(content, encoding="utf-8")
     with pytest.raises(UserError, match=message):
-        report.load_document(path)
+        read.load(path)
 
 
 def test_markdown_has_one_row_per_planned_profile() -> None:

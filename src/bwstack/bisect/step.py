@@ -39,9 +39,9 @@ from bwstack.build import dockerbuild
 from bwstack.build.lock import args as lock_args
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
+from bwstack.record import read
 from bwstack.stack import pins, snapshots
 from bwstack.stack.schema import Stack
-from bwstack.sweep import report
 from bwstack.sweep.run import run_sweep
 
 #: seconds a pull of a tag's image may take (a CUDA image is tens of GB)
@@ -292,7 +292,7 @@ class StepRunner:
         )
         if code >= 128:
             raise Interrupted(code - 128)
-        row = report.load_document(out / record.RESULTS_FILE)["results"].get(self.profile)
+        row = read.load(out / record.RESULTS_FILE)["results"].get(self.profile)
         if row is None:
             raise ExternalError(f"the sweep of {tag.name} recorded no verdict (exit status {code})")
         if not stack.is_cpu:

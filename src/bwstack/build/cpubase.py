@@ -26,6 +26,7 @@ from bwstack.build import rootfs
 from bwstack.build.lock import wheelhouse
 from bwstack.errors import ExternalError
 from bwstack.stack.pins import Variant
+from healthchecks import imagelayout
 
 Echo = Callable[[str], Any]
 
@@ -36,8 +37,8 @@ INPUTS_LABEL = "io.bwstack.cpu-base-inputs"
 WHEELHOUSE_MOUNT = "/mnt/bwstack-wheelhouse"
 SCRIPT_MOUNT = "/mnt/bwstack-cpu-base.sh"
 #: the venv of the venv layout and the source tree of an editable SGLang (as in the real bases)
-VENV = "/opt/sglang"
-WORKSPACE = "/sgl-workspace/sglang"
+VENV = imagelayout.SGLANG_VENV
+WORKSPACE = imagelayout.SGLANG_WORKSPACE
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: what each layout stands for (first-contact.md row 1.1)
 MIRRORS = {

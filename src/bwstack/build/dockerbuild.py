@@ -53,7 +53,7 @@ def build(
 
 def prepare_cpu_build(stack: Stack, variant: Variant, *, echo: Callable[[str], object]) -> str:
     """A CPU variant's base, ``[base] image``: made locally from the Debian root file system (mmdebstrap, no
-    registry) and the verified wheelhouse, laid out like the real base (:mod:`bwstack.host.cpubase`); its
+    registry) and the verified wheelhouse, laid out like the real base (:mod:`bwstack.build.cpubase`); its
     override wheels, verified against overrides.lock, staged in ``images/<variant>/override-wheels/`` for the
     Dockerfile's offline override step. The serving image is then built from the repository's own context, as
     a GPU variant's is."""

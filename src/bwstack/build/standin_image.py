@@ -5,10 +5,10 @@ Three images, all named ``bwstack/standin*`` and labelled ``io.bwstack.standin``
 1. the Debian root file system image -- made by :mod:`bwstack.build.rootfs` (the CPU variants build on
    it too).
 2. ``bwstack/standin-base:<content hash>`` -- the rootfs plus the stdlib-only stand-in code
-   (``bwstack/__init__.py``, ``stack/snapshot_argparse.py``, ``standin/``, ``healthchecks/vocabulary.py``) at
-   ``/opt/standin`` on ``PYTHONPATH``, an
-   ``sglang`` shim package so that ``python3 -m sglang.launch_server`` runs the stand-in, and the variant's
-   parser snapshot at ``/opt/bwstack/sglang-args.json``. Rebuilt only when that content changes.
+   (``bwstack/__init__.py``, ``stack/snapshot_argparse.py``, ``standin/``, ``healthchecks/vocabulary.py``,
+   ``healthchecks/imagelayout.py``) at ``/opt/standin`` on ``PYTHONPATH``, an ``sglang`` shim package so that
+   ``python3 -m sglang.launch_server`` runs the stand-in, and the variant's parser snapshot at
+   ``/opt/bwstack/sglang-args.json``. Rebuilt only when that content changes.
 3. ``bwstack/standin:<variant>`` -- the project's own Dockerfile built on the base (``dockerbuild.build`` with
    ``base_image=``), so entrypoint, healthcheck, labels and HEALTHCHECK are the shipped ones.
 
@@ -30,15 +30,17 @@ from typing import TYPE_CHECKING
 from bwstack.build import dockerbuild
 from bwstack.build.rootfs import LABEL, ROOTFS_IMAGE, Echo, ensure_rootfs, image_exists, run_logged
 from bwstack.errors import ExternalError, UserError
-from healthchecks import vocabulary
+from healthchecks import imagelayout, vocabulary
 
 if TYPE_CHECKING:
     from bwstack.stack.schema import Stack
 
 BASE_REPO = "bwstack/standin-base"
 STANDIN_REPO = "bwstack/standin"
-SNAPSHOT_IN_IMAGE = "/opt/bwstack/sglang-args.json"
-CODE_IN_IMAGE = "/opt/standin"
+SNAPSHOT_IN_IMAGE = imagelayout.PARSER_SNAPSHOT
+CODE_IN_IMAGE = imagelayout.STANDIN_CODE
+#: the same folder in the build context, which mirrors the image from its root
+CODE_DIR = CODE_IN_IMAGE.lstrip("/")
 
 
 def ensure_standin_image(stack: Stack, *, variant: str | None = None, echo: Echo = print) -> str:
@@ -112,21 +114,22 @@ def base_context(snapshot: Path, version: str) -> dict[str, bytes]:
     package = Path(__file__).resolve().parents[1]
     stack_pkg = package / "stack"
     files: dict[str, bytes] = {
-        "opt/standin/bwstack/__init__.py": (package / "__init__.py").read_bytes(),
+        f"{CODE_DIR}/bwstack/__init__.py": (package / "__init__.py").read_bytes(),
         # the stack package's __init__ imports nothing, so its stdlib-only parser builder imports alone
-        "opt/standin/bwstack/stack/__init__.py": (stack_pkg / "__init__.py").read_bytes(),
-        "opt/standin/bwstack/stack/snapshot_argparse.py": (stack_pkg / "snapshot_argparse.py").read_bytes(),
+        f"{CODE_DIR}/bwstack/stack/__init__.py": (stack_pkg / "__init__.py").read_bytes(),
+        f"{CODE_DIR}/bwstack/stack/snapshot_argparse.py": (stack_pkg / "snapshot_argparse.py").read_bytes(),
     }
     for source in sorted((package / "standin").glob("*.py")):
-        files[f"opt/standin/bwstack/standin/{source.name}"] = source.read_bytes()
-    # the stand-in reads SGLang's names and DSA defaults from the one vocabulary (stdlib only)
+        files[f"{CODE_DIR}/bwstack/standin/{source.name}"] = source.read_bytes()
+    # the stand-in reads SGLang's names and DSA defaults from the one vocabulary, its paths from the image's
+    # layout (both stdlib only)
     shared = Path(vocabulary.__file__).resolve().parent
-    for name in ("__init__.py", "vocabulary.py"):
-        files[f"opt/standin/healthchecks/{name}"] = (shared / name).read_bytes()
-    files["opt/standin/sglang/__init__.py"] = shim_init(version).encode("utf-8")
-    files["opt/standin/sglang/launch_server.py"] = SHIM_LAUNCH_SERVER.encode("utf-8")
+    for name in ("__init__.py", "vocabulary.py", "imagelayout.py"):
+        files[f"{CODE_DIR}/healthchecks/{name}"] = (shared / name).read_bytes()
+    files[f"{CODE_DIR}/sglang/__init__.py"] = shim_init(version).encode("utf-8")
+    files[f"{CODE_DIR}/sglang/launch_server.py"] = SHIM_LAUNCH_SERVER.encode("utf-8")
     try:
-        files["opt/bwstack/sglang-args.json"] = snapshot.read_bytes()
+        files[SNAPSHOT_IN_IMAGE.lstrip("/")] = snapshot.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read the parser snapshot: {exc}", file=snapshot) from None
     files["Dockerfile"] = base_dockerfile(version).encode("utf-8")
@@ -156,7 +159,7 @@ def base_dockerfile(version: str) -> str:
         f"FROM {ROOTFS_IMAGE}\n"
         "COPY opt/ /opt/\n"
         f"ENV PYTHONPATH={CODE_IN_IMAGE} PYTHONUNBUFFERED=1 LANG=C.UTF-8\n"
-        f"RUN chmod -R a+rX {CODE_IN_IMAGE} /opt/bwstack \\\n"
+        f"RUN chmod -R a+rX {CODE_IN_IMAGE} {SNAPSHOT_IN_IMAGE.rsplit('/', 1)[0]} \\\n"
         f" && python3 -m compileall -q {CODE_IN_IMAGE} \\\n"
         ' && python3 -c "import sglang, sglang.launch_server, bwstack.standin.server;'
         ' assert sglang.BWSTACK_STANDIN"\n'

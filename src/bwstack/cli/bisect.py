@@ -1,6 +1,6 @@
 """The ``bwstack bisect`` command: options and output; the search is :mod:`bwstack.bisect.search`, one step
-:mod:`bwstack.bisect.step`. Registered on the command group by ``bwstack.cli`` (its own module, so cli.py
-stays small); imports nothing heavy at module level.
+:mod:`bwstack.bisect.step`. Registered on the command group by ``bwstack.cli`` (its own module, so
+``cli/__init__.py`` stays small); imports nothing heavy at module level.
 """
 
 from __future__ import annotations

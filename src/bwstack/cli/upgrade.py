@@ -1,7 +1,6 @@
 """The ``bwstack variant new`` and ``bwstack upgrade`` commands: options and output only; the work is in
 :mod:`bwstack.build.lock.variant_new` and :mod:`bwstack.ops.upgrade`. Registered on the command group by
-``bwstack.cli`` (its
-own module, so cli.py stays small); imports nothing heavy at module level.
+``bwstack.cli`` (its own module, so ``cli/__init__.py`` stays small); imports nothing heavy at module level.
 """
 
 from __future__ import annotations

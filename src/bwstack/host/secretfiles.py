@@ -4,9 +4,9 @@ serving user only.
 Compose file secrets outside swarm are bind mounts that keep the host file's owner and mode (``uid``/``gid``/
 ``mode`` are ignored: docker/compose#12362, moby/moby#40046), so a 0600 file of the operator is unreadable for
 the image's serving user (uid :data:`healthchecks.imagelayout.UID`). bwstack grants that one user read access
-with a POSIX ACL
-entry (``user:10001:r--``; owner keeps read/write, group and others get nothing); as root without ACL support
-it hands the file to that user instead. :func:`readable_by` judges a file for ``doctor`` as the kernel will.
+with a POSIX ACL entry (``user:10001:r--``; owner keeps read/write, group and others get nothing); as root
+without ACL support it hands the file to that user instead. :func:`readable_by` judges a file for ``doctor``
+as the kernel will.
 """
 
 from __future__ import annotations

@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bwstack import record, textlayout
+from bwstack import textlayout
 from bwstack.errors import UserError
-from bwstack.files import read_json
 from bwstack.host.doctor.detect import Host, detect_host
 from bwstack.host.doctor.probe import HostProbe
 from bwstack.know import rules
+from bwstack.record import read
+from bwstack.record.types import Document, Row
 from bwstack.stack.schema import Stack
 from bwstack.sweep import report
 
@@ -114,19 +115,15 @@ def _report_files(stack: Stack) -> list[tuple[str, Path]]:
     return sorted(keyed, key=lambda item: (item[0].split("/")[0], item[0]), reverse=True)
 
 
-def _real_reports(stack: Stack, arch: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _real_reports(stack: Stack, arch: str) -> Iterator[tuple[str, Document]]:
     """(report folder, results.json document) of the real, complete reports of ``arch``, newest first: no
-    stand-in, no ``--fast`` and no combined ``mixed`` report (its parts are read instead)."""
+    stand-in, no ``--fast`` and no combined ``mixed`` report (its parts are read instead). A report the one
+    reader refuses (:func:`bwstack.record.read.load_or_none`) is skipped."""
     for folder, path in _report_files(stack):
-        try:  # a FIFO, a huge or a hostile file is skipped like a malformed one, never waited on
-            doc = read_json(path, "a sweep report", record.RESULTS_LIMITS)
-        except (OSError, UserError):
+        doc = read.load_or_none(path)
+        if doc is None:
             continue
-        if not isinstance(doc, dict):
-            continue
-        mode, about, results = (doc.get(key) or {} for key in ("mode", "stack", "results"))
-        if not (isinstance(mode, dict) and isinstance(about, dict) and isinstance(results, dict)):
-            continue
+        mode, about = doc["mode"], doc["stack"]
         if mode.get("kind") == "mixed" or mode.get("standin") or mode.get("fast"):
             continue
         if about.get("gpu_arch") != arch:
@@ -134,7 +131,7 @@ def _real_reports(stack: Stack, arch: str) -> Iterator[tuple[str, dict[str, Any]
         yield folder, doc
 
 
-def _healthy_rows(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _healthy_rows(doc: Document) -> Iterator[tuple[str, Row]]:
     for name, row in doc["results"].items():
         if isinstance(row, dict) and row.get("verdict") == "healthy":
             yield name, row

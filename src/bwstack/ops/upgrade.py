@@ -7,12 +7,9 @@ that release's wheel (:func:`side`, via :func:`bwstack.build.lock.variant_new.pl
 version's own parser snapshot, the flags renamed, deprecated or removed and what each becomes
 (:func:`flag_findings`), values the new parser refuses and the changed defaults of backend flags left unset;
 then per GPU arch the effective backends by each version's own resolution code (:mod:`bwstack.know.explain`),
-the
-rules that start or stop applying and the predicted verdicts (:func:`bwstack.know.rules.predict`), compared
-with
-the report-diff tiers (:func:`bwstack.sweep.reportdiff.change_kind`). :func:`apply` rewrites renamed flags in
-the
-profiles file (YAML round-trip, comments kept) and returns the diff. Markdown:
+the rules that start or stop applying and the predicted verdicts (:func:`bwstack.know.rules.predict`),
+compared with the report-diff tiers (:func:`bwstack.sweep.reportdiff.change_kind`). :func:`apply` rewrites
+renamed flags in the profiles file (YAML round-trip, comments kept) and returns the diff. Markdown:
 :mod:`bwstack.ops.upgrade_render`.
 """
 
@@ -467,9 +464,8 @@ def apply(path: Path, report: Report) -> str:
     """Rewrite the renamed flags of ``path`` in place; the unified diff ('' if none).
 
     Each item is found by its YAML path (the round-trip parser's line index, :mod:`bwstack.stack.yamlload`)
-    and only
-    the flag's name on that line is replaced, so comments, quotes and wrapping stay as they are; the result
-    must parse to the same file with just those items changed, else nothing is written."""
+    and only the flag's name on that line is replaced, so comments, quotes and wrapping stay as they are; the
+    result must parse to the same file with just those items changed, else nothing is written."""
 
     edits = {(f.where, f.old): str(f.new) for p in report.profiles for f in p.flags if f.rewrite and f.new}
     text = path.read_text(encoding="utf-8")

@@ -1,6 +1,5 @@
 """The Markdown form of a ``bwstack upgrade`` report (:class:`bwstack.ops.upgrade.Report`): a verdict table
-per
-profile and arch, then per profile what changes on its command line and in SGLang's resolution, then the
+per profile and arch, then per profile what changes on its command line and in SGLang's resolution, then the
 defaults that changed for flags the stack leaves unset.
 """
 

@@ -3,8 +3,8 @@
 For one profile the sweep starts only its compose service and follows three streams at once, without fixed
 sleeps: Docker events (health changes, healthcheck runs, the process exiting), the container's log stream
 (classified line by line with the one failure catalog, ``healthchecks/signatures/__init__.py``) and, after
-each
-healthcheck run, the container's health log. A :class:`Judge` turns these events into a verdict:
+each healthcheck run, the container's health log. A :class:`bwstack.sweep.judge.Judge` turns these events
+into a verdict:
 
 - ``healthy`` when Docker reports the container healthy (the healthcheck's first pass is always a full one:
   config check against /server_info plus a sampled decode) and the log holds no fatal signature;
@@ -25,6 +25,6 @@ exits.
 The package's rooms: ``judge`` (events and the verdict), ``plan`` (what runs, the options), ``fast`` (the
 ``--fast`` override), ``streams`` (the Docker side), ``display`` (progress and summary), ``runner`` (one
 profile), ``run`` (the whole sweep), ``demo`` (``bwstack demo``), ``report``, ``reportdiff``, ``bench``.
-Import the rooms themselves (``from bwstack.sweep import report``, ``from bwstack.sweep.run import run_sweep``): this
-module is only this docstring, so importing one light room never imports the whole sweep.
+Import the rooms themselves (``from bwstack.sweep import report``, ``from bwstack.sweep.run import
+run_sweep``): this module is only this docstring, so importing one light room never imports the whole sweep.
 """

@@ -287,7 +287,7 @@ class Bench:
         )
 
     def _sglang(self, name: str, container: str, settings: BenchSettings, port: int) -> dict[str, Any]:
-        output = f"/tmp/bwstack-bench-{uuid.uuid4().hex[:12]}.jsonl"  # noqa: S108 - inside the container
+        output = f"{imagelayout.BENCH_OUTPUT_PREFIX}{uuid.uuid4().hex[:12]}.jsonl"
         argv = sglang_argv(
             settings,
             port=port,

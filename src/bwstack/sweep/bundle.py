@@ -6,9 +6,9 @@ results (every row's evidence: log excerpts, health log, requested and effective
 matrix, the host facts doctor reads (:mod:`bwstack.host.doctor.record`), each image's real digest and labels
 (``docker image inspect``), the profiles file and the compose files as run, bwstack's version and commit, and
 a manifest of sha256 per part. Every part passes through one :class:`bwstack.sweep.redact.Redactor` (secret
-values
-from ``secrets/`` and the environment, secret patterns; with ``--redact-host`` host names, addresses and user
-names), and the bytes written are checked again for every secret before the file is replaced atomically.
+values from ``secrets/`` and the environment, secret patterns; with ``--redact-host`` host names, addresses
+and user names), and the bytes written are checked again for every secret before the file is replaced
+atomically.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from bwstack.files import atomic_write_bytes, read_bounded, refuse_overwrite
 from bwstack.host.doctor.probe import HostProbe
 from bwstack.host.doctor.record import host_facts
 from bwstack.host.gitinfo import git
+from bwstack.record import read
 from bwstack.stack.schema import Stack
 from bwstack.sweep import redact, report
 from bwstack.sweep.bundleread import (
@@ -119,7 +120,7 @@ def ran_images(doc: report.Document, variant: str, ref: str) -> dict[str, Any]:
     found = inspect_image(ref)
     ran = sorted(
         {
-            str(row["evidence"]["image_id"])
+            str((row.get("evidence") or {}).get("image_id"))
             for row in doc["results"].values()
             if row.get("variant") == variant and (row.get("evidence") or {}).get("image_id")
         }
@@ -153,7 +154,7 @@ def report_stack(report_dir: Path, stack: Stack, load: Callable[[Path], Stack]) 
     results = report_dir / record.RESULTS_FILE
     if not results.is_file():
         raise UserError(f"no sweep report here ({record.RESULTS_FILE} missing)", file=report_dir)
-    named = report.load_document(results)["stack"].get("file")
+    named = read.load(results)["stack"].get("file")
     if named in (None, stack.path.name):
         return stack, None
     beside = stack.path.parent / str(named)
@@ -173,7 +174,7 @@ def build(
     """The bundle's bytes, its manifest and the redactor used (for its counts)."""
     if not (report_dir / record.RESULTS_FILE).is_file():
         raise UserError(f"no sweep report here ({record.RESULTS_FILE} missing)", file=report_dir)
-    doc = report.load_document(report_dir / record.RESULTS_FILE)
+    doc = read.load(report_dir / record.RESULTS_FILE)
     if doc["stack"].get("file") not in (None, stack.path.name):
         raise UserError(
             f"this report was made from {doc['stack']['file']}, not {stack.path.name}; pass "

@@ -113,7 +113,13 @@ def print_summary(doc: report.Document, out: Path, console: Any) -> None:
             continue
         mode = " (fast)" if row.get("fast") else ""
         match = "yes" if row["match"] else "NO"
-        cells = [name, row["expect"], f"{row['verdict']}{mode}", match, f"{row['elapsed_s']:.1f} s"]
+        cells: list[Any] = [
+            name,
+            row["expect"],
+            f"{row['verdict']}{mode}",
+            match,
+            f"{row['elapsed_s']:.1f} s",
+        ]
         rows.append(cells + ([bench.short_words(row.get("speed"))] if measured else []))
     console.print("bwstack sweep", markup=False)
     header = ["profile", "expect", "verdict", "matches", "time"] + (["speed"] if measured else [])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bwstack import record
 from bwstack.errors import UserError
@@ -24,6 +24,7 @@ from bwstack.host.doctor.record import summary
 from bwstack.record import MERGED_FILE, utc_now
 from bwstack.record import MERGED_FORMAT as FORMAT
 from bwstack.record import MERGED_FORMAT_VERSION as FORMAT_VERSION
+from bwstack.record.types import Cell, Document, Merged, Row, Seen
 from bwstack.sweep import bundleread, report
 from bwstack.sweep.bundleread import Bundle
 from healthchecks import untrusted
@@ -53,7 +54,7 @@ DIFF_FIELDS = (
 )
 
 
-def section_of(doc: dict[str, Any], row: dict[str, Any]) -> str:
+def section_of(doc: Document, row: Row) -> str:
     """``stand-in`` for a stand-in row, ``cpu`` for a CPU stack's, else ``gpu``."""
     if row.get("standin") or doc["mode"].get("standin"):
         return STANDIN
@@ -65,11 +66,11 @@ def _short_digest(image: dict[str, Any]) -> str | None:
     return str(digest) if isinstance(digest, str) and digest else None
 
 
-def _sglang(doc: dict[str, Any], row: dict[str, Any]) -> str | None:
+def _sglang(doc: Document, row: Row) -> str | None:
     version = (row.get("evidence") or {}).get("server_version")
     if version:
         return str(version)
-    manifest = doc["variants"].get(row["variant"]) or {}
+    manifest = doc["variants"].get(str(row["variant"])) or {}
     sglang = manifest.get("sglang") if isinstance(manifest, dict) else None
     return str(sglang.get("version")) if isinstance(sglang, dict) and sglang.get("version") else None
 
@@ -85,7 +86,8 @@ def entries(bundle: Bundle) -> list[dict[str, Any]]:
         if section == "gpu" and doubtful:
             section = UNTRUSTED
         arch = "cpu" if section == "cpu" else str(host.get("gpu_arch") or doc["stack"].get("gpu_arch") or "?")
-        image = images.get(row["variant"]) if isinstance(images.get(row["variant"]), dict) else {}
+        variant = str(row["variant"])  # a string: bundleread.check_results
+        image = images.get(variant) if isinstance(images.get(variant), dict) else {}
         out.append(
             {
                 "section": section,
@@ -141,7 +143,7 @@ def distinct(bundles: Sequence[Bundle]) -> list[Bundle]:
     return list(found.values())
 
 
-def merge(bundles: Sequence[Bundle]) -> dict[str, Any]:
+def merge(bundles: Sequence[Bundle]) -> Merged:
     """The merged document (``merged.json``): bundles, cells, stand-in rows left out."""
     unique = distinct(bundles)
     cells: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
@@ -153,7 +155,7 @@ def merge(bundles: Sequence[Bundle]) -> dict[str, Any]:
                 continue
             key = (entry["section"], entry["arch"], entry["variant"], entry["profile"])
             cells.setdefault(key, []).append(entry)
-    out_cells = []
+    out_cells: list[Cell] = []
     for (section, arch, variant, profile), seen in sorted(cells.items()):
         seen.sort(key=lambda e: (str(e["date"]), e["bundle"]))
         counts: dict[str, int] = {}
@@ -175,7 +177,10 @@ def merge(bundles: Sequence[Bundle]) -> dict[str, Any]:
                 "image_digests": sorted({str(e["image_digest"]) for e in seen if e["image_digest"]}),
                 "dates": [str(seen[0]["date"]), str(seen[-1]["date"])],
                 "differs": _differs(seen),
-                "seen": [{k: v for k, v in e.items() if k not in ("requested", "model")} for e in seen],
+                "seen": cast(
+                    list[Seen],
+                    [{k: v for k, v in e.items() if k not in ("requested", "model")} for e in seen],
+                ),
             }
         )
     return {
@@ -209,14 +214,14 @@ def host_summary(facts: dict[str, Any]) -> str:
     return summary(facts)
 
 
-def verdict_words(cell: dict[str, Any]) -> str:
+def verdict_words(cell: Cell) -> str:
     """``healthy x2 on 2 hosts`` / ``healthy x1, timeout x1 on 2 hosts: disagree``."""
     counts = ", ".join(f"{v} x{n}" for v, n in cell["verdicts"].items())
     hosts = len(cell["hosts"])
     return f"{counts} on {hosts} host{'s' if hosts != 1 else ''}" + ("" if cell["agree"] else ": disagree")
 
 
-def differs_words(cell: dict[str, Any]) -> list[str]:
+def differs_words(cell: Cell) -> list[str]:
     """``driver: healthy 580.82.07; nan 595.58.03`` per differing fact."""
     return [
         f"{d['field']}: " + "; ".join(f"{v} {', '.join(values)}" for v, values in d["by_verdict"].items())
@@ -224,13 +229,13 @@ def differs_words(cell: dict[str, Any]) -> list[str]:
     ]
 
 
-def _tone(cell: dict[str, Any]) -> str:
+def _tone(cell: Cell) -> str:
     if not cell["agree"]:
         return "warn"
     return report.verdict_tone(next(iter(cell["verdicts"])))
 
 
-def grids(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def grids(doc: Merged) -> list[dict[str, Any]]:
     """Per section and arch, today's grid (report.grids: backend combination x varied field, per variant)
     whose entries are merged cells."""
     out = []
@@ -255,7 +260,7 @@ def grids(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     for key, c in chosen.items()
                 },
             }
-            for grid in report.grids(shaped):
+            for grid in report.grids(cast(Document, shaped)):
                 for row in grid["rows"]:
                     row["cells"] = [[chosen[e["profile"]] for e in entries] for entries in row["cells"]]
                 out.append({**grid, "section": section, "section_words": words, "arch": arch})
@@ -265,7 +270,7 @@ def grids(doc: dict[str, Any]) -> list[dict[str, Any]]:
 # --- views --------------------------------------------------------------------------------------------------
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
+def render_markdown(doc: Merged) -> str:
     """matrix.md of the merge: the grids (cells link to evidence), every cell's runs, the bundles."""
     hosts = {b["host"] for b in doc["bundles"].values()}
     out = [
@@ -314,7 +319,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def render_html(doc: dict[str, Any]) -> str:
+def render_html(doc: Merged) -> str:
     """matrix.html of the merge: one self-contained page (inline CSS, no script, no external asset)."""
     return str(
         report.template("merged.html.j2").render(

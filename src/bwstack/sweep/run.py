@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 from bwstack import __version__, launch, record
 from bwstack.build import dockerbuild, rootfs
@@ -22,6 +22,8 @@ from bwstack.files import atomic_write
 from bwstack.host import modelcache, secretfiles, stackproject
 from bwstack.host.dockercompose import Project
 from bwstack.know import next_try
+from bwstack.record import read
+from bwstack.record.types import NextTry, Row
 from bwstack.render import compose
 from bwstack.stack.schema import Stack
 from bwstack.sweep import report
@@ -130,14 +132,15 @@ def open_document(
             )
         plan = make_plan(stack, names, variant=variant, standin=options.standin)
         return plan, document_for(plan, options, variant)
-    doc = report.load_document(results)
+    doc = read.load(results)
     plan = make_plan(stack, list(names) or list(doc["plan"]), variant=variant, standin=options.standin)
-    fresh = document_for(plan, options, variant)
+    fresh = cast(dict[str, Any], document_for(plan, options, variant))
     for section, keys, made, this in RESUME_MUST_MATCH:
         for key in keys:
-            if doc[section].get(key) != fresh[section][key]:
+            had = cast(dict[str, Any], doc)[section].get(key)
+            if had != fresh[section][key]:
                 raise UserError(
-                    f"the report was made {made} {key}={doc[section].get(key)!r}, this {this} has "
+                    f"the report was made {made} {key}={had!r}, this {this} has "
                     f"{key}={fresh[section][key]!r}",
                     file=results,
                     field=f"{section}.{key}",
@@ -393,7 +396,7 @@ def execute(
     return 0
 
 
-def add_next_try(stack: Stack, doc: report.Document, row: dict[str, Any]) -> None:
+def add_next_try(stack: Stack, doc: report.Document, row: Row) -> None:
     """A failed row gets ``next_try`` ({profile, why}): the nearest profile worth trying, never one that is
     known, predicted or (in this sweep) seen to fail on the row's arch (:mod:`bwstack.know.next_try`)."""
 
@@ -405,7 +408,7 @@ def add_next_try(stack: Stack, doc: report.Document, row: dict[str, Any]) -> Non
         hint = next_try.suggest(stack, row["profile"], str(row["verdict"]), verdicts=seen).to_json()
     except (UserError, ExternalError, OSError, ValueError) as exc:  # a hint never stops the sweep
         hint = {"profile": None, "why": f"no hint: {' '.join(str(exc).split())}"}
-    row["next_try"] = hint
+    row["next_try"] = cast(NextTry, hint)
 
 
 def profile_detail(stack: Stack, name: str, options: Options) -> str:

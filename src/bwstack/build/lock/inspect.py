@@ -26,7 +26,7 @@ from healthchecks import imagelayout
 
 Echo = Callable[[str], None]
 SCHEMA = "bwstack.inspect/1"
-MOUNT = "/opt/bwstack-inspect/healthchecks"
+MOUNT = imagelayout.INSPECT_MOUNT
 TIMEOUT = 900
 Facts = dict[str, Any]
 
@@ -82,7 +82,7 @@ def claims(root: Path) -> list[Claim]:
             "1.1",
             "0.5.23 base: SGLang in a venv at /opt/sglang (PR #30612); 0.5.9 base: system dist-packages",
             lambda f, v: (
-                _purelib(f).startswith("/opt/sglang/")
+                _purelib(f).startswith(f"{imagelayout.SGLANG_VENV}/")
                 if _release(v) == "0.5.23"
                 else ("dist-packages" in _purelib(f) if _release(v) == "0.5.9" else None)
             ),
@@ -92,7 +92,7 @@ def claims(root: Path) -> list[Claim]:
             "1.4",
             "0.5.9 base: editable SGLang under /sgl-workspace/sglang",
             lambda f, v: (
-                str(f["inside"]["facts"]["sglang_dir"] or "").startswith("/sgl-workspace/sglang")
+                str(f["inside"]["facts"]["sglang_dir"] or "").startswith(imagelayout.SGLANG_WORKSPACE)
                 if _release(v) == "0.5.9"
                 else None
             ),

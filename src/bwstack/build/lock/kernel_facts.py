@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write, sha256_file
 from bwstack.know import audit, backends, fatbin
+from bwstack.know import inventory as sources
 from bwstack.know.rules.book import ARCHES, version_or_none
 from bwstack.know.rules.inputs import package_versions
 from bwstack.know.rules.kernels import KERNEL_FACTS_FILE, KERNEL_FACTS_SCHEMA, load_kernel_facts
@@ -95,13 +96,13 @@ def generate_kernel_facts(
             f"variant {variant_name} pins no kernel package wheel to audit", file=variant.pins_path
         )
     cache = wheel_dir or default_wheel_dir()
-    inventory = audit.Inventory("wheels", variant_name, "python")
+    inventory = sources.Inventory("wheels", variant_name, "python")
     wheels: list[dict[str, str]] = []
     for package, version in wanted:
         path = fetch_wheel(package, version, cache)
         if progress is not None:
             progress(f"auditing {path.name}")
-        part = audit.inventory_wheel(path, "python")
+        part = sources.inventory_wheel(path, "python")
         inventory.files.extend(part.files)
         inventory.paths |= part.paths
         wheels.append({"package": package, "version": version, "file": path.name, "sha256": _sha256(path)})
@@ -111,7 +112,7 @@ def generate_kernel_facts(
 def _facts_document(
     variant: pins.Variant,
     snapshot: snapshots.Snapshot | None,
-    inventory: audit.Inventory,
+    inventory: sources.Inventory,
     wheels: list[dict[str, str]],
     skipped: dict[str, str],
 ) -> dict[str, Any]:

@@ -4,8 +4,8 @@ It works out what the selected image variant needs (CUDA toolkit and GPU archs f
 the largest ``tp_size`` from profiles.yaml), asks the host through a
 :class:`~bwstack.host.doctor.probe.HostProbe`,
 judges with :mod:`bwstack.host.doctor.checks`, and prints one table (or JSON). Exit status 0 when nothing
-fails
-(warnings allowed), 1 when a check fails; a host without an NVIDIA GPU gets one clear sentence and exit 1.
+fails (warnings allowed), 1 when a check fails; a host without an NVIDIA GPU gets one clear sentence and exit
+1.
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """The sweep's record, the file every room reads: where it lives and what it is (file names, format names and
 versions, size bounds, its timestamps). The writers (:mod:`bwstack.sweep.report`,
 :mod:`bwstack.sweep.reportmerge`) and the readers below the sweep (the shipped evidence, the model cache's
-fetch record) share these from here, so no room reads another's by reaching up a floor. Floor 1.
+fetch record) share these from here, so no room reads another's by reaching up a floor. Floor 2.
+
+Its modules: :mod:`bwstack.record.types` (a ``results.json`` document, its rows and a merged matrix, typed),
+:mod:`bwstack.record.read` (the one reader of a ``results.json``), :mod:`bwstack.record.schema` (the JSON
+schemas generated from the types).
 """
 
 from __future__ import annotations
