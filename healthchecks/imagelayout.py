@@ -15,6 +15,8 @@ HOME = "/var/lib/bwstack"
 HC_DIR = "/opt/bwstack/healthchecks"
 SERVER_LOG = "/var/log/bwstack/server.log"
 HF_HOME = "/var/lib/bwstack/hf"
+#: where the model cache helper (bwstack.host.cachevolume) mounts bwstack's host packages
+HOST_SOURCE = "/opt/bwstack-host"
 
 
 def image_ref(image_repo: str, variant_name: str) -> str:

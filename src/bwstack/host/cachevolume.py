@@ -27,7 +27,7 @@ from bwstack.errors import AbandonedWork, ExternalError, UserError
 from healthchecks import imagelayout
 
 #: where bwstack's packages are mounted in the helper container (beside, never over, the image's own)
-SOURCE_MOUNT = "/opt/bwstack-host"
+SOURCE_MOUNT = imagelayout.HOST_SOURCE
 #: the host's variables the worker's Hub client reads (passed by name: docker reads the values from its env)
 PASSED_ENV = (
     "HF_ENDPOINT",
