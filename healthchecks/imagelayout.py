@@ -15,6 +15,16 @@ HOME = "/var/lib/bwstack"
 HC_DIR = "/opt/bwstack/healthchecks"
 SERVER_LOG = "/var/log/bwstack/server.log"
 HF_HOME = "/var/lib/bwstack/hf"
+#: where the model cache helper (bwstack.host.cachevolume) mounts bwstack's host packages
+HOST_SOURCE = "/opt/bwstack-host"
+
+
+def image_ref(image_repo: str, variant_name: str) -> str:
+    """A variant's serving image: ``<stack.image_repo>:<variant>`` (launch.image_ref, and the model cache's
+    helper container, which cannot import the stack's schema)."""
+    return f"{image_repo}:{variant_name}"
+
+
 JIT_CACHE = "/var/cache/bwstack"
 ENV_FILE = "/opt/bwstack/env"
 #: the healthcheck's state file (a fixed path inside the container)

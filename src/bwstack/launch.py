@@ -46,7 +46,7 @@ class LaunchError(Exception):
 
 def image_ref(stack: Stack, variant_name: str) -> str:
     """The serving image of a variant: ``<stack.image_repo>:<variant>``."""
-    return f"{stack.settings.image_repo}:{variant_name}"
+    return imagelayout.image_ref(stack.settings.image_repo, variant_name)
 
 
 def model_path_in_container(stack: Stack, profile_name: str) -> str:

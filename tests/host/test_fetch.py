@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,10 @@ from bwstack.host.doctor.probe import CommandResult
 from bwstack.render import compose
 from bwstack.stack import loader
 from healthchecks import imagelayout
+from support.hub import TEST_REPO as REPO
+from support.hub import TEST_TOKEN as TOKEN
 from support.hub import Hub, Repo, serve, tiny_model
 
-REPO = "bwtest/tiny-glm"
-TOKEN = "hf_bwstackTestToken0123456789"
 NEEDED = {
     "model-00001-of-00003.safetensors",
     "model-00002-of-00003.safetensors",
@@ -52,17 +51,6 @@ NEEDED = {
 PROGRESS = re.compile(
     r"^fetch: [\d.]+ \w?B / [\d.]+ MB \(100\.0%\), [\d.]+ \w?B/s, ETA \S+, shards 3/3, files 10/10$", re.M
 )
-
-
-@pytest.fixture()
-def repo() -> Repo:
-    return tiny_model(REPO)
-
-
-@pytest.fixture()
-def hub(repo: Repo) -> Iterator[Hub]:
-    with serve(Hub(repos={REPO: repo}, tokens={TOKEN}, granted={TOKEN})) as running:
-        yield running
 
 
 def _profiles(stack_copy: Path, revision: str | None, token: str | None = TOKEN) -> Path:

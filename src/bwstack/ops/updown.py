@@ -104,8 +104,7 @@ def up(
     started_real = project is None
     if project is None:
         check_fresh(stack)
-        warn = lambda text: print(f"bwstack: warning: {text}", file=sys.stderr)  # noqa: E731
-        project = project_for(stack, env=modelcache.service_env(stack, skip=skip_model_check, warn=warn))
+        project = project_for(stack, env=modelcache.service_env(stack, skip=skip_model_check))
 
         print(f"bwstack: {describe(stack)}", file=echo)  # which quality checks the healthcheck runs
     if stack.tiny_models:

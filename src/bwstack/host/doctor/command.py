@@ -147,7 +147,8 @@ def model_cache_status(profiles_file: Path, probe: HostProbe) -> CacheStatus | N
     name = f"{settings.project}_{settings.model_cache}"
     volume = probe.run("model_volume", ("docker", "volume", "inspect", "--format", "{{.Mountpoint}}", name))
     if volume.ok and volume.stdout.strip():
-        location = modelcache.Location(Path(volume.stdout.strip()), f"volume {name}")
+        image = imagelayout.image_ref(settings.image_repo, settings.variant)
+        location = modelcache.Location(Path(volume.stdout.strip()), f"volume {name}", name, image)
         return modelcache.status(location, repo, revision)
     if volume.problem is None and "no such volume" in volume.stderr.lower():
         return CacheStatus(state="missing", repo=repo, revision=revision, location=None)
