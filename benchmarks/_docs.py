@@ -2,9 +2,9 @@
 
 The block holds a header line naming the run (UTC date, the commit it ran, whether the tree had uncommitted
 changes, the machine), a table of each benchmark's outcome and wall time, then each benchmark's output exactly
-as it printed it, except that this checkout's path reads ``<repo>`` and the home folder ``~`` (no machine path
-in the docs). Everything outside the markers is hand-written and kept. :func:`parse_header` reads the header
-back (tests/bench checks that it names a commit of the history).
+as it printed it, except that this checkout's path reads ``<repo>``, the home folder ``~`` and the temporary
+folder ``<tmp>`` (no machine path in the docs). Everything outside the markers is hand-written and kept.
+:func:`parse_header` reads the header back (tests/bench checks that it names a commit of the history).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,8 +54,10 @@ def machine() -> str:
 
 
 def scrub(line: str) -> str:
-    """The output line with this machine's paths replaced (checkout -> <repo>, home -> ~)."""
-    return line.replace(str(ROOT), "<repo>").replace(str(Path.home()), "~")
+    """The output line with this machine's paths replaced (checkout -> <repo>, home -> ~, the temporary
+    folder -> <tmp>)."""
+    line = line.replace(str(ROOT), "<repo>").replace(str(Path.home()), "~")
+    return line.replace(tempfile.gettempdir().rstrip("/") + "/", "<tmp>/")
 
 
 def stamp() -> str:

@@ -31,10 +31,14 @@ from typing import Any
 from _common import add_smoke, require_docker
 from rich.console import Console
 
-from bwstack import sweep
-from bwstack.host import operate
+from bwstack.host import secretfiles
 from bwstack.stack import loader
 from bwstack.sweep import bench
+from bwstack.sweep.display import Display
+from bwstack.sweep.plan import Options, make_plan
+from bwstack.sweep.run import compose_project, default_timeout
+from bwstack.sweep.runner import Runner
+from bwstack.sweep.streams import docker_client
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -51,7 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def step(runner: sweep.Runner, name: str) -> tuple[float, dict[str, Any]]:
+def step(runner: Runner, name: str) -> tuple[float, dict[str, Any]]:
     """Wall seconds of the sweep's step for one profile and its row."""
     started = time.perf_counter()
     row = runner.run_profile(name)
@@ -67,19 +71,19 @@ def main(argv: list[str] | None = None) -> int:
     names = names[:1] if args.smoke else names
     out = Path(tempfile.mkdtemp(prefix="bwstack-bench-overhead-"))
     console = Console(stderr=True, highlight=False)
-    timeout = args.timeout or sweep.default_timeout(stack, args.standin)
-    plan = sweep.make_plan(stack, names, variant=None, standin=args.standin)
-    client = sweep.docker_client()
-    operate.ensure_secrets(plan.stack)
+    timeout = args.timeout or default_timeout(stack, args.standin)
+    plan = make_plan(stack, names, variant=None, standin=args.standin)
+    client = docker_client()
+    secretfiles.ensure_secrets(plan.stack)
     options = {
-        on: sweep.Options(
+        on: Options(
             fast=False, standin=args.standin, timeout_s=timeout, keep=False, load_seconds=None, bench=on
         )
         for on in (False, True)
     }
-    project, _ = sweep.compose_project(plan, options[False], out, client, console)
-    display = sweep.Display(Console(file=io.StringIO()), total=len(names) * args.repeat * 2)
-    runners = {on: sweep.Runner(plan.stack, project, client, options[on], display) for on in (False, True)}
+    project, _ = compose_project(plan, options[False], out, client, console)
+    display = Display(Console(file=io.StringIO()), total=len(names) * args.repeat * 2)
+    runners = {on: Runner(plan.stack, project, client, options[on], display) for on in (False, True)}
     settings = plan.stack.settings.bench
     print(
         f"{path.name}: {len(names)} profile(s), {args.repeat} run(s) each way (median shown); "

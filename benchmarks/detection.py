@@ -50,12 +50,21 @@ from typing import Any
 from _common import add_smoke, require_docker
 from ruamel.yaml import YAML
 
-from bwstack import classify, launch, sweep
+from bwstack import classify, launch
+from bwstack.build.standin_image import ensure_standin_image
 from bwstack.files import atomic_write
 from bwstack.host.dockercompose import Project
-from bwstack.nogpu.standin_image import ensure_standin_image
 from bwstack.render import compose
 from bwstack.stack import loader, schema
+from bwstack.sweep.judge import last_line
+from bwstack.sweep.run import (
+    STANDIN_HC_ENV,
+    STANDIN_OVERRIDE,
+    engine_allows_unlimited_memlock,
+    gpu_reservation_reset,
+    memlock_reset,
+)
+from bwstack.sweep.streams import docker_client
 
 POLL_S = 0.25
 SGLANG_ENTRYPOINT = ["python3", "-m", "sglang.launch_server"]
@@ -82,7 +91,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_smoke(parser)
     args = parser.parse_args(argv)
     if args.smoke:  # one fault, the stand-in sweep's short probe timings, a short window, 2 runs per probe
-        args.faults, args.window, args.runs, args.load_seconds = "nan", min(args.window, 20.0), 2, 1.0
+        args.faults, args.window, args.runs, args.load_seconds = "nan", min(args.window, 15.0), 2, 1.0
     return args
 
 
@@ -108,8 +117,8 @@ def make_setup(args: argparse.Namespace) -> Setup:
     image = ensure_standin_image(stack, variant=variant, echo=lambda m: print(m, file=sys.stderr))
     overrides = compose.Overrides(image_by_variant={variant: image})
     rendered: dict[str, Any] = YAML(typ="safe").load(compose.render_compose(stack, overrides))
-    refused = not sweep.engine_allows_unlimited_memlock(sweep.docker_client(), image)
-    env = dict(sweep.STANDIN_HC_ENV) if args.smoke else None
+    refused = not engine_allows_unlimited_memlock(docker_client(), image)
+    env = dict(STANDIN_HC_ENV) if args.smoke else None
     return Setup(stack, profile, rendered, refused, args.load_seconds, env)
 
 
@@ -138,12 +147,12 @@ def write_project(setup: Setup, flavour: str, fault: str, root: Path) -> Project
     doc = {key: value for key, value in setup.rendered.items() if key != "services"}
     doc["name"] = f"bwbench{uuid.uuid4().hex[:8]}"
     doc["services"] = {flavour: service_for(setup, flavour, fault)}
-    files = [folder / "compose.json", folder / sweep.STANDIN_OVERRIDE]
+    files = [folder / "compose.json", folder / STANDIN_OVERRIDE]
     atomic_write(files[0], json.dumps(doc, indent=1))
-    atomic_write(files[1], sweep.gpu_reservation_reset([flavour]))  # the stand-in sweep's own override
+    atomic_write(files[1], gpu_reservation_reset([flavour]))  # the stand-in sweep's own override
     if setup.memlock_refused:  # rootless or nested Docker: the same adjustment as the stand-in sweep
         files.append(folder / "compose.host.yaml")
-        atomic_write(files[-1], sweep.memlock_reset([flavour]))
+        atomic_write(files[-1], memlock_reset([flavour]))
     return Project(files=tuple(files), name=str(doc["name"]), workdir=folder, env=setup.env)
 
 
@@ -226,9 +235,7 @@ def observe(detection: Detection, state: dict[str, Any], elapsed: float) -> None
 
 def probe_said(entry: dict[str, Any]) -> str:
     """A health-log entry as one line: the probe's last output line, else its exit status."""
-    return (
-        sweep.last_line(str(entry.get("Output") or "")) or f"(no output, probe exit {entry.get('ExitCode')})"
-    )
+    return last_line(str(entry.get("Output") or "")) or f"(no output, probe exit {entry.get('ExitCode')})"
 
 
 def run_up(project: Project, window: float, detection: Detection, started: float) -> None:
@@ -240,7 +247,7 @@ def run_up(project: Project, window: float, detection: Detection, started: float
     )
     detection.up_exit_s = time.monotonic() - started
     detection.up_status = result.returncode
-    detection.up_said = sweep.last_line(result.stderr or "")
+    detection.up_said = last_line(result.stderr or "")
 
 
 def detect(setup: Setup, flavour: str, fault: str, root: Path, window: float) -> Detection:
@@ -327,9 +334,7 @@ def probe_costs(setup: Setup, root: Path, runs: int) -> dict[str, list[float]]:
     try:
         up = project.run(["up", "--detach", "--pull", "never"], capture=True, timeout=300)
         if up.returncode != 0:
-            raise SystemExit(
-                f"probe cost: docker compose up exited {up.returncode}: {sweep.last_line(up.stderr)}"
-            )
+            raise SystemExit(f"probe cost: docker compose up exited {up.returncode}: {last_line(up.stderr)}")
         cid = container_id(project)
         if cid is None:
             raise SystemExit("probe cost: the container did not start")
@@ -388,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"every row below is the CPU STAND-IN of SGLang (image {service['image']}, fault injected by "
         f"BWSTACK_STANDIN_FAULT), not a GPU server: profile {setup.profile}'s rendered service with its GPU "
-        f"reservation removed by {sweep.STANDIN_OVERRIDE}, as `bwstack sweep --standin` runs it"
+        f"reservation removed by {STANDIN_OVERRIDE}, as `bwstack sweep --standin` runs it"
     )
     try:
         scenarios = [(flavour, fault) for fault in faults for flavour in ("bwstack", "sglang")]

@@ -36,9 +36,9 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # support.realserve: the wrappe
 from _common import add_smoke  # noqa: E402
 
 from bwstack import launch  # noqa: E402
-from bwstack.nogpu import tinymodel  # noqa: E402
 from bwstack.stack import loader  # noqa: E402
-from healthchecks import settings, warmup  # noqa: E402
+from bwstack.tiny import tinymodel  # noqa: E402
+from healthchecks import probehttp, settings, warmup  # noqa: E402
 from support.realserve import hold, result, served, soak  # noqa: E402
 
 
@@ -51,10 +51,10 @@ def timed(func: object, runs: int) -> float:
     return statistics.median(times)
 
 
-def probe_run(url: str) -> warmup.Run:
+def probe_run(url: str) -> probehttp.Run:
     cfg = settings.Config(url=url, timeout=120, expect={}, expect_text=None, log="", api_key_file="",
                           mode="full", decode_every=1.0, state_path="")  # fmt: skip
-    return warmup.Run(cfg=cfg, deadline=time.monotonic() + 600, api_key=None, state={"healthy_once": True})
+    return probehttp.Run(cfg=cfg, deadline=time.monotonic() + 600, api_key=None, state={"healthy_once": True})
 
 
 def main() -> int:

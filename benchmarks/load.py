@@ -1,7 +1,7 @@
 """The healthcheck under load: does a busy real server ever read as unhealthy because of the probe?
 
 Real SGLang 0.5.23 on the CPU (the CPU variant's host venv, loopback only, no Docker) serves a tiny model
-trained on the quality probe's passage (``bwstack.nogpu.tinytrain``). The probe's baseline is measured first
+trained on the quality probe's passage (``bwstack.tiny.tinytrain``). The probe's baseline is measured first
 on the
 idle server (what ``bwstack calibrate`` records). Then, for each concurrency level, that many client threads
 send ``/generate`` requests back to back (sampled, ``ignore_eos``, ``--tokens`` new tokens each) for
@@ -34,8 +34,8 @@ sys.path[:0] = [str(ROOT / "tests")]  # support.realsglang: the CPU venv, flags 
 from _common import add_smoke  # noqa: E402
 
 from bwstack.host import calibrate  # noqa: E402
-from bwstack.nogpu import tinytrain  # noqa: E402
 from bwstack.stack.schema import HealthcheckSettings  # noqa: E402
+from bwstack.tiny import tinytrain  # noqa: E402
 from healthchecks import common, judging  # noqa: E402
 from support.realsglang import real_server, venv_python  # noqa: E402
 

@@ -95,6 +95,7 @@ def with_host(parts: dict[str, bytes], index: int) -> dict[str, bytes]:
 
 
 def timed_merge(paths: list[Path], repeat: int) -> float:
+    from bwstack import record
     from bwstack.sweep import bundleread, reportmerge
 
     runs = []
@@ -103,7 +104,7 @@ def timed_merge(paths: list[Path], repeat: int) -> float:
         bundles = [bundleread.read_bundle(p) for p in paths]
         files = reportmerge.outputs(bundles)
         runs.append(time.perf_counter() - started)
-        assert reportmerge.MERGED_FILE in files
+        assert record.MERGED_FILE in files
     return statistics.median(runs)
 
 

@@ -39,7 +39,7 @@ sys.path[:0] = [str(ROOT / "tests")]  # support.realsglang: the CPU venv, flags 
 
 from _common import add_smoke  # noqa: E402
 
-from bwstack.nogpu import tinymodel  # noqa: E402
+from bwstack.tiny import tinymodel  # noqa: E402
 from support.realsglang import CPU_ENV, CPU_FLAGS, free_port, venv_python  # noqa: E402
 
 READY_LINE = "The server is fired up and ready to roll"

@@ -5,8 +5,12 @@ the repository root, its output streamed as it comes; a summary of each one's ou
 ``ok`` (exit 0), ``skipped`` (exit 3 with a last line ``skipped: <why>``: it cannot run on this machine, see
 benchmarks/_common.py) or ``FAILED``. The exit status is 0 when every benchmark that could run ran, 1 when one
 failed, 2 on bad arguments. ``--smoke`` passes ``--smoke`` to each: one run at the smallest sizes, which CI
-runs (tests/bench) so that a broken benchmark fails it. ``--write-docs`` puts the full run's outputs, with the
-date and the commit, into docs/benchmarks.md (benchmarks/_docs.py). Run:
+runs (tests/bench) so that a broken benchmark fails it. Its benchmarks run in two lanes side by side (most of
+a smoke run is waiting: a server starting, a stall bound, a fail-fast grace): :data:`SIDE_LANE` one after the
+other, everything else one after the other beside them, so no two Docker benchmarks run at once and at most
+two real SGLang servers do; each benchmark's output is printed whole when it ends. A full run is one benchmark
+at a time, its output streamed, so no other benchmark weighs on its figures. ``--write-docs`` puts the full
+run's outputs, with the date and the commit, into docs/benchmarks.md (benchmarks/_docs.py). Run:
 
     .venv/bin/python benchmarks/run.py [--smoke] [--only NAME ...] [--list] [--write-docs]
 """
@@ -17,7 +21,9 @@ import argparse
 import json
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +34,9 @@ from bwstack.files import atomic_write
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+
+#: --smoke: the lane beside the others (real SGLang on the host, no Docker; the two longest smoke runs)
+SIDE_LANE = ("health_under_load", "load")
 
 
 @dataclass
@@ -75,9 +84,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run_one(path: Path, smoke: bool) -> Outcome:
-    """Run one benchmark, echoing its output (stderr merged) line by line as it comes."""
-    print(f"\n=== {path.stem} ({path.relative_to(ROOT)}) ===", flush=True)
+def heading(path: Path) -> str:
+    return f"\n=== {path.stem} ({path.relative_to(ROOT)}) ==="
+
+
+def run_one(path: Path, smoke: bool, stream: bool = True) -> Outcome:
+    """Run one benchmark (stderr merged), echoing its output line by line as it comes when ``stream``."""
+    if stream:
+        print(heading(path), flush=True)
     started = time.monotonic()
     argv = [sys.executable, "-u", str(path), *(["--smoke"] if smoke else [])]
     lines: list[str] = []
@@ -86,9 +100,31 @@ def run_one(path: Path, smoke: bool) -> Outcome:
     ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
-            print(line, end="", flush=True)
+            if stream:
+                print(line, end="", flush=True)
             lines.append(line.rstrip("\n"))
     return Outcome(path.stem, proc.returncode, time.monotonic() - started, lines)
+
+
+def run_lanes(chosen: list[Path]) -> list[Outcome]:
+    """--smoke: :data:`SIDE_LANE` and the others as two lanes side by side, each benchmark's output printed
+    whole as it ends; the outcomes in ``chosen``'s order."""
+    side = [p for p in chosen if p.stem in SIDE_LANE]
+    lanes = [lane for lane in ([p for p in chosen if p not in side], side) if lane]
+    printing = threading.Lock()
+
+    def lane(paths: list[Path]) -> list[Outcome]:
+        done = []
+        for path in paths:
+            outcome = run_one(path, smoke=True, stream=False)
+            with printing:
+                print("\n".join([heading(path), *outcome.lines]), flush=True)
+            done.append(outcome)
+        return done
+
+    with ThreadPoolExecutor(max_workers=len(lanes) or 1) as pool:
+        found = {o.name: o for outcomes in pool.map(lane, lanes) for o in outcomes}
+    return [found[p.stem] for p in chosen]
 
 
 def print_summary(outcomes: list[Outcome], total: float, smoke: bool) -> None:
@@ -115,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [p for p in found if not args.only or p.stem in args.only]
     stamp = _docs.stamp() if args.write_docs else ""  # the commit that runs, not the one at the end
     started = time.monotonic()
-    outcomes = [run_one(path, args.smoke) for path in chosen]
+    outcomes = run_lanes(chosen) if args.smoke else [run_one(path, smoke=False) for path in chosen]
     total = time.monotonic() - started
     print_summary(outcomes, total, args.smoke)
     if args.json:

@@ -27,10 +27,14 @@ from pathlib import Path
 from _common import add_smoke, require_docker
 from rich.console import Console
 
-from bwstack import sweep
-from bwstack.host import operate
+from bwstack.host import secretfiles
 from bwstack.host.dockercompose import Project
 from bwstack.stack import loader
+from bwstack.sweep.display import Display
+from bwstack.sweep.plan import Options, make_plan
+from bwstack.sweep.run import compose_project
+from bwstack.sweep.runner import Runner
+from bwstack.sweep.streams import docker_client
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -67,7 +71,7 @@ def baseline(project: Project, name: str, timeout: float) -> float:
     return time.perf_counter() - started
 
 
-def measured(runner: sweep.Runner, name: str) -> tuple[float, float, str]:
+def measured(runner: Runner, name: str) -> tuple[float, float, str]:
     """Wall seconds of the sweep's step for one profile, its decision latency and the verdict."""
     started = time.perf_counter()
     row = runner.run_profile(name)
@@ -84,15 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     out = Path(tempfile.mkdtemp(prefix="bwstack-sweep-bench-"))
     console = Console(stderr=True, highlight=False)
-    options = sweep.Options(
+    options = Options(
         fast=False, standin=True, timeout_s=args.timeout, keep=False, load_seconds=args.load_seconds
     )
-    plan = sweep.make_plan(stack, names, variant=None, standin=True)
-    client = sweep.docker_client()
-    operate.ensure_secrets(plan.stack)
-    project, _ = sweep.compose_project(plan, options, out, client, console)
-    display = sweep.Display(Console(file=io.StringIO()), total=len(names) * args.repeat)
-    runner = sweep.Runner(plan.stack, project, client, options, display)
+    plan = make_plan(stack, names, variant=None, standin=True)
+    client = docker_client()
+    secretfiles.ensure_secrets(plan.stack)
+    project, _ = compose_project(plan, options, out, client, console)
+    display = Display(Console(file=io.StringIO()), total=len(names) * args.repeat)
+    runner = Runner(plan.stack, project, client, options, display)
     load = args.load_seconds
     print(f"stand-in load time {load:g} s, {args.repeat} run(s) per profile and method (median shown)")
     print(

@@ -50,7 +50,8 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from bwstack.know import upgrade, venvs
+    from bwstack.know import venvs
+    from bwstack.ops import upgrade
     from bwstack.stack import loader
 
     timed(UPGRADE)  # fill the caches: the warm figures start from here

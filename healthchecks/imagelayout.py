@@ -15,12 +15,38 @@ HOME = "/var/lib/bwstack"
 HC_DIR = "/opt/bwstack/healthchecks"
 SERVER_LOG = "/var/log/bwstack/server.log"
 HF_HOME = "/var/lib/bwstack/hf"
+#: where the model cache helper (bwstack.host.cachevolume) mounts bwstack's host packages
+HOST_SOURCE = "/opt/bwstack-host"
+
+
+def image_ref(image_repo: str, variant_name: str) -> str:
+    """A variant's serving image: ``<stack.image_repo>:<variant>`` (launch.image_ref, and the model cache's
+    helper container, which cannot import the stack's schema)."""
+    return f"{image_repo}:{variant_name}"
+
+
 JIT_CACHE = "/var/cache/bwstack"
 ENV_FILE = "/opt/bwstack/env"
 #: the healthcheck's state file (a fixed path inside the container)
 HC_STATE = "/tmp/bwstack-hc.json"  # noqa: S108 - a fixed path inside the container, by design
+#: the Kubernetes readiness probe's own state file (apart from the liveness probe's HC_STATE)
+HC_READY_STATE = "/tmp/bwstack-hc-ready.json"  # noqa: S108 - a fixed path inside the container, by design
 #: where Compose and Kubernetes mount secret files
 SECRETS_DIR = "/run/secrets"
+#: the image's pins manifest (images/<variant>/versions.json, copied in by the Dockerfile)
+VERSIONS_FILE = "/opt/bwstack/versions.json"
+#: the pinned SGLang's parser snapshot in a stand-in image (images/<variant>/sglang-args.json)
+PARSER_SNAPSHOT = "/opt/bwstack/sglang-args.json"
+#: the stand-in's stdlib-only code in its base image (on PYTHONPATH)
+STANDIN_CODE = "/opt/standin"
+#: ``bwstack lock --inspect``: where the healthchecks folder is mounted, read-only, in a base image under test
+INSPECT_MOUNT = "/opt/bwstack-inspect/healthchecks"
+#: a bench run's output file, inside the container (one per run: the suffix is a random hex)
+BENCH_OUTPUT_PREFIX = "/tmp/bwstack-bench-"  # noqa: S108 - inside the container, by design
+#: the upstream base images' own layout (first-contact.md rows 1.1, 1.4): 0.5.23's venv of SGLang, 0.5.9's
+#: editable SGLang source tree
+SGLANG_VENV = "/opt/sglang"
+SGLANG_WORKSPACE = "/sgl-workspace/sglang"
 
 #: every cache SGLang and its kernels write, on the JIT volume (name -> path). Sources: first-contact 3.4-3.6
 #: (SGLang 0.5.9/0.5.23 ``srt/environ.py``, FlashInfer ``jit/env.py``, apache-tvm-ffi ``cpp/extension.py``).

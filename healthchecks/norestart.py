@@ -27,7 +27,7 @@ DIR = f"{imagelayout.JIT_CACHE}/bwstack-verdicts"
 ENV_DIR = "BWSTACK_VERDICTS_DIR"
 ENV_RETRY = "BWSTACK_RETRY"
 #: the image's pins, part of what a verdict was judged on
-VERSIONS = "/opt/bwstack/versions.json"
+VERSIONS = imagelayout.VERSIONS_FILE
 #: environment that does not shape the server (bookkeeping, the healthcheck's own timing, secrets' paths)
 IGNORED_PREFIXES = ("BWSTACK_HC_", "BWSTACK_LINGER", "BWSTACK_RETRY", "HOSTNAME", "HOME", "PWD", "SHLVL", "_")
 

@@ -91,9 +91,9 @@ class Tracker:
         return now - self.since
 
 
-def hang_line(in_flight: int, stalled: float) -> str:
-    """The verdict line of a stuck server."""
-    return Verdict("hang", f"{in_flight} requests in flight, no token for {stalled:.0f} s").line()
+def hang_verdict(in_flight: int, stalled: float) -> Verdict:
+    """The verdict of a stuck server (its line is what the watcher's record keeps)."""
+    return Verdict("hang", f"{in_flight} requests in flight, no token for {stalled:.0f} s")
 
 
 def record(
@@ -122,9 +122,8 @@ class Record:
     @property
     def reason(self) -> str | None:
         """The hang reason (``N requests in flight, no token for S s``) when the watcher called it."""
-        if self.verdict is None or self.verdict.count(":") < 2:
-            return None
-        return self.verdict.split(":", 2)[2].strip()
+        found = Verdict.parse(self.verdict) if self.verdict is not None else None
+        return found.reason if found is not None and not found.healthy else None
 
     @property
     def stalling(self) -> bool:

@@ -60,7 +60,7 @@ BACKEND_MODULES = {
 }
 #: FlashInfer below this writes symlinks inside the cubin package (first-contact.md row 3.3)
 CUBIN_WRITES_FROM_BELOW = (0, 6, 16)
-VERSIONS_FILE = "/opt/bwstack/versions.json"
+VERSIONS_FILE = imagelayout.VERSIONS_FILE
 IMPORT_TIMEOUT = 600
 #: a line that starts so is printed but does not fail the check
 WARNING = "warning: "

@@ -417,17 +417,15 @@ class HangWatch:
             if sample is None:
                 continue  # the main process is busy or gone: the healthcheck and the log speak for it
             stalled = self.tracker.update(sample, time.monotonic())
-            hang = None
-            if stalled >= self.stall_after:
-                hang = progress.hang_line(sample.in_flight, stalled)
+            hang = progress.hang_verdict(sample.in_flight, stalled) if stalled >= self.stall_after else None
+            line = hang.line() if hang is not None else None
             with contextlib.suppress(OSError):
                 common.write_json_atomic(
                     self.path,
-                    progress.record(sample.in_flight, stalled, self.stall_after, WATCH_INTERVAL_S, hang),
+                    progress.record(sample.in_flight, stalled, self.stall_after, WATCH_INTERVAL_S, line),
                 )
-            found = verdict.Verdict.parse(hang) if hang is not None else None
-            if found is not None and self.fail_fast:
-                self.watcher.stop(f"the hang watchdog reported '{hang}'", found)
+            if hang is not None and self.fail_fast:
+                self.watcher.stop(f"the hang watchdog reported '{line}'", hang)
                 return
 
 

@@ -17,7 +17,8 @@ starting from dead: generic traceback evidence after the last start banner, a re
 not changed for --stall-after seconds (while no JIT compiler runs: ``phases.compiling``) mean ``crash`` (or
 the class of the evidence), not ``starting``. One
 overall deadline: every socket wait is bounded by the remaining budget and an interval timer ends the run at
---timeout. Stdlib only; it runs every interval.
+--timeout. Stdlib only; it runs every interval. Its HTTP client is ``probehttp.py``, its reading of the server
+log ``logwatch.py``, the meaning of an answer ``judging.py``.
 """
 
 from __future__ import annotations
@@ -27,177 +28,42 @@ import http.client
 import json
 import os
 import signal
-import socket
 import sys
 import time
-import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 if not __package__:  # run as a script: make the folder above importable so "healthchecks" resolves
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from healthchecks import common, judging, longprobe, phases, progress, signatures, startup, untrusted
+from healthchecks import common, judging, longprobe, progress, signatures, startup
 from healthchecks.judging import Unhealthy
-from healthchecks.settings import Config, UsageError, parse_args
+from healthchecks.logwatch import http_failure, log_verdict, root_cause_or, scan_log
+from healthchecks.probehttp import (
+    MAX_BODY_BYTES,
+    SECRETS,
+    DeadlineExceeded,
+    Dropped,
+    Refused,
+    Reply,
+    Run,
+    Unreachable,
+    connect,
+    http_call,
+    parse_json,
+    read_body,
+    remaining,
+    snippet,
+)
+from healthchecks.settings import UsageError, parse_args
 from healthchecks.verdict import Verdict, read_json
 
 PROMPT = "The capital city of France is"
 TEMPERATURE = 0.7  # > 0 and no top-k/top-p/min-p: the plain multinomial path that trips on NaN
 MAX_NEW_TOKENS = 8
-MAX_BODY_BYTES = 8 * 1024 * 1024
-READ_CHUNK = 64 * 1024
-SNIPPET = 160
-LOG_SNIPPET = 200
 STATE_SCHEMA = "bwstack.hc-state/1"
-LOG_CHUNK = 1 << 20
 STARTUP_BYTES = 4 << 20  # the startup record is near the top of the log (rotated at every start)
-
-
-class DeadlineExceeded(BaseException):
-    """Raised by the interval timer when the overall budget is spent."""
-
-
-class Refused(Exception):
-    """Connection refused: nothing listens on the port."""
-
-
-class Dropped(Exception):
-    """The server closed or reset the connection without a complete answer."""
-
-
-class Unreachable(Exception):
-    """Another socket error while connecting."""
-
-
-@dataclass
-class Reply:
-    """One HTTP answer, body capped at MAX_BODY_BYTES."""
-
-    status: int
-    reason: str
-    body: bytes
-
-
-@dataclass
-class Run:
-    """What one healthcheck run knows and has learnt."""
-
-    cfg: Config
-    deadline: float
-    api_key: str | None
-    state: dict[str, Any]
-    stage: str = "start"
-    notes: list[str] = field(default_factory=list)
-
-
-# --- HTTP ---------------------------------------------------------------------------------------------------
-
-
-def _remaining(run: Run) -> float:
-    left = run.deadline - time.monotonic()
-    if left <= 0:
-        raise DeadlineExceeded()
-    return left
-
-
-def _target(url: str) -> tuple[str, str, int, str]:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--url must be http(s)://host[:port], got {url!r}")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as exc:
-        raise UsageError(f"bad port in --url {url!r}") from exc
-    return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
-
-
-def _connect(run: Run) -> tuple[http.client.HTTPConnection, str]:
-    scheme, host, port, prefix = _target(run.cfg.url)
-    timeout = _remaining(run)
-    conn: http.client.HTTPConnection
-    if scheme == "https":
-        conn = http.client.HTTPSConnection(host, port, timeout=timeout)
-    else:
-        conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    return conn, prefix
-
-
-def _read_body(run: Run, sock: socket.socket, resp: http.client.HTTPResponse, what: str) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        sock.settimeout(_remaining(run))  # a slow drip cannot stretch the budget
-        piece = resp.read1(READ_CHUNK)
-        if not piece:
-            if resp.length:  # closed before Content-Length was reached: read1 does not raise it itself
-                raise http.client.IncompleteRead(b"".join(chunks), resp.length)
-            return b"".join(chunks)
-        total += len(piece)
-        if total > MAX_BODY_BYTES:
-            raise Unhealthy("warmup_failed", f"{what}: response body larger than {MAX_BODY_BYTES} bytes")
-        chunks.append(piece)
-
-
-def http_call(run: Run, method: str, path: str, payload: Any = None) -> Reply:
-    """One request within the remaining budget; socket faults become Refused/Dropped/Unreachable/Unhealthy."""
-    what = f"{method} {path}"
-    conn, prefix = _connect(run)
-    headers = {"Accept": "application/json", "User-Agent": "bwstack-healthcheck"}
-    if run.api_key:
-        headers["Authorization"] = f"Bearer {run.api_key}"
-    body = None
-    if payload is not None:
-        body = json.dumps(payload).encode()
-        headers["Content-Type"] = "application/json"
-    try:
-        conn.connect()
-        sock = conn.sock
-        conn.request(method, prefix + path, body=body, headers=headers)
-        sock.settimeout(_remaining(run))
-        resp = conn.getresponse()
-        data = _read_body(run, sock, resp, what)
-        return Reply(status=resp.status, reason=resp.reason, body=data)
-    except ConnectionRefusedError as exc:
-        raise Refused(what) from exc
-    except TimeoutError as exc:
-        raise Unhealthy("timeout", f"{what}: no answer within the {run.cfg.timeout:g}s budget") from exc
-    except (http.client.IncompleteRead, ConnectionError) as exc:
-        raise Dropped(f"{what}: {type(exc).__name__}") from exc
-    except http.client.HTTPException as exc:
-        raise Unhealthy("warmup_failed", f"{what}: malformed HTTP response ({type(exc).__name__})") from exc
-    except socket.gaierror as exc:
-        raise Unhealthy("warmup_failed", f"{what}: cannot resolve the host of {run.cfg.url}") from exc
-    except OSError as exc:
-        raise Unreachable(f"{what}: {exc.strerror or type(exc).__name__}") from exc
-    finally:
-        conn.close()
-
-
-#: the API key of this run: every printed form is redacted from a reply before it is cut to a snippet (a
-#: server that echoes the key must not leak a prefix of it into docker inspect or the state file)
-_SECRETS: list[str] = []
-
-
-def _snippet(data: bytes | str) -> str:
-    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-    text = " ".join(common.redact(text, _SECRETS).split())
-    return text if len(text) <= SNIPPET else text[: SNIPPET - 3] + "..."
-
-
-#: what one answer's JSON may be: NaN / Infinity literals kept on purpose (a NaN logprob is the fault to see)
-BODY_LIMITS = untrusted.Limits(max_bytes=MAX_BODY_BYTES, max_depth=32, max_values=200_000, allow_nan=True)
-
-
-def _parse_json(reply: Reply, what: str) -> Any:
-    try:
-        return untrusted.loads(reply.body, BODY_LIMITS)
-    except untrusted.Refused as exc:
-        if str(exc).startswith("not "):
-            raise Unhealthy("warmup_failed", f"{what}: non-JSON body: {_snippet(reply.body)!r}") from exc
-        raise Unhealthy("warmup_failed", f"{what}: answer refused: {exc}") from exc
 
 
 # --- state --------------------------------------------------------------------------------------------------
@@ -219,153 +85,6 @@ def save_state(path: str, state: dict[str, Any]) -> None:
     """Best effort: a healthcheck never fails because its state file cannot be written."""
     with contextlib.suppress(OSError):
         common.write_json_atomic(path, state)
-
-
-# --- log scan -----------------------------------------------------------------------------------------------
-
-
-def _scan_from(run: Run, path: str, offset: int, scanner: signatures.Scanner) -> int:
-    """Feed complete lines from ``offset`` on; returns the new offset (at a line end)."""
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        while run.deadline - time.monotonic() > 0.2:
-            data = fh.read(LOG_CHUNK)
-            if not data:
-                break
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                if len(data) < LOG_CHUNK:
-                    break  # a partial last line: read it once it is complete
-                cut = len(data)  # an over-long line: scan it in pieces
-            scanner.feed(data[:cut].decode("utf-8", errors="replace"))
-            offset += cut
-            fh.seek(offset)
-    return offset
-
-
-def scan_log(run: Run) -> signatures.Scanner:
-    """Continue the incremental scan of the server log (and its rotated predecessor); sticky per run."""
-    saved = run.state.get("log")
-    saved = saved if isinstance(saved, dict) and saved.get("path") == run.cfg.log else {}
-    scanner = signatures.Scanner.from_state(saved.get("scanner"))
-    offset = int(saved.get("offset") or 0)
-    inode = saved.get("inode")
-    try:
-        st = os.stat(run.cfg.log)
-        if inode != st.st_ino or st.st_size < offset:
-            rotated = run.cfg.log + ".1"
-            if inode is not None and os.path.exists(rotated) and os.stat(rotated).st_ino == inode:
-                _scan_from(run, rotated, offset, scanner)
-            offset, inode = 0, st.st_ino
-        offset = _scan_from(run, run.cfg.log, offset, scanner)
-    except FileNotFoundError:
-        run.notes.append(f"no server log at {run.cfg.log}")
-    except OSError as exc:
-        run.notes.append(f"log unreadable ({exc.strerror})")
-    run.state["log"] = {"path": run.cfg.log, "inode": inode, "offset": offset, "scanner": scanner.to_state()}
-    return scanner
-
-
-def log_idle_seconds(run: Run) -> float | None:
-    """Seconds since the server log last changed (its mtime), or None when there is no log."""
-    try:
-        return max(0.0, time.time() - os.stat(run.cfg.log).st_mtime)
-    except OSError:
-        return None
-
-
-def _around_match(match: signatures.Match) -> str:
-    """The matched line, cut to a window that keeps the matching text."""
-    text = " ".join(common.redact(match.text, _SECRETS).split())
-    found = match.signature.pattern.search(text)
-    start = max(0, found.start() - 40) if found else 0
-    window = text[start : start + LOG_SNIPPET]
-    return ("..." if start else "") + window + ("..." if start + LOG_SNIPPET < len(text) else "")
-
-
-def _log_verdict(match: signatures.Match) -> Unhealthy:
-    reason = f"server log: {_around_match(match)}"
-    if match.host_arch:
-        reason += f" (host arch: {match.host_arch})"
-    if match.also:
-        reason += f" (also: {', '.join(match.also)})"
-    if match.signature.fix:
-        reason += f"; fix: {match.signature.fix}"
-    return Unhealthy(match.cls, reason)
-
-
-def _root_cause_or(run: Run, fallback: Unhealthy, wait: bool = False) -> Unhealthy:
-    """After an HTTP failure: a fatal log signature (maybe just written) beats the generic class.
-
-    SGLang's health_timeout line only backs up a /health 503 (long prefills trip it on a working server).
-    Generic traceback evidence counts only when nothing answers on the port (``fallback.gone``): a live
-    server may log a handled exception. With nothing answering and no evidence, a log that reached the
-    ready line, or that has not changed for --stall-after seconds, means the server is dead, not starting.
-    """
-
-    def usable(found: signatures.Match | None) -> bool:
-        return found is not None and (
-            found.cls not in signatures.NOT_FATAL_WHILE_ALIVE or fallback.cls == "health_timeout"
-        )
-
-    def match_of(scanner: signatures.Scanner) -> signatures.Match | None:
-        return scanner.result(strong_only=not fallback.gone)
-
-    scanner = scan_log(run)
-    match = match_of(scanner)
-    if not usable(match) and wait:
-        time.sleep(max(0.0, min(1.0, run.deadline - time.monotonic() - 0.5)))
-        scanner = scan_log(run)
-        match = match_of(scanner)
-    if match is not None and usable(match):
-        verdict = _log_verdict(match)
-        verdict.reason = f"{fallback.reason}; {verdict.reason}"
-        return verdict
-    if fallback.gone and fallback.cls == "starting":
-        return _dead_or_starting(run, scanner, fallback)
-    return fallback
-
-
-def _dead_or_starting(run: Run, scanner: signatures.Scanner, fallback: Unhealthy) -> Unhealthy:
-    """Nothing answers and the log names no cause: dead when the log says so, else still starting."""
-    if scanner.serves:
-        where = (
-            f"reached SGLang's ready line (line {scanner.ready_line})"
-            if scanner.ready
-            else "shows it serving"
-        )
-        return Unhealthy(
-            "crash",
-            f"{fallback.reason.split(':')[0]}, but the server log {where}: the server process is gone",
-        )
-    idle = log_idle_seconds(run)
-    if idle is not None and idle > run.cfg.stall_after:
-        compilers = phases.compiling()
-        if compilers:  # a first-boot JIT compile keeps the log quiet: still starting (first-contact-2 R4)
-            return Unhealthy(
-                "starting",
-                f"{fallback.reason.split(':')[0]}; the server log has not changed for {idle:.0f}s, but a JIT "
-                f"compile is running ({', '.join(compilers[:3])})",
-                gone=True,
-            )
-        return Unhealthy(
-            "crash",
-            f"{fallback.reason.split(':')[0]} and the server log has not changed for {idle:.0f}s "
-            f"(> --stall-after {run.cfg.stall_after:g}s): the server is not starting any more",
-        )
-    return fallback
-
-
-def _http_failure(run: Run, what: str, reply: Reply, rescan: bool = True) -> Unhealthy:
-    detail = f"{what} answered {reply.status} {reply.reason}".rstrip()
-    if reply.status in (401, 403):
-        key_state = common.secret_status(run.cfg.api_key_file)
-        return Unhealthy("warmup_failed", f"{detail}: API key missing or wrong (key file {key_state})")
-    if reply.body:
-        detail += f": {_snippet(reply.body)!r}"
-    if not rescan:
-        return Unhealthy("warmup_failed", detail)
-    return _root_cause_or(run, Unhealthy("warmup_failed", detail), wait=reply.status >= 500)
 
 
 # --- checks -------------------------------------------------------------------------------------------------
@@ -402,7 +121,7 @@ def check_liveness(run: Run) -> Unhealthy | None:
                 + _in_flight_note(run),
             )
         return Unhealthy("starting", "GET /health answered 503: SGLang is still starting (warmup not done)")
-    return _http_failure(run, "GET /health", reply, rescan=False)
+    return http_failure(run, "GET /health", reply, rescan=False)
 
 
 def _watch_record(run: Run) -> progress.Record | None:
@@ -419,7 +138,7 @@ def in_flight_hang(run: Run, what: str) -> Unhealthy | None:
         if found is None or not found.stalling:
             return None
         if found.reason is not None or found.stalled >= found.stall_after:
-            reason = found.reason or progress.hang_line(found.in_flight, found.stalled).split(": ", 2)[2]
+            reason = found.reason or progress.hang_verdict(found.in_flight, found.stalled).reason
             return Unhealthy("hang", f"{reason} ({what}; hang bound {found.stall_after:g} s)")
         left = run.deadline - time.monotonic()
         if left < 1.5 or left < found.stall_after - found.stalled:
@@ -445,10 +164,10 @@ def _call_json(run: Run, method: str, path: str, payload: Any = None) -> tuple[R
     except Refused as exc:
         raise Unhealthy("crash", f"{exc}: connection refused (server went away)") from exc
     except (Dropped, Unreachable) as exc:
-        raise _root_cause_or(run, Unhealthy("crash", f"connection dropped: {exc}"), wait=True) from exc
+        raise root_cause_or(run, Unhealthy("crash", f"connection dropped: {exc}"), wait=True) from exc
     if reply.status != 200:
         return reply, None
-    return reply, _parse_json(reply, f"{method} {path}")
+    return reply, parse_json(reply, f"{method} {path}")
 
 
 def fetch_server_info(run: Run) -> dict[str, Any]:
@@ -459,7 +178,7 @@ def fetch_server_info(run: Run) -> dict[str, Any]:
         reply, data = _call_json(run, "GET", "/get_server_info")
         path = "/get_server_info"
     if reply.status != 200:
-        raise _http_failure(run, f"GET {path}", reply)
+        raise http_failure(run, f"GET {path}", reply)
     if not isinstance(data, dict):
         raise Unhealthy("warmup_failed", f"GET {path}: expected a JSON object, got {type(data).__name__}")
     return data
@@ -474,6 +193,29 @@ def check_config(run: Run) -> str:
     return judging.config_summary(info)
 
 
+def _generate(
+    run: Run, payload: dict[str, Any], probe: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """POST /generate: (the answer, its meta_info, how it finished). A failed request, an answer without
+    meta_info or an aborted request raises its verdict, named after ``probe`` (``passage``; None: the sampled
+    decode); an abort's message goes through the failure catalog, and the log may name a root cause first."""
+    what, who = (f"{probe} probe", f"{probe} probe") if probe else ("POST /generate", "request")
+    reply, data = _call_json(run, "POST", "/generate", payload)
+    if reply.status != 200:
+        raise http_failure(run, f"POST /generate ({probe})" if probe else "POST /generate", reply)
+    if isinstance(data, list) and data:
+        data = data[0]
+    if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
+        raise Unhealthy("warmup_failed", f"{what}: unexpected answer {snippet(json.dumps(data))!r}")
+    meta: dict[str, Any] = data["meta_info"]
+    kind, message = judging.finish(meta)
+    if kind == "abort":
+        found = signatures.classify_text(message)
+        fallback = Unhealthy(found.cls if found else "warmup_failed", f"{who} aborted: {snippet(message)!r}")
+        raise root_cause_or(run, fallback, wait=True)
+    return data, meta, kind
+
+
 def check_decode(run: Run) -> str:
     """A sampled decode with logprobs; returns a short summary."""
     payload = {
@@ -482,21 +224,8 @@ def check_decode(run: Run) -> str:
         "sampling_params": {"temperature": TEMPERATURE, "max_new_tokens": MAX_NEW_TOKENS, "ignore_eos": True},
         "return_logprob": True,
     }
-    reply, data = _call_json(run, "POST", "/generate", payload)
-    if reply.status != 200:
-        raise _http_failure(run, "POST /generate", reply)
-    if isinstance(data, list) and data:
-        data = data[0]
-    if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
-        raise Unhealthy("warmup_failed", f"POST /generate: unexpected answer {_snippet(json.dumps(data))!r}")
-    meta: dict[str, Any] = data["meta_info"]
+    data, meta, kind = _generate(run, payload)
     text = data.get("text")
-    kind, message = judging.finish(meta)
-    if kind == "abort":
-        found = signatures.classify_text(message)
-        cls = found.cls if found else "warmup_failed"
-        fallback = Unhealthy(cls, f"request aborted: {_snippet(message)!r}")
-        raise _root_cause_or(run, fallback, wait=True)
     lowest = judging.check_logprobs(meta)
     degenerate = judging.degenerate_decode(meta["output_token_logprobs"])
     if degenerate:
@@ -507,7 +236,7 @@ def check_decode(run: Run) -> str:
     if not text.strip():
         raise Unhealthy("warmup_failed", f"empty completion ({tokens} tokens, finish {kind})")
     if run.cfg.expect_text is not None and run.cfg.expect_text not in text:
-        raise Unhealthy("warmup_failed", f"completion lacks {run.cfg.expect_text!r}: got {_snippet(text)!r}")
+        raise Unhealthy("warmup_failed", f"completion lacks {run.cfg.expect_text!r}: got {snippet(text)!r}")
     return f"sampled decode ok ({tokens} tokens, finish {kind}, min logprob {lowest:.2f})"
 
 
@@ -516,19 +245,7 @@ def check_decode(run: Run) -> str:
 
 def score_passage(run: Run) -> tuple[list[float], dict[str, Any]]:
     """One prefill of the passage; its prompt logprobs and the answer's meta_info."""
-    reply, data = _call_json(run, "POST", "/generate", judging.quality_payload())
-    if reply.status != 200:
-        raise _http_failure(run, "POST /generate (passage)", reply)
-    if isinstance(data, list) and data:
-        data = data[0]
-    if not isinstance(data, dict) or not isinstance(data.get("meta_info"), dict):
-        raise Unhealthy("warmup_failed", f"passage probe: unexpected answer {_snippet(json.dumps(data))!r}")
-    meta: dict[str, Any] = data["meta_info"]
-    kind, message = judging.finish(meta)
-    if kind == "abort":
-        found = signatures.classify_text(message)
-        fallback = Unhealthy(found.cls if found else "warmup_failed", f"passage probe aborted: {message!r}")
-        raise _root_cause_or(run, fallback, wait=True)
+    _data, meta, _kind = _generate(run, judging.quality_payload(), "passage")
     return judging.passage_logprobs(meta), meta
 
 
@@ -568,7 +285,7 @@ def _stream_chunks(run: Run, path: str, payload: dict[str, Any], per_token: floa
     wait for the next chunk is bounded by ``per_token`` and the run's budget: :class:`TokenLate` when the
     per-token deadline passes first. A non-200 answer raises its failure verdict."""
     what = f"POST {path}"
-    conn, prefix = _connect(run)
+    conn, prefix = connect(run)
     headers = {"Accept": "text/event-stream", "User-Agent": "bwstack-healthcheck"}
     headers["Content-Type"] = "application/json"
     if run.api_key:
@@ -578,16 +295,16 @@ def _stream_chunks(run: Run, path: str, payload: dict[str, Any], per_token: floa
         conn.connect()
         sock = conn.sock
         conn.request("POST", prefix + path, body=json.dumps(payload).encode(), headers=headers)
-        sock.settimeout(min(_remaining(run), per_token))
+        sock.settimeout(min(remaining(run), per_token))
         resp = conn.getresponse()
         if resp.status != 200 or "event-stream" not in (resp.getheader("Content-Type") or ""):
-            reply = Reply(status=resp.status, reason=resp.reason, body=_read_body(run, sock, resp, what))
+            reply = Reply(status=resp.status, reason=resp.reason, body=read_body(run, sock, resp, what))
             if reply.status != 200:
-                raise _http_failure(run, what, reply)
-            yield _parse_json(reply, what)
+                raise http_failure(run, what, reply)
+            yield parse_json(reply, what)
             return
         while True:
-            sock.settimeout(min(_remaining(run), per_token))
+            sock.settimeout(min(remaining(run), per_token))
             line = resp.readline(MAX_BODY_BYTES)
             if not line:
                 return
@@ -601,7 +318,7 @@ def _stream_chunks(run: Run, path: str, payload: dict[str, Any], per_token: floa
             try:
                 yield json.loads(data)
             except ValueError as exc:
-                raise Unhealthy("warmup_failed", f"{what}: non-JSON chunk: {_snippet(data)!r}") from exc
+                raise Unhealthy("warmup_failed", f"{what}: non-JSON chunk: {snippet(data)!r}") from exc
     except ConnectionRefusedError as exc:
         raise Refused(what) from exc
     except TimeoutError as exc:
@@ -645,11 +362,11 @@ def score_long(run: Run, length: int) -> list[float]:
             f"{what}: 1 request in flight, no token for {waited:.0f} s (hang bound {run.cfg.hang_after:g} s)",
         ) from None
     except (Refused, Dropped, Unreachable) as exc:
-        raise _root_cause_or(run, Unhealthy("crash", f"{what}: {exc}"), wait=True) from exc
+        raise root_cause_or(run, Unhealthy("crash", f"{what}: {exc}"), wait=True) from exc
     if isinstance(final, list) and final:
         final = final[0]
     if not isinstance(final, dict) or not isinstance(final.get("meta_info"), dict):
-        raise Unhealthy("warmup_failed", f"{what}: unexpected answer {_snippet(json.dumps(final))!r}")
+        raise Unhealthy("warmup_failed", f"{what}: unexpected answer {snippet(json.dumps(final))!r}")
     return longprobe.scores(final["meta_info"])
 
 
@@ -660,7 +377,7 @@ def _stream_error(run: Run, what: str, error: Any) -> Unhealthy:
     text = " ".join(str(text).split())
     match = signatures.classify_text(text)
     cls = match.cls if match is not None and match.cls not in ("healthy", "starting") else "warmup_failed"
-    return Unhealthy(cls, f"{what}: error in the stream: {_snippet(common.redact(text, _SECRETS))}")
+    return Unhealthy(cls, f"{what}: error in the stream: {snippet(common.redact(text, SECRETS))}")
 
 
 def check_long(run: Run) -> str:
@@ -730,13 +447,13 @@ def run_checks(run: Run) -> str:
     run.stage = "log scan"
     match = scan_log(run).result(strong_only=True)
     if match is not None and match.cls not in signatures.NOT_FATAL_WHILE_ALIVE:
-        raise _log_verdict(match)
+        raise log_verdict(match)
     early = startup_look(run)
     if early is not None:
         raise early
     dead = check_liveness(run)
     if dead is not None:
-        raise _root_cause_or(run, dead)  # the log may have just said why
+        raise root_cause_or(run, dead)  # the log may have just said why
     parts = []
     expect_key = json.dumps(run.cfg.expect, sort_keys=True)
     if run.cfg.mode == "full" or run.state.get("config_ok") != expect_key:
@@ -795,12 +512,12 @@ def main(argv: list[str] | None = None) -> int:
         print(Verdict("warmup_failed", f"healthcheck misconfigured: {exc}").line())
         return 1
     api_key = common.read_secret(cfg.api_key_file)
-    _SECRETS[:] = [api_key] if api_key else []
+    SECRETS[:] = [api_key] if api_key else []
     run = Run(cfg=cfg, deadline=started + cfg.timeout, api_key=api_key, state=load_state(cfg.state_path))
     signal.signal(signal.SIGALRM, _on_alarm)
     found = _verdict(run)
     # every printed form of a secret is redacted before anything is cut or folded
-    found = Verdict(found.cls, " ".join(common.redact(found.reason, _SECRETS).split()))
+    found = Verdict(found.cls, " ".join(common.redact(found.reason, SECRETS).split()))
     run.state["verdict"] = found.record(time.time())  # serve.py's fail-fast reads this
     # the failing streak, as Docker counts it against `retries` (serve.py's linger waits for it)
     streak = run.state.get("failing")

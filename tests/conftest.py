@@ -73,7 +73,7 @@ def docker_engine() -> None:
 @pytest.fixture(scope="session")
 def python_image(docker_engine: None) -> str:
     """A local image with python3 (the stand-in's Debian rootfs, built without a registry when missing)."""
-    from bwstack.nogpu import rootfs
+    from bwstack.build import rootfs
 
     return rootfs.ensure_rootfs(echo=lambda _message: None)
 
@@ -94,6 +94,6 @@ def _prune_build_leftovers() -> Iterator[None]:
     """After the session: drop untagged bwstack images that rebuilds left behind (containers using them are gone)."""
     yield
     if shutil.which("docker") and docker_problem() is None:
-        from bwstack.host import operate
+        from bwstack.build import dockerbuild
 
-        operate.prune_build_leftovers()
+        dockerbuild.prune_build_leftovers()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The local base of a CPU variant, laid out like the real lmsysorg/sglang base of the same SGLang version, so
 # that the Dockerfile's GPU path (overrides, verify_pins.py, the user, the caches, compileall, selfcheck.py)
-# meets that layout in CI. Run as root by `bwstack build --variant <cpu variant>` (bwstack.host.cpubase) in a
+# meets that layout in CI. Run as root by `bwstack build --variant <cpu variant>` (bwstack.build.cpubase) in a
 # container of bwstack/standin-rootfs:bookworm with --network none and the variant's verified wheelhouse
 # mounted read-only at $WHEELHOUSE; the container is then committed as the base image ([base] image).
 #

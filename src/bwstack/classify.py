@@ -1,10 +1,9 @@
 """Host-side log classification for ``bwstack classify-log``: the healthcheck's catalog applied to a file.
 
 The catalog itself lives in ``healthchecks/signatures/__init__.py`` (the one copy); the
-requested-vs-effective backends
-come from ``healthchecks/startup.py`` (the parse the in-container healthcheck uses too). This module only
-reads the file, builds the request (``--expect`` items or a profile) and turns bad input into a
-:class:`bwstack.errors.UserError`.
+requested-vs-effective backends come from ``healthchecks/startup.py`` (the parse the in-container healthcheck
+uses too). This module only reads the file, builds the request (``--expect`` items or a profile) and turns bad
+input into a :class:`bwstack.errors.UserError`.
 """
 
 from __future__ import annotations

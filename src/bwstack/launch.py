@@ -6,8 +6,7 @@ environment, the deep healthcheck's command, the image, the port and the GPUs, a
 paths inside the serving image. Compose (:mod:`bwstack.render.compose`), multi-host Compose
 (:mod:`bwstack.render.multihost`)
 and Kubernetes (:mod:`bwstack.render.k8s`) only lay the spec out in their syntax; ``explain``, the rules and
-the
-sweep's fast mode read their argv and env from it, so every room starts the same server.
+the sweep's fast mode read their argv and env from it, so every room starts the same server.
 """
 
 from __future__ import annotations
@@ -37,6 +36,8 @@ LABEL_VARIANT = "io.bwstack.variant"
 LABEL_EXPECT = "io.bwstack.expect"
 #: SGLang's argparse dest for the pipeline stages (``--pp-size`` / ``--pipeline-parallel-size``, default 1)
 PP_DEST = "pp_size"
+#: the SGLang flags that join one node to a multi-node group (the same spelling in 0.5.9 and 0.5.23)
+DIST_FLAGS = ("--dist-init-addr", "--nnodes", "--node-rank")
 
 
 class LaunchError(Exception):
@@ -45,7 +46,7 @@ class LaunchError(Exception):
 
 def image_ref(stack: Stack, variant_name: str) -> str:
     """The serving image of a variant: ``<stack.image_repo>:<variant>``."""
-    return f"{stack.settings.image_repo}:{variant_name}"
+    return imagelayout.image_ref(stack.settings.image_repo, variant_name)
 
 
 def model_path_in_container(stack: Stack, profile_name: str) -> str:
@@ -68,6 +69,22 @@ def launch_spec(stack: Stack, profile_name: str, variant: str | None = None) -> 
     """The launch spec of one profile, with its own variant or ``variant`` (``bwstack explain --variant``)."""
     stack.profile(profile_name)  # UserError for an unknown name
     return LaunchSpec(stack, profile_name, variant or stack.variant_name_for(profile_name))
+
+
+def dist_argv(address: str, nnodes: str, rank: str) -> list[str]:
+    """The multi-node argv: the flags that join one node to the group, with the values as each renderer
+    spells them (a compose ``${DIST_INIT_ADDR}``, LWS's ``$(LWS_WORKER_INDEX)``)."""
+    return [DIST_FLAGS[0], address, DIST_FLAGS[1], nnodes, DIST_FLAGS[2], rank]
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One volume the server mounts at ``target``: ``volume`` names it (a compose named volume, a Kubernetes
+    claim); ``host_folder``, when set, is the host folder Compose binds there instead."""
+
+    volume: str
+    target: str
+    host_folder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +157,27 @@ class LaunchSpec:
             )
         gpus = self.gpus
         return Placement(nodes=nodes, gpus_per_node=None if gpus is None else gpus // nodes)
+
+    @property
+    def mounts(self) -> tuple[Mount, ...]:
+        """The volumes every renderer mounts: the model cache at HF_HOME (a host folder where
+        ``model_cache_path`` is set) and the variant's own JIT cache."""
+        settings = self.stack.settings
+        return (
+            Mount(settings.model_cache, imagelayout.HF_HOME, settings.model_cache_path),
+            Mount(jit_volume(self.variant), imagelayout.JIT_CACHE),
+        )
+
+    @property
+    def shm_size(self) -> str:
+        """The server's /dev/shm size: the profile's ``shm_size``, else stack.shm_size."""
+        return self.stack.profile(self.profile).shm_size or self.stack.settings.shm_size
+
+    @property
+    def restart(self) -> str:
+        """The restart policy: ``no`` for a known-bad profile (its failure is the expected result), else
+        stack.restart."""
+        return "no" if self.stack.profile(self.profile).known_bad else self.stack.settings.restart
 
     @property
     def secrets(self) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import _docs
 import pytest
+import run
 from run import Outcome, benchmarks
 
 from support.stack import ROOT
@@ -81,3 +82,17 @@ def test_the_block_header_names_the_commit_the_run_started_on() -> None:
     assert header is not None
     assert head.stdout.startswith(header["commit"]) and header["seconds"] == "12"
     assert header["machine"].startswith(f"{os.cpu_count()} CPU cores, ")
+
+
+@pytest.mark.slow
+def test_smoke_lanes_print_each_output_whole_and_keep_the_order(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chosen = [p for p in benchmarks() if p.stem in ("classify_speed", "merge_scale", "validate_scale")]
+    monkeypatch.setattr(run, "SIDE_LANE", ("merge_scale",))  # a lane of its own beside the two others
+    outcomes = run.run_lanes(chosen)
+    printed = capsys.readouterr().out
+    assert [o.name for o in outcomes] == ["classify_speed", "merge_scale", "validate_scale"]
+    for path, outcome in zip(chosen, outcomes, strict=True):
+        assert outcome.word == "ok", printed
+        assert outcome.lines and "\n".join([run.heading(path), *outcome.lines]) in printed

@@ -222,6 +222,11 @@ CASES = [
         r"stack\.shm_size: invalid value '9+gb': a size of at most 9 digits",
     ),
     Case(
+        "profile-shm-size-not-a-size",
+        replace("  dense-fi-bf16:\n", "  dense-fi-bf16:\n    shm_size: 64 gigs\n"),
+        r"profiles\.dense-fi-bf16\.shm_size: ",
+    ),
+    Case(
         "absurd-context-length",
         replace("  context_length: 32768", "  context_length: 99999999999999999999999999"),
         r"model\.context_length: Input should be less than or equal to 1073741824",

@@ -30,14 +30,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bwstack import textlayout
+from bwstack import record, textlayout
 from bwstack.bisect import search
 from bwstack.errors import ExternalError, UserError
-from bwstack.host import calibrate, choose
-from bwstack.know import audit, fatbin
+from bwstack.host import calibrate
+from bwstack.know import fatbin
+from bwstack.know import inventory as sources
+from bwstack.ops import choose
 from bwstack.stack import loader
 from bwstack.stack.yamlload import parse_yaml
-from bwstack.sweep import report, reportdiff, streams
+from bwstack.sweep import reportdiff, streams
 from support.stack import copy_stack
 from support.standin_sweep import sweep_without_docker
 
@@ -92,7 +94,7 @@ def stack_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def real_report(stack_root: Path) -> dict[str, Any]:
     out = stack_root / "real-report"
     sweep_without_docker(stack_root / "profiles.yaml", out, ["dense-fi-bf16", "dense-triton-auto"])
-    doc: dict[str, Any] = json.loads((out / report.RESULTS_FILE).read_text())
+    doc: dict[str, Any] = json.loads((out / record.RESULTS_FILE).read_text())
     return doc
 
 
@@ -117,7 +119,7 @@ def test_report_readers_refuse_any_mutation_in_one_line(
     text = json.dumps(hostile)
     if data.draw(st.booleans()):
         text = text[: data.draw(st.integers(0, len(text)))]  # truncated, as by a full disk
-    (folder / report.RESULTS_FILE).write_text(text)
+    (folder / record.RESULTS_FILE).write_text(text)
     try:
         read_like_the_commands(folder, real_report)
     except UserError as exc:
@@ -133,7 +135,7 @@ def test_a_control_character_in_a_report_is_printed_escaped(
     name = next(iter(hostile["results"]))
     hostile["results"][name]["reason"] = "\x1b[2J\x1b[Hall fine\rOK\x07"
     hostile["results"][name]["verdict"] = "nan"
-    (tmp_path / report.RESULTS_FILE).write_text(json.dumps(hostile))
+    (tmp_path / record.RESULTS_FILE).write_text(json.dumps(hostile))
     lines = reportdiff.render_text(reportdiff.diff(real_report, reportdiff.load(tmp_path)), 200)
     assert any("\\x1b[2J\\x1b[Hall fine\\x0dOK\\x07" in line for line in lines), lines
     assert textlayout.printable("a\u009bb\u2028") == "a\\x9bb\\u2028"
@@ -281,14 +283,14 @@ def test_the_fatbin_reader_ends_on_any_bytes(blob: bytes) -> None:
 def test_a_wheel_member_is_inflated_only_up_to_its_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(audit, "MAX_CUBIN_BYTES", 1 << 20)
-    monkeypatch.setattr(audit, "MAX_MEMBER_BYTES", 2 << 20)
+    monkeypatch.setattr(sources, "MAX_CUBIN_BYTES", 1 << 20)
+    monkeypatch.setattr(sources, "MAX_MEMBER_BYTES", 2 << 20)
     wheel = tmp_path / "bomb-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("bomb-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
         archive.writestr("bomb/k.cubin", b"\0" * (8 << 20))  # 8 MiB of zeros: a few KiB in the archive
         archive.writestr("bomb/libk.so", fatbin.ELF_MAGIC + b"\0" * (8 << 20))
-    inv = audit.inventory_wheel(wheel, "python")
+    inv = sources.inventory_wheel(wheel, "python")
     errors = sorted((f.path, f.error) for f in inv.files)
     assert errors == [
         ("bomb/k.cubin", "inflates to more than 1 MiB: not scanned (zip bomb?)"),
@@ -350,7 +352,7 @@ def test_an_error_about_a_hostile_key_prints_its_control_characters_escaped(
     hostile = copy.deepcopy(real_report)
     hostile["results"]["\x1b]0;owned\x07name"] = "not a row"
     (tmp_path / "a").mkdir()
-    (tmp_path / "a" / report.RESULTS_FILE).write_text(json.dumps(hostile))
+    (tmp_path / "a" / record.RESULTS_FILE).write_text(json.dumps(hostile))
     done = run(tmp_path, "report", "diff", str(tmp_path / "a"), str(tmp_path / "a"))
     assert_one_line_exit_2(done, "results.\\x1b]0;owned\\x07name: malformed sweep report: expected a mapping")
     assert "\x1b" not in done.stderr and "\x07" not in done.stderr

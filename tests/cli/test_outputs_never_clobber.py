@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bwstack.sweep import bundleread, reportmerge
+from bwstack import record
+from bwstack.sweep import bundleread
 from support.bundles import SHIPPED, base_parts
 from support.stack import ROOT, run_cli
 
@@ -51,12 +52,12 @@ def test_merge_out_may_not_be_an_input_bundle(tmp_path: Path) -> None:
 def test_merge_never_writes_over_an_input_inside_out(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    trap = out / reportmerge.MERGED_FILE  # an input bundle that happens to carry the name merge writes
+    trap = out / record.MERGED_FILE  # an input bundle that happens to carry the name merge writes
     shutil.copy2(SHIPPED[0], trap)
     before = _digest(trap)
     done = run_cli(tmp_path, "report", "merge", str(trap), "--out", "out")
     assert done.returncode == 2 and "which this command reads" in done.stderr, done.stderr
-    assert _digest(trap) == before and sorted(p.name for p in out.iterdir()) == [reportmerge.MERGED_FILE]
+    assert _digest(trap) == before and sorted(p.name for p in out.iterdir()) == [record.MERGED_FILE]
 
 
 def test_merge_out_below_a_file_is_one_line(tmp_path: Path) -> None:

@@ -1,11 +1,12 @@
-"""docs/design.md's rooms table matches the code: every module of src/bwstack is in a room, and each room's
-"may import" cell names exactly the bwstack rooms its modules import (read with ``ast``, as the cycle test).
+"""docs/design.md's rooms table matches the code, and the house has floors: every module of src/bwstack is in
+a room, every room has a floor, and a room imports only rooms on lower floors (read with ``ast``, as the
+cycle test; imports inside functions and under ``if TYPE_CHECKING:`` count too).
 
-A cell lists room names relative to ``bwstack`` (``model``, ``sweep`` for the whole package, ``rules.book``)
-or a ``healthchecks.<module>``; ``everything`` allows all; anything else (``stdlib``, ``jinja2``, a dash) names
-no bwstack module. Imports inside one room (a package's modules among themselves) need no cell, nor do imports of
-the leaf rooms that design.md lists once on a line starting ``Leaf rooms`` (``errors``, ``files`` …), nor of
-``bwstack`` itself (its ``__init__`` imports nothing).
+The table's first cell names files (a folder: its whole package; a bare name continues the folder before it),
+the last cell is the floor (an integer; a dash for files that are not Python modules of ``src/bwstack``).
+``healthchecks/`` is a room of its own. Imports inside one room (a package's modules among themselves) are the
+room's own business (the cycle test covers them), and so is ``bwstack`` itself (its ``__init__`` imports
+nothing).
 """
 
 from __future__ import annotations
@@ -19,19 +20,20 @@ from support.importgraph import HEALTHCHECKS, PACKAGE, SRC, module_graph
 from support.stack import ROOT
 
 DESIGN = ROOT / "docs" / "design.md"
+IN_IMAGE = "healthchecks"
 
 
 @dataclass
 class Room:
     line: int
-    cell: str
+    floor: int
     modules: set[str] = field(default_factory=set)
-    allowed: set[str] = field(default_factory=set)
-    everything: bool = False
 
 
 def _modules_at(path: str, modules: set[str]) -> set[str]:
-    """The bwstack modules a path of the first column names (a folder: its whole package)."""
+    """The modules a path of the first column names (a folder: its whole package)."""
+    if path.rstrip("/") == IN_IMAGE:
+        return {m for m in modules if m == IN_IMAGE or m.startswith(IN_IMAGE + ".")}
     rel = path.removeprefix(f"src/{PACKAGE}/").removesuffix("/").removesuffix(".py")
     if rel.endswith("__init__"):  # the package's own module, not its rooms
         return {".".join([PACKAGE, *rel.split("/")[:-1]])} & modules
@@ -39,9 +41,10 @@ def _modules_at(path: str, modules: set[str]) -> set[str]:
     return {m for m in modules if m == name or m.startswith(name + ".")}
 
 
-def parse_rooms(text: str, modules: set[str]) -> list[Room]:
-    """The rows of the "## Rooms" table whose first cell names files of src/bwstack."""
+def parse_rooms(text: str, modules: set[str]) -> tuple[list[Room], list[str]]:
+    """The rows of the "## Rooms" table whose first cell names Python files, and the problems of the table."""
     rooms: list[Room] = []
+    problems: list[str] = []
     in_rooms = False
     for number, line in enumerate(text.splitlines(), start=1):
         if line.startswith("## "):
@@ -51,100 +54,99 @@ def parse_rooms(text: str, modules: set[str]) -> list[Room]:
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         paths = re.findall(r"`([^`]+)`", cells[0])
-        if not paths or not paths[0].startswith(f"src/{PACKAGE}/"):
+        if not paths or not (paths[0].startswith(f"src/{PACKAGE}/") or paths[0].rstrip("/") == IN_IMAGE):
             continue
-        room = Room(line=number, cell=cells[-1])
+        if not cells[-1].isdigit():
+            problems.append(f"design.md:{number}: floor {cells[-1]!r} is not a whole number")
+            continue
+        room = Room(line=number, floor=int(cells[-1]))
         folder = ""
         for path in paths:
             if "/" in path.rstrip("/"):
                 folder = path.rstrip("/").rpartition("/")[0] + "/"
-            else:
+            elif path.rstrip("/") != IN_IMAGE:
                 path = folder + path
             room.modules |= _modules_at(path, modules)
-        for token in (t.strip(" `") for t in cells[-1].split(",")):
-            if token == "everything":
-                room.everything = True
-            elif token.startswith("healthchecks."):
-                room.allowed.add(token)
-            elif _modules_at(token.replace(".", "/"), modules):
-                room.allowed.add(f"{PACKAGE}.{token}")
-        rooms.append(room)
-    return rooms
-
-
-def _covers(allowed: set[str], module: str) -> bool:
-    return any(module == a or module.startswith(a + ".") for a in allowed)
-
-
-def leaf_rooms(text: str) -> set[str]:
-    """The rooms every room may import, from design.md's line ``Leaf rooms …: `errors`, `files` …``."""
-    line = next((x for x in text.splitlines() if x.startswith("Leaf rooms")), "")
-    return {f"{PACKAGE}.{name}" for name in re.findall(r"`([^`]+)`", line)}
-
-
-def design_problems(text: str, graph: dict[str, set[str]]) -> list[str]:
-    modules = set(graph)
-    rooms = parse_rooms(text, modules)
-    leaves = leaf_rooms(text) | {PACKAGE}
-    problems: list[str] = []
-    placed = set().union(*(r.modules for r in rooms)) if rooms else set()
-    problems += [f"{m}: in no room of docs/design.md" for m in sorted(modules - placed)]
-    for room in rooms:
         if not room.modules:
-            problems.append(f"design.md:{room.line}: names no module that exists")
-        used = {t for m in room.modules for t in graph[m] if t not in room.modules and t not in leaves}
-        if room.everything:
+            problems.append(f"design.md:{number}: names no module that exists")
+        rooms.append(room)
+    return rooms, problems
+
+
+def floor_problems(text: str, graph: dict[str, set[str]]) -> list[str]:
+    """Modules in no room (or in two), and every import that does not point to a lower floor."""
+    modules = set(graph) | {t for targets in graph.values() for t in targets}
+    rooms, problems = parse_rooms(text, modules)
+    room_of: dict[str, Room] = {}
+    for room in rooms:
+        for module in sorted(room.modules):
+            if module in room_of:
+                problems.append(f"{module}: in two rooms (design.md:{room_of[module].line} and :{room.line})")
+            room_of[module] = room
+    problems += [f"{m}: in no room of docs/design.md" for m in sorted(modules - set(room_of) - {PACKAGE})]
+    for module in sorted(graph):
+        source = room_of.get(module)
+        if source is None:
             continue
-        for target in sorted(used):
-            if not _covers(room.allowed, target):
-                problems.append(f"design.md:{room.line}: imports {target}, not in its cell {room.cell!r}")
-        for allowed in sorted(room.allowed):
-            if not any(_covers({allowed}, t) for t in used):
+        for target in sorted(graph[module]):
+            dest = room_of.get(target)
+            if dest is None or dest is source:
+                continue
+            if dest.floor >= source.floor:
                 problems.append(
-                    f"design.md:{room.line}: cell names {allowed}, which its modules do not import"
+                    f"{module} (floor {source.floor}, design.md:{source.line}) imports {target} "
+                    f"(floor {dest.floor}, design.md:{dest.line}): a room imports only lower floors"
                 )
     return problems
 
 
-def test_design_rooms_match_the_imports() -> None:
-    problems = design_problems(DESIGN.read_text(encoding="utf-8"), module_graph(SRC, (HEALTHCHECKS,)))
-    assert not problems, "docs/design.md out of date:\n" + "\n".join(problems)
+def test_every_import_points_down_a_floor() -> None:
+    graph = module_graph(SRC, (HEALTHCHECKS,), type_checking=True)
+    problems = floor_problems(DESIGN.read_text(encoding="utf-8"), graph)
+    assert not problems, "docs/design.md's floors do not hold:\n" + "\n".join(problems)
 
 
 GRAPH = {
     "bwstack": set(),
-    "bwstack.a": {"bwstack.b.x", "healthchecks.signatures", "bwstack", "bwstack.errors"},
-    "bwstack.errors": set(),
+    "bwstack.a": {"bwstack.b.x", "healthchecks.signatures", "bwstack"},
     "bwstack.b": set(),
     "bwstack.b.x": {"bwstack.b"},
     "bwstack.c": {"bwstack.a"},
+    "healthchecks.signatures": set(),
 }
-HEAD = "## Rooms\n\nLeaf rooms, any room may import them: `errors`.\n\n| path | what | may import |\n| --- | --- | --- |\n"
+HEAD = "## Rooms\n\n| path | what | floor |\n| --- | --- | --- |\n| `healthchecks/` | in-image | 0 |\n"
 
 
 @pytest.mark.parametrize(
     ("rows", "problems"),
     [
         (
-            "| `src/bwstack/a.py` | a | b, healthchecks.signatures |\n| `src/bwstack/b/` | b | - |\n"
-            "| `src/bwstack/c.py` | c | everything |\n",
+            "| `src/bwstack/a.py` | a | 2 |\n| `src/bwstack/b/` | b | 1 |\n| `src/bwstack/c.py` | c | 3 |\n",
             [],
         ),
-        (
-            "| `src/bwstack/a.py` | a | b |\n| `src/bwstack/b/` | b | - |\n| `src/bwstack/c.py` | c | a |\n",
-            ["design.md:7: imports healthchecks.signatures, not in its cell 'b'"],
+        (  # an upward arrow, and an arrow along one floor
+            "| `src/bwstack/a.py` | a | 1 |\n| `src/bwstack/b/` | b | 1 |\n| `src/bwstack/c.py` | c | 0 |\n",
+            [
+                "bwstack.a (floor 1, design.md:6) imports bwstack.b.x (floor 1, design.md:7): "
+                "a room imports only lower floors",
+                "bwstack.c (floor 0, design.md:8) imports bwstack.a (floor 1, design.md:6): "
+                "a room imports only lower floors",
+            ],
         ),
-        (
-            "| `src/bwstack/a.py`, `c.py` | a | b, healthchecks.signatures, jinja2 |\n"
-            "| `src/bwstack/b/` | b | a |\n",
-            ["design.md:8: cell names bwstack.a, which its modules do not import"],
-        ),
-        (
-            "| `src/bwstack/a.py` | a | b.x, healthchecks.signatures |\n| `src/bwstack/c.py` | c | a |\n",
+        (  # a folder's package imports its own rooms freely; a missing room is named
+            "| `src/bwstack/a.py`, `c.py` | a, c | 2 |\n",
             ["bwstack.b: in no room of docs/design.md", "bwstack.b.x: in no room of docs/design.md"],
+        ),
+        (
+            "| `src/bwstack/a.py` | a | two |\n| `src/bwstack/b/` | b | 1 |\n| `src/bwstack/c.py` | c | 3 |\n"
+            "| `src/bwstack/zz.py` | none | 4 |\n",
+            [
+                "design.md:6: floor 'two' is not a whole number",
+                "design.md:9: names no module that exists",
+                "bwstack.a: in no room of docs/design.md",
+            ],
         ),
     ],
 )
-def test_design_problems_are_found(rows: str, problems: list[str]) -> None:
-    base = "| `src/bwstack/__init__.py`, `errors.py` | the package, errors | - |\n"
-    assert design_problems(HEAD + rows + base, GRAPH) == problems
+def test_floor_problems_are_found(rows: str, problems: list[str]) -> None:
+    assert floor_problems(HEAD + rows, GRAPH) == problems

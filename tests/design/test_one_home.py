@@ -1,7 +1,8 @@
 """Small facts with one home each (issue 22, item 2), proved by reading every product module's source:
 
 - the serving image's paths live in ``healthchecks/imagelayout.py`` (launch renders them, the Dockerfile creates
-  them);
+  them): no other module spells a string that starts with an in-image folder (``/opt/``, ``/var/lib/bwstack``,
+  ``/var/log/bwstack``, ``/var/cache/bwstack``, ``/run/secrets``, ``/tmp/bwstack``, ``/sgl-workspace/``);
 - the ``io.bwstack.profile/variant/expect`` labels in ``launch.py`` (every renderer asks the launch spec);
 - the duration grammar (a Compose duration's units) in ``healthchecks/common.py``;
 - the ``--expect KEY=VALUE`` key normalisation in ``healthchecks/settings.py``;
@@ -23,9 +24,9 @@ from support.stack import ROOT
 PRODUCT = [*sorted((ROOT / "src" / "bwstack").rglob("*.py")), *sorted((ROOT / "healthchecks").rglob("*.py"))]
 
 RULES: dict[str, tuple[str, set[str]]] = {
+    # a prefix guard: any string that starts with a folder of the image, not only the paths named today
     "in-image paths": (
-        r"""["'](/opt/bwstack/healthchecks|/var/log/bwstack/server\.log|/var/lib/bwstack/hf|/var/cache/bwstack"""
-        r"""|/tmp/bwstack-hc\.json|/run/secrets)["'/]""",
+        r"""["'](/opt/|/var/(lib|log|cache)/bwstack|/run/secrets|/tmp/bwstack|/sgl-workspace/)""",
         {"healthchecks/imagelayout.py"},
     ),
     "profile labels": (r"""["']io\.bwstack\.(profile|variant|expect)["']""", {"src/bwstack/launch.py"}),
@@ -68,6 +69,11 @@ def test_each_home_holds_its_fact() -> None:
     [
         ('LOG = "/var/log/bwstack/server.log"\n', "in-image paths"),
         ('mount = "/run/secrets/api_key"\n', "in-image paths"),
+        ('VERSIONS = "/opt/bwstack/versions.json"\n', "in-image paths"),
+        ("venv = '/opt/sglang'\n", "in-image paths"),
+        ('path = f"/var/lib/bwstack/{name}"\n', "in-image paths"),
+        ('out = f"/tmp/bwstack-bench-{run}.jsonl"\n', "in-image paths"),
+        ('root = "/sgl-workspace/sglang/python"\n', "in-image paths"),
         ('labels = {"io.bwstack.profile": name}\n', "profile labels"),
         ('UNITS = re.compile(r"(\\d+)(ms|s|m|h)")\n', "duration grammar"),
         ('key = key.strip().replace("-", "_").lstrip("_")\n', "--expect key normalisation"),

@@ -55,7 +55,7 @@ def test_idle_is_never_stuck_and_progress_restarts_the_clock() -> None:
 
 def test_a_fresh_hang_record_is_a_verdict_a_stale_one_is_not(tmp_path: Path) -> None:
     path = tmp_path / "hc.json.progress"
-    line = progress.hang_line(3, 12.4)
+    line = progress.hang_verdict(3, 12.4).line()
     assert line == "unhealthy: hang: 3 requests in flight, no token for 12 s"
     path.write_text(json.dumps(progress.record(3, 12.4, 10.0, 1.0, line)))
     assert progress.hang_from_record(str(path)) == "3 requests in flight, no token for 12 s"
@@ -70,7 +70,7 @@ def test_the_healthcheck_reports_the_watchers_hang(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state = tmp_path / "hc.json"
-    line = progress.hang_line(2, 31.0)
+    line = progress.hang_verdict(2, 31.0).line()
     (tmp_path / ("hc.json" + progress.SUFFIX)).write_text(
         json.dumps(progress.record(2, 31.0, 30.0, 1.0, line))
     )
@@ -105,7 +105,7 @@ def _watcher(path: Path, in_flight: int, stalled_from: float, bound: float, stop
     started = time.monotonic()
     while not stop.wait(0.2):
         stalled = stalled_from + (time.monotonic() - started) if stalled_from else 0.0
-        line = progress.hang_line(in_flight, stalled) if stalled >= bound else None
+        line = progress.hang_verdict(in_flight, stalled).line() if stalled >= bound else None
         record = progress.record(in_flight, stalled, bound, 1.0, line)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))

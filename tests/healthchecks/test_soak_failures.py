@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
-from bwstack.host import operate
+from bwstack.ops import updown
 from bwstack.stack import loader
 from bwstack.stack.schema import SoakSettings
 from bwstack.sweep import bench, soak
-from bwstack.sweep.judge import Verdict
+from bwstack.sweep.judge import Outcome
 from healthchecks import soak_client
 from support import sse
 from support.stack import ROOT
@@ -173,7 +173,7 @@ def soaked(behaviour: Behaviour, settings: SoakSettings, seconds: float = 2.0) -
 
 
 SETTINGS = SoakSettings(concurrency=2, lengths=[64, 2304], output_len=8, stall_after_s=10, window_s=1)
-HEALTHY = Verdict("healthy", "healthcheck", "healthy: sampled decode ok")
+HEALTHY = Outcome("healthy", "healthcheck", "healthy: sampled decode ok")
 
 
 def _bucket(record: dict[str, Any], length: int) -> dict[str, Any]:
@@ -280,11 +280,11 @@ def test_lengths_are_capped_by_the_served_context() -> None:
 
 
 def test_up_soak_exits_1_when_the_soak_fails_at_length(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``bwstack up --soak``'s step after health (operate.soak_service), its subprocess and progress run real,
+    """``bwstack up --soak``'s step after health (updown.soak_service), its subprocess and progress run real,
     the shipped CPU profile's soak settings, only the port and ``docker exec`` pointed at the test server."""
     stack = loader.load_stack(ROOT / "profiles.cpu.yaml")
-    monkeypatch.setattr(operate, "container_id", lambda project, service: "c0ffee")
-    monkeypatch.setattr(operate, "inspect", lambda cid: {"State": {"Status": "running"}})
+    monkeypatch.setattr(updown, "container_id", lambda project, service: "c0ffee")
+    monkeypatch.setattr(updown, "inspect", lambda cid: {"State": {"Status": "running"}})
     monkeypatch.setattr(
         bench, "exec_argv", lambda container, argv: local(["docker", "exec", container, *argv])
     )
@@ -293,8 +293,8 @@ def test_up_soak_exits_1_when_the_soak_fails_at_length(monkeypatch: pytest.Monke
     out = io.StringIO()
     with serving(Behaviour("error_chunk")) as port:
         stack = dataclasses.replace(stack, settings=stack.settings.model_copy(update={"port": port}))
-        code = operate.soak_service(stack, None, "cpu-torch-native", 2, out)  # type: ignore[arg-type]
-    assert code == operate.EXIT_SOAK_FAILED == 1
+        code = updown.soak_service(stack, None, "cpu-torch-native", 2, out)  # type: ignore[arg-type]
+    assert code == updown.EXIT_SOAK_FAILED == 1
     verdict_line = out.getvalue().splitlines()[-2 if "next to try" in out.getvalue() else -1]
     assert verdict_line.startswith("bwstack: soak verdict: illegal_memory: "), out.getvalue()
     assert f"error in the stream: {ILLEGAL}" in verdict_line

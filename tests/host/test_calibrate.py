@@ -19,7 +19,7 @@ from ruamel.yaml import YAML
 from bwstack import launch
 from bwstack.errors import ExternalError, UserError
 from bwstack.host import calibrate
-from bwstack.know import listing
+from bwstack.ops import listing
 from bwstack.render import compose, k8s
 from bwstack.stack import baselines, loader
 from healthchecks import common, judging, settings

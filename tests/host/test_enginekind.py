@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_secretfiles import acl_supported, cpu_stack_with_secrets
 
-from bwstack.host import enginekind, operate, secretfiles
+from bwstack.host import enginekind, secretfiles
 from bwstack.host.doctor.host import check_secrets
 
 SUBUID = "op:100000:65536\ndockremap:231072:65536\n"
@@ -62,11 +62,11 @@ def test_doctor_says_what_the_secrets_need_and_up_grants_the_mapped_uid(tmp_path
     stack = cpu_stack_with_secrets(tmp_path)
     mapped = 231072 + 10001
     kind = enginekind.EngineKind(frozenset({"userns", "seccomp"}), False, mapped, "subuid dockremap:231072")
-    notes = operate.ensure_secrets(stack, kind)
+    notes = secretfiles.ensure_secrets(stack, kind)
     key = tmp_path / "secrets" / "api_key"
     assert any(f"uid {mapped}, uid 10001 in the container" in n for n in notes), notes
     assert secretfiles.readable_by(key, mapped, mapped)
-    assert operate.ensure_secrets(stack, kind) == []  # granted once
+    assert secretfiles.ensure_secrets(stack, kind) == []  # granted once
     key.write_text("sk-test-key\n")  # the operator's key (an empty one is doctor's own warning)
     state = secretfiles.state_of("api_key", key, mapped)
     assert state.state == "ok", state

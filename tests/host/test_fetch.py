@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,10 @@ from bwstack.host.doctor.probe import CommandResult
 from bwstack.render import compose
 from bwstack.stack import loader
 from healthchecks import imagelayout
+from support.hub import TEST_REPO as REPO
+from support.hub import TEST_TOKEN as TOKEN
 from support.hub import Hub, Repo, serve, tiny_model
 
-REPO = "bwtest/tiny-glm"
-TOKEN = "hf_bwstackTestToken0123456789"
 NEEDED = {
     "model-00001-of-00003.safetensors",
     "model-00002-of-00003.safetensors",
@@ -52,17 +51,6 @@ NEEDED = {
 PROGRESS = re.compile(
     r"^fetch: [\d.]+ \w?B / [\d.]+ MB \(100\.0%\), [\d.]+ \w?B/s, ETA \S+, shards 3/3, files 10/10$", re.M
 )
-
-
-@pytest.fixture()
-def repo() -> Repo:
-    return tiny_model(REPO)
-
-
-@pytest.fixture()
-def hub(repo: Repo) -> Iterator[Hub]:
-    with serve(Hub(repos={REPO: repo}, tokens={TOKEN}, granted={TOKEN})) as running:
-        yield running
 
 
 def _profiles(stack_copy: Path, revision: str | None, token: str | None = TOKEN) -> Path:
@@ -358,11 +346,12 @@ def test_selection_keeps_one_weight_format() -> None:
 
 
 def test_full_sweep_refuses_until_fetched_fast_sweep_does_not(hub: Hub, profiles: Path) -> None:
-    from bwstack import sweep
+    from bwstack.sweep.plan import Options
+    from bwstack.sweep.run import model_env, run_sweep
 
     stack = loader.load_stack(profiles)
     with pytest.raises(ExternalError, match=r"not fetched.*run 'bwstack fetch' first"):
-        sweep.run_sweep(
+        run_sweep(
             stack,
             [],
             variant=None,
@@ -373,11 +362,11 @@ def test_full_sweep_refuses_until_fetched_fast_sweep_does_not(hub: Hub, profiles
             timeout=None,
         )
     assert not (profiles.parent / "r").exists()  # refused before any report
-    fast = sweep.Options(fast=True, standin=False, timeout_s=60.0, keep=False, load_seconds=None)
-    assert sweep.model_env(stack, fast) == {}
+    fast = Options(fast=True, standin=False, timeout_s=60.0, keep=False, load_seconds=None)
+    assert model_env(stack, fast) == {}
     assert run_fetch(hub, profiles).returncode == 0
-    full = sweep.Options(fast=False, standin=False, timeout_s=60.0, keep=False, load_seconds=None)
-    assert sweep.model_env(stack, full) == sweep.model_env(stack, fast) == {modelcache.OFFLINE_VAR: "1"}
+    full = Options(fast=False, standin=False, timeout_s=60.0, keep=False, load_seconds=None)
+    assert model_env(stack, full) == model_env(stack, fast) == {modelcache.OFFLINE_VAR: "1"}
 
 
 class VolumeProbe:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bwstack.errors import UserError
-from bwstack.host import operate, secretfiles
+from bwstack.host import secretfiles
 from bwstack.host.doctor.host import check_secrets
 from bwstack.stack import loader, schema
 from healthchecks import imagelayout
@@ -127,15 +127,15 @@ def test_ensure_secrets_creates_and_grants_each_enabled_secret(tmp_path: Path) -
     if not acl_supported(tmp_path):
         pytest.skip("this file system takes no POSIX ACL")
     stack = cpu_stack_with_secrets(tmp_path, hf_token=True)
-    notes = operate.ensure_secrets(stack)
+    notes = secretfiles.ensure_secrets(stack)
     assert len(notes) == 2 and all("created empty secret file" in n for n in notes)
     for name in ("api_key", "hf_token"):
         assert secretfiles.readable_by(tmp_path / "secrets" / name)
-    assert operate.ensure_secrets(stack) == []
+    assert secretfiles.ensure_secrets(stack) == []
     (tmp_path / "secrets" / "api_key").unlink()
     os.mkfifo(tmp_path / "secrets" / "api_key")
     with pytest.raises(UserError, match="regular file"):
-        operate.ensure_secrets(stack)
+        secretfiles.ensure_secrets(stack)
 
 
 def test_doctor_fails_an_unreadable_secret_and_passes_a_granted_one(tmp_path: Path) -> None:
@@ -170,8 +170,8 @@ def test_up_refuses_an_api_key_beginning_with_a_dash_in_one_line(tmp_path: Path)
     key.write_text("-xsecret\n")
     key.chmod(0o600)
     with pytest.raises(UserError) as refused:
-        operate.ensure_secrets(stack)
+        secretfiles.ensure_secrets(stack)
     text = str(refused.value)
     assert "the API key begins with '-'" in text and "-xsecret" not in text and "\n" not in text
     key.write_text("sk-fine\n")
-    operate.ensure_secrets(stack)  # no error
+    secretfiles.ensure_secrets(stack)  # no error

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack.host import operate
+from bwstack.host import secretfiles
 from bwstack.stack import loader
 from support import dockerstack
 from support.stack import copy_stack, edit_yaml
@@ -81,7 +81,7 @@ def call(port: int, key: str | None) -> int:
 def test_the_key_guards_the_real_server_and_leaves_no_trace(secrets_stack: Path, tmp_path: Path) -> None:
     stack = secrets_stack
     parsed = loader.load_stack(stack / "profiles.cpu.yaml")
-    notes = operate.ensure_secrets(parsed)  # what `bwstack up` does first: the files, as it creates them
+    notes = secretfiles.ensure_secrets(parsed)  # what `bwstack up` does first: the files, as it creates them
     assert len(notes) == 2 and all("created empty secret file" in n for n in notes)
     secrets = stack / "secrets"
     for name, value in (("api_key", KEY), ("hf_token", TOKEN)):

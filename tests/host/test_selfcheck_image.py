@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from bwstack.host import operate
+from bwstack.build import dockerbuild
 from healthchecks import imagelayout
 from support import dockerstack
 from support.stack import ROOT
@@ -424,7 +424,9 @@ def test_a_rebuild_on_a_bwstack_image_keeps_its_own_pins(selfcheck_stack: Path) 
         assert '"io.bwstack.variant":"v0.5.9-cu130"' in labels
         assert '"io.bwstack.torch-cuda-arch-list":"12.0a"' in labels
     finally:
-        stage = f"{operate.STAGE_REPO}:{re.sub(r'[^A-Za-z0-9_.-]', '_', tag)[:120]}"  # the kept build stage
+        stage = (
+            f"{dockerbuild.STAGE_REPO}:{re.sub(r'[^A-Za-z0-9_.-]', '_', tag)[:120]}"  # the kept build stage
+        )
         dockerstack.docker("rmi", "--force", tag, stage, check=False)
 
 

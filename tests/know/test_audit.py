@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from bwstack.cli import main
 from bwstack.errors import UserError
 from bwstack.know import audit, fatbin
+from bwstack.know import inventory as sources
 from bwstack.know.fatbin import CodeTarget, FileScan
 
 # --- synthetic binaries -------------------------------------------------------------------------------------
@@ -260,7 +261,7 @@ def test_is_candidate_and_globs() -> None:
     ],
 )
 def test_site_relative(path: str, rel: str) -> None:
-    assert audit.site_relative(path) == rel
+    assert sources.site_relative(path) == rel
 
 
 def test_parse_cuobjdump_output() -> None:
@@ -269,7 +270,7 @@ def test_parse_cuobjdump_output() -> None:
         "ELF file    3: flashmla_ops.3.sm_90a.cubin\nPTX file    1: flashmla_ops.1.sm_80.ptx\n"
         "PTX file    2: x.2.sm_120f.ptx\ncuobjdump info    : something else\n"
     )
-    scan = audit.parse_cuobjdump(text, "f.so")
+    scan = sources.parse_cuobjdump(text, "f.so")
     assert names(scan) == ["sm_90a", "sm_100", "compute_80", "compute_120f"] and scan.entries == 5
 
 

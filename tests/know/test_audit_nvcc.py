@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from bwstack.know import audit, fatbin
+from bwstack.know import inventory as sources
 from bwstack.know.fatbin import CodeTarget, FileScan
 from support.stack import TESTS
 
@@ -100,7 +101,7 @@ def cuda_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def cuobjdump() -> Path:
-    return _tool_or_skip("cuobjdump", audit.find_cuobjdump)
+    return _tool_or_skip("cuobjdump", sources.find_cuobjdump)
 
 
 def _names(scan: FileScan | None) -> list[str]:
@@ -125,7 +126,7 @@ def _cuobjdump_view(targets: tuple[CodeTarget, ...]) -> set[str]:
 @pytest.mark.parametrize("name", list(BUILDS))
 def test_readers_agree(cuda_builds: dict[str, Path], cuobjdump: Path, name: str) -> None:
     ours = fatbin.scan_file(cuda_builds[name], name)
-    theirs = audit.cuobjdump_scan(cuobjdump, cuda_builds[name], name)
+    theirs = sources.cuobjdump_scan(cuobjdump, cuda_builds[name], name)
     assert ours is not None and theirs.error is None, theirs.error
     assert _cuobjdump_view(ours.targets) == {t.name for t in theirs.targets}
     assert ours.entries == theirs.entries
@@ -174,7 +175,7 @@ def site(cuda_builds: dict[str, Path], tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("reader", ["python", "cuobjdump"])
-def test_site_audit(site: Path, cuobjdump: Path, reader: audit.Reader) -> None:
+def test_site_audit(site: Path, cuobjdump: Path, reader: sources.Reader) -> None:
     out: list[str] = []
     status = audit.run_audit(image=None, site=site, wheel=None, arch="sm_120", as_json=True, echo=out.append,
                              reader=reader)  # fmt: skip

@@ -20,6 +20,7 @@ import pytest
 
 from bwstack.files import sha256_file
 from bwstack.know import audit, fatbin
+from bwstack.know import inventory as sources
 
 # Opt-in (the issue asks for it as such): the wheel is 356 MiB. BWSTACK_BIG_WHEELS=1 ./dev test tests/know/test_audit_wheel.py
 pytestmark = [
@@ -50,17 +51,17 @@ def wheel() -> Path:
 
 
 @pytest.fixture(scope="module")
-def inventory(wheel: Path) -> audit.Inventory:
+def inventory(wheel: Path) -> sources.Inventory:
     """The wheel read once (the slow part: inflating 1.2 GB of shared objects)."""
-    return audit.inventory_wheel(wheel, "python")
+    return sources.inventory_wheel(wheel, "python")
 
 
-def _audit(inventory: audit.Inventory, arch: str) -> tuple[int, dict[str, Any]]:
+def _audit(inventory: sources.Inventory, arch: str) -> tuple[int, dict[str, Any]]:
     report = audit.build_report(inventory, audit.parse_target(arch))
     return report.exit_status, json.loads(json.dumps(report.to_json()))
 
 
-def test_sm120_flashmla_has_no_kernel(inventory: audit.Inventory) -> None:
+def test_sm120_flashmla_has_no_kernel(inventory: sources.Inventory) -> None:
     status, doc = _audit(inventory, "sm_120")
     files = {f["path"]: f for f in doc["files"]}
     assert files["sgl_kernel/sm100/common_ops.abi3.so"]["sass"] == [
@@ -77,13 +78,13 @@ def test_sm120_flashmla_has_no_kernel(inventory: audit.Inventory) -> None:
     assert "common=sgl_kernel" not in doc["missing"]
 
 
-def test_hopper_has_every_kernel(inventory: audit.Inventory) -> None:
+def test_hopper_has_every_kernel(inventory: sources.Inventory) -> None:
     status, doc = _audit(inventory, "sm_90")
     assert status == 0 and doc["missing"] == []
 
 
 def test_readers_agree_on_the_real_libraries(wheel: Path, tmp_path: Path) -> None:
-    tool = audit.find_cuobjdump()
+    tool = sources.find_cuobjdump()
     if tool is None:
         if os.environ.get("CI"):
             pytest.fail("cuobjdump is required under CI (PyPI nvidia-cuda-cuobjdump)")
@@ -94,7 +95,7 @@ def test_readers_agree_on_the_real_libraries(wheel: Path, tmp_path: Path) -> Non
             zf.extract(member, tmp_path)
     for member in members:
         ours = fatbin.scan_file(tmp_path / member, member)
-        theirs = audit.cuobjdump_scan(tool, tmp_path / member, member)
+        theirs = sources.cuobjdump_scan(tool, tmp_path / member, member)
         assert ours is not None and theirs.error is None
         plain = {
             t.name.replace("sm_100f", "sm_100") for t in ours.targets

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from bwstack.build.lock import args as lockargs
 from bwstack.know import explain
 from bwstack.know.venv_scripts import dump_args as _dump_args
 from bwstack.know.venv_scripts import resolve as _resolve
-from bwstack.lock import args as lockargs
 
 
 class DeprecatedAliasStoreAction(argparse.Action):

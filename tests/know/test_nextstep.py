@@ -7,10 +7,11 @@ import io
 import pytest
 from rich.console import Console
 
-from bwstack import sweep
-from bwstack.host import operate
 from bwstack.know import next_try, rules
+from bwstack.ops import updown
 from bwstack.stack import schema
+from bwstack.sweep.display import Display
+from bwstack.sweep.run import add_next_try
 from healthchecks import signatures, vocabulary
 
 # every known-bad shipped profile failing with its own class on sm120 -> the profile worth trying next
@@ -80,19 +81,19 @@ def test_classes_are_the_catalogs() -> None:
     ],
 )
 def test_failure_class_of_a_failed_up(reason: str, log_class: str | None, cls: str | None) -> None:
-    assert operate.failure_class(reason, log_class) == cls
+    assert updown.failure_class(reason, log_class) == cls
 
 
 def test_a_failed_sweep_row_prints_and_records_its_next_profile(repo_stack: schema.Stack) -> None:
     doc: dict[str, object] = {"results": {}}
     row = {"profile": "dsa-trtllm-fp8", "verdict": "unsupported_arch", "expect": "unsupported_arch"}
-    sweep.add_next_try(repo_stack, doc, row)  # type: ignore[arg-type]
+    add_next_try(repo_stack, doc, row)  # type: ignore[arg-type]
     assert row["next_try"]["profile"] == "dsa-fi-sparse-fp8"  # type: ignore[index]
     healthy = {"profile": "dense-fi-bf16", "verdict": "healthy"}
-    sweep.add_next_try(repo_stack, doc, healthy)  # type: ignore[arg-type]
+    add_next_try(repo_stack, doc, healthy)  # type: ignore[arg-type]
     assert "next_try" not in healthy
     out = io.StringIO()
-    display = sweep.Display(Console(file=out, width=80), 1)
+    display = Display(Console(file=out, width=80), 1)
     display.label = "[1/1] dsa-trtllm-fp8"
     display.end({**row, "match": True, "decided_by": "log", "elapsed_s": 1.0})
     lines = out.getvalue().splitlines()

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bwstack.know import audit, rules
+from bwstack.build.lock import kernel_facts
+from bwstack.know import inventory as sources
+from bwstack.know import rules
 from bwstack.know.fatbin import CodeTarget, FileScan
-from bwstack.lock import kernel_facts
 from bwstack.stack import pins
 from support.stack import ROOT
 
@@ -99,7 +100,7 @@ def test_source_built_packages_are_not_audited_from_wheels() -> None:
 
 def test_generator_on_a_synthetic_inventory() -> None:
     variant = pins.load_variant(IMAGES, "v0.5.23-cu130")
-    inv = audit.Inventory("wheels", "synthetic", "python")
+    inv = sources.Inventory("wheels", "synthetic", "python")
     inv.files = [
         FileScan(
             "sgl_kernel/sm100/common_ops.abi3.so",

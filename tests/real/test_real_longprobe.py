@@ -1,7 +1,7 @@
 """The long-context probe against real SGLang 0.5.23 on the CPU: a model that copies across 2,000+ tokens, and
 its twin whose config breaks attention past 1024 tokens.
 
-``bwstack.nogpu.tinycopy`` builds the good model (an induction circuit, then the passage trained on top) and
+``bwstack.tiny.tinycopy`` builds the good model (an induction circuit, then the passage trained on top) and
 writes the twin with the same weights and ``sliding_window: 1024`` on every layer (SGLang's Olmo2 honours it).
 ``bwstack calibrate`` records both baselines on the good model (``repeat-2304``: GLM-5's ``index_topk`` 2048 +
 256); the rendered healthcheck then passes the good model and calls the twin ``garbage`` at 2304 tokens while
@@ -17,7 +17,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,26 +24,16 @@ import pytest
 from ruamel.yaml import YAML
 
 from bwstack.host import calibrate
-from bwstack.nogpu import tinycopy
 from bwstack.render import compose
 from bwstack.stack import loader
 from healthchecks import common
 from support.realhc import healthcheck, stack_for
-from support.realsglang import real_server, venv_python
+from support.realsglang import real_server
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 PROFILE = "dense-fi-bf16"
 LENGTH = 2304
-
-
-@pytest.fixture(scope="module")
-def copy_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    folder = tmp_path_factory.mktemp("copy")
-    started = time.monotonic()
-    summary = tinycopy.write_in_venv(venv_python(), folder / "good", folder / "broken")
-    return {"good": folder / "good", "broken": folder / "broken", "summary": summary,
-            "seconds": time.monotonic() - started}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from bwstack import launch
-from bwstack.nogpu import tinymodel
 from bwstack.stack import loader
-from healthchecks import judging, settings, warmup
+from bwstack.tiny import tinymodel
+from healthchecks import judging, probehttp, settings, warmup
 from support.realsglang import real_server
 from support.stack import ROOT
 
@@ -66,7 +66,7 @@ def test_a_request_held_in_the_queue_while_another_flows_is_hang_within_the_boun
             cfg = settings.Config(url=server.url, timeout=bound + 30, expect={}, expect_text=None, log="",
                                   api_key_file="", mode="full", decode_every=1.0, state_path="",
                                   hang_after=float(bound))  # fmt: skip
-            run = warmup.Run(cfg=cfg, deadline=time.monotonic() + cfg.timeout, api_key=None, state={})
+            run = probehttp.Run(cfg=cfg, deadline=time.monotonic() + cfg.timeout, api_key=None, state={})
             started = time.monotonic()
             with pytest.raises(judging.Unhealthy) as stuck:
                 warmup.score_long(run, 2304)

@@ -1,6 +1,6 @@
 """The quality probe against real SGLang 0.5.23 on the CPU: healthy / garbage / never healthy.
 
-A tiny model is trained here on the probe's reference passage (``bwstack.nogpu.tinytrain``, torch in the CPU venv,
+A tiny model is trained here on the probe's reference passage (``bwstack.tiny.tinytrain``, torch in the CPU venv,
 seconds), then served three ways: as trained (healthy, high passage score; ``bwstack calibrate`` records its
 baseline and the rendered compose passes it on), with noise added to its weights (finite garbage), and with a
 NaN ``lm_head`` under ``SGLANG_SANITIZE_NAN_LOGITS=1`` (NaN turned into a uniform distribution), that last one
@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from bwstack.nogpu import tinytrain
 from bwstack.render import compose
 from bwstack.stack import loader
+from bwstack.tiny import tinytrain
 from healthchecks import common
 from support.realhc import healthcheck, stack_for
 from support.realsglang import CPU_ENV, CPU_FLAGS, START_TIMEOUT, free_port, real_server, venv_python

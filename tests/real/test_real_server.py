@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack.nogpu import tinymodel
+from bwstack.tiny import tinymodel
 from healthchecks import common
 from support.realsglang import real_server, venv_python
 

@@ -8,7 +8,7 @@ Two compose cycles of one project (unique name per session, ephemeral host ports
    the fault's class (``device_assert`` is reported by its root cause ``nan``, ``override`` as
    ``backend_override``, ``hang`` as ``timeout``); ``slow_start`` goes healthy after its load.
 
-Then switching profiles with ``bwstack up``'s own logic (``operate.stop_other_profiles``) leaves no stale
+Then switching profiles with ``bwstack up``'s own logic (``stackproject.stop_other_profiles``) leaves no stale
 container, and ``down -v`` leaves no container, network or volume of the project. The ``up`` runs of one cycle
 go in parallel (after one serial ``compose create`` of the network and volumes).
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bwstack.host import operate
+from bwstack.host import stackproject
 from support import dockerstack
 from support.dockerstack import StandinCompose, Up
 
@@ -141,11 +141,11 @@ def test_switching_profiles_leaves_no_stale_container(healthy_cycle: Cycle, faul
     before = compose.services()
     assert before == sorted(PROFILES)  # one container per profile after the two cycles
     first, second = [name for name in PROFILES if not STACK.profile(name).known_bad][:2]
-    removed = operate.stop_other_profiles(compose.project(), first)  # what `bwstack up` does first
+    removed = stackproject.stop_other_profiles(compose.project(), first)  # what `bwstack up` does first
     assert sorted(removed) == sorted(set(before) - {first})
     for current, previous in ((first, None), (second, first)):
         if previous is not None:
-            assert operate.stop_other_profiles(compose.project(), current) == [previous]
+            assert stackproject.stop_other_profiles(compose.project(), current) == [previous]
         up = compose.up(current)
         assert up.returncode == 0, _explain(compose, current, up)
         assert compose.services() == [current]

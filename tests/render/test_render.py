@@ -95,7 +95,7 @@ def test_schema_validation_catches_a_bad_key() -> None:
 
 
 def test_strict_undefined(stack: schema.Stack) -> None:
-    template = stack.root / "templates" / compose.COMPOSE_TEMPLATE
+    template = stack.root / "templates" / compose.SERVICE_MACRO
     template.write_text(template.read_text().replace("{{ s.shm_size | q }}", "{{ s.shm_sise | q }}"))
     import jinja2
 

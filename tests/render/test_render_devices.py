@@ -21,9 +21,9 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from bwstack import sweep
 from bwstack.render import compose, k8s, multihost
 from bwstack.stack import loader, schema
+from bwstack.sweep.run import gpu_reservation_reset
 
 
 def _compose(stack: schema.Stack) -> dict[str, Any]:
@@ -98,7 +98,7 @@ def _merge(base: Any, override: Any) -> Any:
 def test_standin_override_removes_every_gpu_reservation(stack_copy: Path) -> None:
     stack = loader.load_stack(stack_copy)
     base = _compose(stack)
-    text = sweep.gpu_reservation_reset(list(stack.profiles))
+    text = gpu_reservation_reset(list(stack.profiles))
     override = _load_override(text)
     assert set(override["services"]) == set(stack.profiles)
     for service in override["services"].values():  # it touches the reservation and nothing else
@@ -126,7 +126,7 @@ def test_docker_compose_config_merges_it_the_same_way(stack_copy: Path) -> None:
         pytest.skip("docker CLI with the compose plugin not installed")
     stack = loader.load_stack(stack_copy)
     root = stack_copy.parent
-    (root / "compose.standin.yaml").write_text(sweep.gpu_reservation_reset(list(stack.profiles)), "utf-8")
+    (root / "compose.standin.yaml").write_text(gpu_reservation_reset(list(stack.profiles)), "utf-8")
     argv = ["docker", "compose", "--project-directory", str(root), "-f", str(root / "compose.yaml")]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCKER_HOST", "COMPOSE_"))}
     env["DOCKER_HOST"] = "unix:///nonexistent/docker.sock"  # prove no engine is needed

@@ -8,9 +8,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from bwstack import sweep
-from bwstack.nogpu.standin_image import STANDIN_REPO
+from bwstack.build.standin_image import STANDIN_REPO
 from bwstack.render import compose
+from bwstack.sweep.run import STANDIN_OVERRIDE, gpu_reservation_reset
 from support import dockerstack
 from support.stack import ROOT
 
@@ -39,9 +39,9 @@ def test_standin_services_differ_only_in_image_and_environment(tmp_path: Path) -
         )
         ours = _load(rendered.files[0].read_text(encoding="utf-8"))
         # the GPU reservations stay in the rendered file; the stand-in's own override removes them
-        assert [f.name for f in rendered.files[1:]] == ["compose.ports.yaml", sweep.STANDIN_OVERRIDE]
+        assert [f.name for f in rendered.files[1:]] == ["compose.ports.yaml", STANDIN_OVERRIDE]
         nogpu = rendered.files[2].read_text(encoding="utf-8")
-        assert nogpu == sweep.gpu_reservation_reset(list(stack.profiles))
+        assert nogpu == gpu_reservation_reset(list(stack.profiles))
         assert _without(ours, "services") == _without(committed, "services")
         assert list(ours["services"]) == list(committed["services"])
         for name, service in ours["services"].items():

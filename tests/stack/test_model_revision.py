@@ -86,12 +86,13 @@ def test_list_shows_the_revision(stack_copy: Path) -> None:
 
 
 def test_report_records_the_revision(stack_copy: Path) -> None:
-    from bwstack import sweep
+    from bwstack.sweep.plan import Options, make_plan
+    from bwstack.sweep.run import document_for
 
     stack = loader.load_stack(_pin(stack_copy))
-    plan = sweep.make_plan(stack, [], variant=None, standin=True)
-    options = sweep.Options(fast=False, standin=True, timeout_s=60.0, keep=False, load_seconds=None)
-    doc = sweep.document_for(plan, options, None)
+    plan = make_plan(stack, [], variant=None, standin=True)
+    options = Options(fast=False, standin=True, timeout_s=60.0, keep=False, load_seconds=None)
+    doc = document_for(plan, options, None)
     assert doc["stack"]["revision"] == COMMIT
     assert f"- model: nvidia/GLM-5-NVFP4 @ {COMMIT}" in report.render_markdown(doc)
     assert f"weights {COMMIT}" in report.render_html(doc)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bwstack.lock import command as locking
+from bwstack.build.lock import command as locking
 from bwstack.stack import pins
 from healthchecks import imagelayout
 from support.stack import ROOT
@@ -27,7 +27,7 @@ GENERATED_OR_PROSE = {
     "sglang-args.json",
 }
 #: a CPU variant's base is not pulled but built here, by the module that names it
-LOCAL_BASE_BUILDER = "src/bwstack/nogpu/rootfs.py"
+LOCAL_BASE_BUILDER = "src/bwstack/build/rootfs.py"
 
 
 #: the build and render machinery: where a hard-coded pin would bypass pins.toml
@@ -38,19 +38,18 @@ MACHINERY = [
     ".ci/run",
     "templates",
     "images",
-    "src/bwstack/lock",
+    "src/bwstack/build",
     "src/bwstack/sweep",
     *(
         f"src/bwstack/{m}.py"
         for m in (
             "stack/pins",
+            "host/stackproject",
             "launch",
-            "nogpu/rootfs",
             "render/compose",
-            "host/operate",
+            "ops/updown",
             "stack/schema",
             "stack/loader",
-            "nogpu/standin_image",
             "render/k8s",
             "render/multihost",
             "cli/__init__",

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from bwstack.build.lock import args as lockargs
 from bwstack.errors import ExternalError
-from bwstack.lock import args as lockargs
 from bwstack.stack import snapshots
 from support.stack import ROOT
 
@@ -189,9 +189,9 @@ def test_every_release_between_has_a_shipped_snapshot() -> None:
 @pytest.mark.parametrize("version", RELEASES_BETWEEN)
 def test_release_snapshot_matches_its_wheel(version: str) -> None:
     fresh = lockargs.render_snapshot(
-        lockargs.wheel_snapshot(version, f"python -m bwstack.lock.args --release {version}")
+        lockargs.wheel_snapshot(version, f"python -m bwstack.build.lock.args --release {version}")
     )
     committed = lockargs.release_snapshot_path(version).read_text(encoding="utf-8")
     assert fresh == committed, (
-        f"{version}'s snapshot drifted; run 'python -m bwstack.lock.args --release {version}'"
+        f"{version}'s snapshot drifted; run 'python -m bwstack.build.lock.args --release {version}'"
     )

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bwstack import classify
-from bwstack.nogpu import tinymodel
+from bwstack.tiny import tinymodel
 from support import contract
 from support.realsglang import CPU_VARIANTS, cpu_flags
 from support.standin_helpers import ROOT, StandinFactory

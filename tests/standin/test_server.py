@@ -246,7 +246,7 @@ def test_sglang_shim_runs_the_standin(tmp_path: object) -> None:
     """``python -m sglang.launch_server`` through a shim package like the stand-in image's."""
     from pathlib import Path
 
-    from bwstack.nogpu import standin_image
+    from bwstack.build import standin_image
 
     shim = Path(str(tmp_path)) / "shim" / "sglang"
     shim.mkdir(parents=True)

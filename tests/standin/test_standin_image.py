@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from bwstack.build import standin_image
 from bwstack.errors import UserError
-from bwstack.nogpu import standin_image
 from support.standin_helpers import snapshot_path
 
 GLM_ARGV = [
@@ -78,9 +78,9 @@ def test_ensure_standin_image_builds_the_project_dockerfile_on_the_base(
         return 0
 
     monkeypatch.setattr(standin_image, "ensure_base_image", lambda path, version, echo: f"base-for-{version}")
-    from bwstack.host import operate
+    from bwstack.build import dockerbuild
 
-    monkeypatch.setattr(operate, "build", fake_build)
+    monkeypatch.setattr(dockerbuild, "build", fake_build)
     ref = standin_image.ensure_standin_image(stack, echo=lambda _m: None)  # type: ignore[arg-type]
     assert ref == "bwstack/standin:v0.5.23-cu130"
     assert calls == [

@@ -264,8 +264,8 @@ def record_real(variant: str, case: str, workdir: Path) -> dict[str, Any]:
     import time
 
     from bwstack import classify
-    from bwstack.nogpu import tinymodel
     from bwstack.stack import pins
+    from bwstack.tiny import tinymodel
     from support.realsglang import CPU_ENV, ROOT, cpu_flags, real_server, venv_python
 
     spec = tinymodel.TinySpec(fault="none" if case == "healthy" else case)

@@ -10,10 +10,10 @@ Host adjustments live in separate override files, so the rendered file itself di
 
 - ``compose.ports.yaml`` publishes each service on an ephemeral loopback port (``127.0.0.1::30000``) instead of
   the fixed one, so the services of one project, and parallel test sessions, never collide on a host port;
-- ``compose.nogpu.yaml`` removes each service's GPU reservation (``bwstack.sweep.gpu_reservation_reset``, the
+- ``compose.nogpu.yaml`` removes each service's GPU reservation (``bwstack.sweep.run.gpu_reservation_reset``, the
   stand-in sweep's own override), so any engine runs the services: no NVIDIA runtime or hook on the host;
 - ``compose.host.yaml`` (only where the engine refuses ``ulimits: memlock: -1``, as rootless or nested Docker
-  does) is ``bwstack.sweep.memlock_reset``'s override, the same one the stand-in sweep uses.
+  does) is ``bwstack.sweep.run.memlock_reset``'s override, the same one the stand-in sweep uses.
 
 Import as ``support.dockerstack`` (``tests/`` is on ``sys.path``) so both test folders share one module and
 so one stand-in image build per session (:func:`standin_images` is cached).
@@ -37,11 +37,18 @@ from typing import Any
 
 import pytest
 
-from bwstack import classify, launch, sweep
+from bwstack import classify, launch
 from bwstack.files import atomic_write
 from bwstack.host.dockercompose import Project
 from bwstack.render import compose
 from bwstack.stack import loader, schema
+from bwstack.sweep.judge import last_line
+from bwstack.sweep.run import (
+    STANDIN_OVERRIDE,
+    engine_allows_unlimited_memlock,
+    gpu_reservation_reset,
+)
+from bwstack.sweep.streams import docker_client
 from support.stack import ROOT, copy_stack
 
 #: label on the containers this test suite starts outside compose (throw-away image checks)
@@ -100,7 +107,7 @@ class TrackedContainer:
     def health_log(self) -> list[str]:
         """The last output line of every probe Docker kept (the last five), oldest first."""
         entries = (self.state().get("Health") or {}).get("Log") or []
-        return [sweep.last_line(str(entry.get("Output") or "")) for entry in entries]
+        return [last_line(str(entry.get("Output") or "")) for entry in entries]
 
     def verdict(self) -> str:
         """The class of the newest probe that decided something (``starting`` probes skipped); '' if none."""
@@ -194,7 +201,7 @@ def standin_images() -> dict[str, str]:
     An image that a rebuild replaces (new code or revision) is removed when nothing else tags it, so the
     suite leaves no dangling image of its own behind.
     """
-    from bwstack.nogpu.standin_image import STANDIN_REPO, ensure_standin_image
+    from bwstack.build.standin_image import STANDIN_REPO, ensure_standin_image
 
     stack = repo_stack()
     variants = sorted({stack.variant_name_for(name) for name in stack.profiles})
@@ -210,7 +217,7 @@ def standin_images() -> dict[str, str]:
 @cache
 def engine_refuses_memlock(image: str) -> bool:
     """Whether this engine cannot grant ``ulimits: memlock: -1`` (rootless or nested Docker)."""
-    return not sweep.engine_allows_unlimited_memlock(sweep.docker_client(), image)
+    return not engine_allows_unlimited_memlock(docker_client(), image)
 
 
 # --- compose projects of stand-in services --------------------------------------------------------------------
@@ -342,12 +349,12 @@ class StandinCompose:
         main = root / "compose.standin.yaml"
         overrides = compose.Overrides(image_by_variant=dict(images), env_by_profile=env_by_profile)
         atomic_write(main, compose.render_compose(stack, overrides))
-        files = [main, root / "compose.ports.yaml", root / sweep.STANDIN_OVERRIDE]
+        files = [main, root / "compose.ports.yaml", root / STANDIN_OVERRIDE]
         atomic_write(files[1], ports_override(list(stack.profiles), stack.settings.port))
-        atomic_write(files[2], sweep.gpu_reservation_reset(list(stack.profiles)))
+        atomic_write(files[2], gpu_reservation_reset(list(stack.profiles)))
         if memlock_reset:
             files.append(root / "compose.host.yaml")
-            atomic_write(files[-1], sweep.memlock_reset(list(stack.profiles)))
+            atomic_write(files[-1], memlock_reset(list(stack.profiles)))
         for secret in launch.SECRETS:
             path = root / stack.settings.secrets_dir / secret
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,9 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 CHUNK = 16 * 1024
+#: the repo and the granted token the host tests' hub serves (tests/host/conftest.py)
+TEST_REPO = "bwtest/tiny-glm"
+TEST_TOKEN = "hf_bwstackTestToken0123456789"
 
 
 @dataclass

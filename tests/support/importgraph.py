@@ -30,29 +30,31 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement in ``tree`` except those in the body of ``if TYPE_CHECKING:``."""
+def _imports(tree: ast.AST, type_checking: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement in ``tree``; those in the body of ``if TYPE_CHECKING:`` only with
+    ``type_checking``."""
     found: list[ast.Import | ast.ImportFrom] = []
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.append(node)
-        if isinstance(node, ast.If) and _type_checking_only(node):
+        if not type_checking and isinstance(node, ast.If) and _type_checking_only(node):
             stack.extend(node.orelse)
             continue
         stack.extend(ast.iter_child_nodes(node))
     return found
 
 
-def edges_of(path: Path, root: Path, modules: set[str]) -> set[str]:
+def edges_of(path: Path, root: Path, modules: set[str], type_checking: bool = False) -> set[str]:
     """The modules of ``modules`` that ``path`` imports (a package import counts as its ``__init__``; so does
     importing a module of a package the importer is not in)."""
     roots = {name.split(".")[0] for name in modules}
     this = module_name(path, root)
     package = this if path.name == "__init__.py" else this.rpartition(".")[0]
     targets: set[str] = set()
-    for node in _imports(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in _imports(tree, type_checking):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         else:
@@ -77,8 +79,11 @@ def edges_of(path: Path, root: Path, modules: set[str]) -> set[str]:
     return targets
 
 
-def module_graph(root: Path, extra: tuple[Path, ...] = ()) -> dict[str, set[str]]:
-    """Module of ``root`` -> the modules of ``root`` and of ``extra`` it imports."""
+def module_graph(
+    root: Path, extra: tuple[Path, ...] = (), *, type_checking: bool = False
+) -> dict[str, set[str]]:
+    """Module of ``root`` -> the modules of ``root`` and of ``extra`` it imports (with ``type_checking``, the
+    imports under ``if TYPE_CHECKING:`` too: the floors hold for them as well)."""
     files = sorted(root.rglob("*.py"))
     modules = {module_name(p, r) for r in (root, *extra) for p in sorted(r.rglob("*.py"))}
-    return {module_name(p, root): edges_of(p, root, modules) for p in files}
+    return {module_name(p, root): edges_of(p, root, modules, type_checking) for p in files}

@@ -1,7 +1,7 @@
 """Real SGLang on the CPU, on 127.0.0.1, for tests (imported as ``support.realsglang``).
 
 The server runs from the host venv that holds exactly the CPU image variant's closure
-(:func:`bwstack.lock.wheelhouse.host_venv`, same wheels and hashes as the image), with the flags and environment
+(:func:`bwstack.build.lock.wheelhouse.host_venv`, same wheels and hashes as the image), with the flags and environment
 the CPU profiles use. It is stopped by SIGTERM to the ``launch_server`` process only (a group kill makes
 SGLang log a crash). Without the venv's prerequisites (network for the first download) tests skip locally and
 FAIL under ``CI``.
@@ -53,8 +53,8 @@ def require(problem: str) -> None:
 
 
 def venv_python(variant: str = CPU_VARIANT) -> Path:
+    from bwstack.build.lock import wheelhouse
     from bwstack.errors import ExternalError, UserError
-    from bwstack.lock import wheelhouse
     from bwstack.stack import pins
 
     try:

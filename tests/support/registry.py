@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import html
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -22,10 +23,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 REGISTRY_BINARY = "docker-registry"
 MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
 LAYER_TYPE = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+
+
+def need_registry() -> None:
+    """Skip on a developer machine without Debian's docker-registry; fail in CI (./dev setup installs it)."""
+    if shutil.which(REGISTRY_BINARY) is None:
+        message = "docker-registry is not installed (apt-get install docker-registry; ./dev setup does)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 def free_port() -> int:

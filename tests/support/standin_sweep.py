@@ -2,7 +2,7 @@
 
 Each profile runs on the real CPU stand-in server (``python -m bwstack.standin`` with the profile's rendered
 SGLang argv, its variant's parser snapshot and the fault its ``expect`` needs, or one the test imposes), is probed
-by the real deep healthcheck (``healthchecks/warmup.py``), judged by the sweep's own :class:`bwstack.sweep.Judge`
+by the real deep healthcheck (``healthchecks/warmup.py``), judged by the sweep's own :class:`bwstack.sweep.judge.Judge`
 and recorded by the sweep's own row, document and report code. Only Docker's part is played here: a local
 process instead of a container, and health events derived from the probes the way Docker derives them
 (``healthy`` on the first pass; ``unhealthy`` after ``retries`` failures in a row once the server answers).
@@ -18,9 +18,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bwstack import launch, sweep
+from bwstack import launch, record
 from bwstack.stack import loader, schema
 from bwstack.sweep import report
+from bwstack.sweep.judge import Exited, HealthChange, Judge, LogEnd, LogLine, Probe
+from bwstack.sweep.plan import Options, standin_fault
+from bwstack.sweep.run import add_next_try, open_document
+from bwstack.sweep.runner import Runner
+from bwstack.sweep.streams import effective_from, fetch_server_info
 from support.stack import ROOT
 
 PROBE_EVERY_S = 0.3
@@ -42,19 +47,17 @@ def _argv(stack: schema.Stack, name: str, port: int) -> list[str]:
     return argv
 
 
-def _probe(stack: schema.Stack, name: str, port: int, log: Path, state: Path) -> sweep.Probe:
+def _probe(stack: schema.Stack, name: str, port: int, log: Path, state: Path) -> Probe:
     argv = [sys.executable, str(ROOT / "healthchecks" / "warmup.py"), "--url", f"http://127.0.0.1:{port}"]
     argv += ["--timeout", str(PROBE_TIMEOUT_S), "--mode", "full", "--log", str(log), "--state", str(state)]
     for pair in launch.launch_spec(stack, name).expectations:
         argv += ["--expect", pair]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S + 30, check=False)
     output = (done.stdout + done.stderr).strip()
-    return sweep.Probe(done.returncode, output, time.strftime("%Y-%m-%d %H:%M:%S"))
+    return Probe(done.returncode, output, time.strftime("%Y-%m-%d %H:%M:%S"))
 
 
-def run_profile(
-    stack: schema.Stack, name: str, options: sweep.Options, fault: str, work: Path
-) -> dict[str, Any]:
+def run_profile(stack: schema.Stack, name: str, options: Options, fault: str, work: Path) -> dict[str, Any]:
     """One profile on the stand-in, decided by the sweep's Judge; returns the sweep's report row."""
     port = _free_port()
     log = work / f"{name}.log"
@@ -66,10 +69,10 @@ def run_profile(
         BWSTACK_STANDIN_ARCH=stack.arch_for(name),
         BWSTACK_STANDIN_LOAD_SECONDS=f"{options.load_seconds or 0:g}",
     )
-    started_at = report.utc_now()
+    started_at = record.utc_now()
     t0 = time.monotonic()
     retries = stack.settings.healthcheck.retries
-    judge = sweep.Judge(options.timeout_s, now=t0, confirm=retries)
+    judge = Judge(options.timeout_s, now=t0, confirm=retries)
     with log.open("wb") as sink:
         proc = subprocess.Popen(
             [sys.executable, "-m", "bwstack.standin", *_argv(stack, name, port)],
@@ -88,15 +91,15 @@ def run_profile(
             text = log.read_text(encoding="utf-8", errors="replace")
             complete = text[: text.rfind("\n") + 1]
             for line in complete.splitlines()[seen:]:
-                judge.feed(sweep.LogLine(line), time.monotonic())
+                judge.feed(LogLine(line), time.monotonic())
                 seen += 1
             if not exited and proc.poll() is not None:
                 exited = True
                 rest = log.read_text(encoding="utf-8", errors="replace").splitlines()[seen:]
                 for line in rest:
-                    judge.feed(sweep.LogLine(line), time.monotonic())
-                judge.feed(sweep.Exited(proc.returncode), time.monotonic())
-                judge.feed(sweep.LogEnd(), time.monotonic())
+                    judge.feed(LogLine(line), time.monotonic())
+                judge.feed(Exited(proc.returncode), time.monotonic())
+                judge.feed(LogEnd(), time.monotonic())
                 continue
             if not exited and time.monotonic() >= next_probe:
                 probe = _probe(stack, name, port, log, work / f"{name}.hc-state")
@@ -104,13 +107,13 @@ def run_profile(
                 judge.feed(probe, now)
                 if probe.exit_code == 0:
                     failures = 0
-                    info = info or sweep.fetch_server_info("127.0.0.1", port, None)
-                    judge.feed(sweep.HealthChange("healthy"), now)
+                    info = info or fetch_server_info("127.0.0.1", port, None)
+                    judge.feed(HealthChange("healthy"), now)
                 elif probe.verdict_class not in (None, "starting"):
                     failures += 1
-                    info = info or sweep.fetch_server_info("127.0.0.1", port, None)
+                    info = info or fetch_server_info("127.0.0.1", port, None)
                     if failures >= retries:
-                        judge.feed(sweep.HealthChange("unhealthy"), now)
+                        judge.feed(HealthChange("unhealthy"), now)
                 next_probe = time.monotonic() + PROBE_EVERY_S
             time.sleep(0.05)
     finally:
@@ -124,11 +127,11 @@ def run_profile(
         "oom_killed": False,
         "health": judge.health_evidence(),
         "requested": launch.launch_spec(stack, name).requested(),
-        "effective": sweep.effective_from(info) if info else None,
+        "effective": effective_from(info) if info else None,
         "server_version": str(info["version"]) if info and info.get("version") is not None else None,
         "timeout_s": options.timeout_s,
     }
-    runner = sweep.Runner(stack, None, None, options, None)  # type: ignore[arg-type]
+    runner = Runner(stack, None, None, options, None)  # type: ignore[arg-type]
     elapsed = (judge.decided_at or time.monotonic()) - t0
     row = runner.row(name, judge.verdict(), evidence, started_at, elapsed)
     row["fault"] = fault
@@ -145,14 +148,14 @@ def sweep_without_docker(
 ) -> report.Document:
     """A stand-in sweep of ``names`` (all when empty) written to ``out`` exactly as ``bwstack sweep`` writes it."""
     stack = loader.load_stack(profiles)
-    options = sweep.Options(fast=False, standin=True, timeout_s=timeout_s, keep=False, load_seconds=0.0)
-    plan, doc = sweep.open_document(stack, list(names), options, out, resume=False, variant=None)
+    options = Options(fast=False, standin=True, timeout_s=timeout_s, keep=False, load_seconds=0.0)
+    plan, doc = open_document(stack, list(names), options, out, resume=False, variant=None)
     work = out.parent / f"{out.name}-work"
     work.mkdir(parents=True, exist_ok=True)
     for name in plan.names:
-        fault = (faults or {}).get(name) or sweep.standin_fault(plan.stack, name)
+        fault = (faults or {}).get(name) or standin_fault(plan.stack, name)
         row = run_profile(plan.stack, name, options, fault, work)
-        sweep.add_next_try(plan.stack, doc, row)  # as sweep.execute does
+        add_next_try(plan.stack, doc, row)  # as execute does
         report.record(doc, row)
         report.write_report(out, doc)
     return doc

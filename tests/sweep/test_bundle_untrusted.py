@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bwstack import record
 from bwstack.sweep import bundleread, reportmerge
 from support.bundles import GPU_HOST, SHIPPED, base_parts, bundle_of, manifest_for, pack, regular
 from support.stack import run_cli
@@ -114,7 +115,7 @@ def test_facts_that_contradict_the_verdicts_are_doubted_and_merged_as_untrusted(
     assert "doubtful" in verify.stderr and field in verify.stderr, verify.stderr
     merged = run_cli(tmp_path, "report", "merge", "odd.tar.gz", "--out", "out")
     assert merged.returncode == 0, merged.stderr
-    doc = json.loads((tmp_path / "out" / reportmerge.MERGED_FILE).read_text(encoding="utf-8"))
+    doc = json.loads((tmp_path / "out" / record.MERGED_FILE).read_text(encoding="utf-8"))
     assert {c["section"] for c in doc["cells"]} == {reportmerge.UNTRUSTED}
     assert reportmerge.SECTIONS["gpu"] not in (tmp_path / "out" / "matrix.md").read_text(encoding="utf-8")
     assert next(iter(doc["bundles"].values()))["doubts"]
@@ -125,7 +126,7 @@ def test_a_consistent_gpu_bundle_verifies_and_merges_as_hardware_truth(tmp_path:
     verify = run_cli(tmp_path, "report", "verify", "gpu.tar.gz")
     assert verify.returncode == 0, verify.stderr
     merged = run_cli(tmp_path, "report", "merge", "gpu.tar.gz", "--out", "out")
-    doc = json.loads((tmp_path / "out" / reportmerge.MERGED_FILE).read_text(encoding="utf-8"))
+    doc = json.loads((tmp_path / "out" / record.MERGED_FILE).read_text(encoding="utf-8"))
     assert merged.returncode == 0 and {c["section"] for c in doc["cells"]} == {"gpu"}
 
 
@@ -138,6 +139,18 @@ def test_a_row_with_verdict_twice_is_refused(tmp_path: Path) -> None:
     (tmp_path / "twice.tar.gz").write_bytes(bundle_of(parts))
     verify = run_cli(tmp_path, "report", "verify", "twice.tar.gz")
     assert verify.returncode == 2 and "'verdict' appears twice" in verify.stderr, verify.stderr
+
+
+def test_a_row_field_of_another_type_than_the_records_is_refused(tmp_path: Path) -> None:
+    """``scores`` is checked by no bundle-specific rule: the record's type (the one reader) refuses it."""
+
+    def edit(doc: Any) -> None:
+        doc["results"][next(iter(doc["results"]))]["scores"] = "high"
+
+    (tmp_path / "typed.tar.gz").write_bytes(bundle_of(_json_edit(bundleread.RESULTS, edit)))
+    verify = run_cli(tmp_path, "report", "verify", "typed.tar.gz")
+    assert verify.returncode == 2, verify.stderr
+    assert ".scores: malformed sweep report: expected dict, got str" in verify.stderr, verify.stderr
 
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "1e309"])
@@ -162,7 +175,7 @@ def test_the_same_sweep_bundled_twice_counts_once(tmp_path: Path) -> None:
     assert second.id != first.id
     merged = run_cli(tmp_path, "report", "merge", str(SHIPPED[0]), "again.tar.gz", "--out", "out")
     assert merged.returncode == 0, merged.stderr
-    doc = json.loads((tmp_path / "out" / reportmerge.MERGED_FILE).read_text(encoding="utf-8"))
+    doc = json.loads((tmp_path / "out" / record.MERGED_FILE).read_text(encoding="utf-8"))
     assert len(doc["bundles"]) == 1
     assert all(sum(c["verdicts"].values()) == 1 for c in doc["cells"])
 

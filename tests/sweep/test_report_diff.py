@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bwstack.record import read
 from bwstack.sweep import report, reportdiff
 from support.headless import run_chromium
 from support.stack import copy_stack
@@ -65,8 +66,8 @@ def bwstack(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_reports_are_real_sweeps(reports: Reports) -> None:
-    old = report.load_document(reports.old / "results.json")
-    new = report.load_document(reports.new / "results.json")
+    old = read.load(reports.old / "results.json")
+    new = read.load(reports.new / "results.json")
     assert report.all_match(old)
     assert {n: r["verdict"] for n, r in old["results"].items()} == {
         "dense-fi-bf16": "healthy",
@@ -227,7 +228,7 @@ class _Links(HTMLParser):
 
 
 def test_grid_of_a_real_report(reports: Reports) -> None:
-    doc = report.load_document(reports.new / "results.json")
+    doc = read.load(reports.new / "results.json")
     (grid,) = report.grids(doc)
     assert grid["variant"] == "v0.5.23-cu130" and grid["column"] == "kv_cache_dtype"
     assert grid["columns"] == ["bf16", "auto", "fp8_e4m3"]

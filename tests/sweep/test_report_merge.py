@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bwstack import record
 from bwstack.sweep import bundleread, reportmerge
 from support.bundles import GPU_HOST
 from support.stack import ROOT, TESTS, run_cli
@@ -59,7 +60,7 @@ def rebundle(source: Path, tmp: Path, host: Path, name: str, *extra: str) -> Pat
 
 
 def merged_cells(out: Path) -> dict[tuple[str, str], dict[str, object]]:
-    doc = json.loads((out / reportmerge.MERGED_FILE).read_text())
+    doc = json.loads((out / record.MERGED_FILE).read_text())
     return {(c["variant"], c["profile"]): c for c in doc["cells"]}
 
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 from bwstack.stack import loader, modelconfig
 from bwstack.stack.schema import SoakSettings
-from bwstack.sweep import HealthChange, Judge, LogLine, soak
-from bwstack.sweep.judge import Verdict
+from bwstack.sweep import soak
+from bwstack.sweep.judge import HealthChange, Judge, LogLine, Outcome
 from healthchecks import verdict
 from support.stack import ROOT
 
@@ -73,9 +73,9 @@ def test_the_shipped_stacks_soak_crosses_the_window() -> None:
 def test_every_catalog_failure_class_fails_the_row() -> None:
     assert {"hang", "nan", "garbage", "illegal_memory", "oom", "warmup_failed", "crash"} <= soak.FAILING
     assert not {"healthy", "starting", "ok", "error", "failed"} & soak.FAILING
-    healthy = Verdict("healthy", "healthcheck", "ok")
+    healthy = Outcome("healthy", "healthcheck", "ok")
     assert soak.row_verdict(healthy, {"verdict": "error", "reason": "no result"}) is healthy
-    assert soak.row_verdict(healthy, {"verdict": "oom", "reason": "r"}) == Verdict("oom", "soak", "soak: r")
+    assert soak.row_verdict(healthy, {"verdict": "oom", "reason": "r"}) == Outcome("oom", "soak", "soak: r")
 
 
 def test_a_client_without_a_result_is_an_error_not_a_verdict() -> None:

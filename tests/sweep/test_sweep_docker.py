@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from bwstack.record import read
 from bwstack.sweep import report
 from support.headless import run_chromium
 from support.stack import copy_stack
@@ -147,7 +148,7 @@ def full_run(standin_stack: StandinStack, tmp_path_factory: pytest.TempPathFacto
 
 def test_standin_sweep_of_every_shipped_profile_matches(standin_stack: StandinStack, full_run: Run) -> None:
     assert full_run.returncode == 0, full_run.output[-4000:]
-    doc = report.load_document(full_run.out / "results.json")
+    doc = read.load(full_run.out / "results.json")
     names = [line.split(":")[0].strip() for line in _profile_names(standin_stack.profiles)]
     assert doc["plan"] == names and report.all_match(doc)
     for name, row in doc["results"].items():
@@ -240,10 +241,10 @@ def test_killed_sweep_resumes_to_the_same_results(
         sweep_argv(standin_stack, out, "--resume"), capture_output=True, text=True, timeout=1800, check=False
     )
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    after = report.load_document(results)
+    after = read.load(results)
     for name, row in before["results"].items():
         assert after["results"][name] == row  # decided before the kill: kept as it was, not rerun
-    reference = report.load_document(full_run.out / "results.json")
+    reference = read.load(full_run.out / "results.json")
     reference["plan"] = list(KILL_SUBSET)
     reference["results"] = {name: reference["results"][name] for name in KILL_SUBSET}
     used = {reference["results"][name]["variant"] for name in KILL_SUBSET}
@@ -285,4 +286,4 @@ def test_signal_removes_the_running_container(
     assert process.returncode == 128 + signum, output[-3000:]
     assert f"interrupted by {signal.Signals(signum).name}" in output
     assert leftovers(standin_stack.standin_project) == {}
-    assert report.load_document(tmp_path / "report" / "results.json")["results"] == {}
+    assert read.load(tmp_path / "report" / "results.json")["results"] == {}

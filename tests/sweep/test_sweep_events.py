@@ -13,9 +13,13 @@ from typing import Any
 
 from rich.console import Console
 
-from bwstack import sweep
 from bwstack.host.dockercompose import Project
 from bwstack.stack import schema
+from bwstack.sweep.display import Display
+from bwstack.sweep.judge import Judge
+from bwstack.sweep.plan import Options
+from bwstack.sweep.runner import Runner, Watch
+from bwstack.sweep.streams import Streams, effective_from, health_probes
 
 CID = "c0ffee" * 10 + "abcd"
 
@@ -68,7 +72,7 @@ class FakeContainer:
     id = CID
 
 
-class RecordedStreams(sweep.Streams):
+class RecordedStreams(Streams):
     """A Streams whose queue holds a recorded session; helper fetches run inline."""
 
     def __init__(self, items: list[tuple[str, Any]]) -> None:
@@ -80,10 +84,10 @@ class RecordedStreams(sweep.Streams):
         self.queue.put((what, func()))
 
 
-class RecordedRunner(sweep.Runner):
+class RecordedRunner(Runner):
     def __init__(self, stack: schema.Stack, client: FakeClient, info: dict[str, Any] | None) -> None:
-        display = sweep.Display(Console(file=io.StringIO(), force_terminal=False), total=1)
-        options = sweep.Options(fast=False, standin=True, timeout_s=60.0, keep=False, load_seconds=None)
+        display = Display(Console(file=io.StringIO(), force_terminal=False), total=1)
+        options = Options(fast=False, standin=True, timeout_s=60.0, keep=False, load_seconds=None)
         project = Project(files=(), name="p", workdir=Path("."))
         super().__init__(stack, project, client, options, display)
         self.info = info
@@ -94,9 +98,9 @@ class RecordedRunner(sweep.Runner):
         return self.info
 
 
-def _watch(runner: RecordedRunner, items: list[tuple[str, Any]], name: str) -> sweep.Watch:
-    judge = sweep.Judge(600.0, now=time.monotonic(), settle_s=5.0, drain_s=3.0, confirm=3)
-    watch = sweep.Watch(name, judge, RecordedStreams(items), container=FakeContainer())
+def _watch(runner: RecordedRunner, items: list[tuple[str, Any]], name: str) -> Watch:
+    judge = Judge(600.0, now=time.monotonic(), settle_s=5.0, drain_s=3.0, confirm=3)
+    watch = Watch(name, judge, RecordedStreams(items), container=FakeContainer())
     runner.follow(watch)
     return watch
 
@@ -200,10 +204,10 @@ def test_oom_event_marks_the_exit(stack: schema.Stack) -> None:
 
 def test_health_probes_and_effective_backends_parsing() -> None:
     attrs = {"State": {"Health": {"Log": [_health_entry(3, 0, HEALTHY)]}}}
-    [(key, probe)] = sweep.health_probes(attrs)
+    [(key, probe)] = health_probes(attrs)
     assert key.endswith(".5Z") and probe.verdict_class == "healthy" and probe.at == "2026-01-01 00:00:03"
-    assert sweep.health_probes({"State": {}}) == []
-    found = sweep.effective_from(
+    assert health_probes({"State": {}}) == []
+    found = effective_from(
         {
             "attention_backend": "dsa",
             "dsa_prefill_backend": "flashinfer_sparse_mla",

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from bwstack import classify, sweep
-from bwstack.sweep import Exited, HealthChange, Judge, LogEnd, LogLine, Probe
+from bwstack import classify
+from bwstack.sweep.judge import Event, Exited, HealthChange, Judge, LogEnd, LogLine, Probe
+from bwstack.sweep.streams import split_lines
 from healthchecks import signatures
 from support.stack import TESTS
 
@@ -36,7 +37,7 @@ ASSERT_TRACE = [
 
 
 def run(
-    events: Sequence[tuple[float, sweep.Event]],
+    events: Sequence[tuple[float, Event]],
     *,
     timeout: float = 100.0,
     until: float | None = None,
@@ -55,7 +56,7 @@ def run(
     return judge, None
 
 
-def lines(at: float, texts: Sequence[str], step: float = 0.01) -> list[tuple[float, sweep.Event]]:
+def lines(at: float, texts: Sequence[str], step: float = 0.01) -> list[tuple[float, Event]]:
     return [(at + i * step, LogLine(text)) for i, text in enumerate(texts)]
 
 
@@ -216,7 +217,7 @@ def test_recorded_server_logs_end_in_their_class(log: str) -> None:
     """Real-shaped server logs (tests/healthchecks/logs) replayed line by line, then the process exits."""
     expected = _class_of(log)
     texts = (LOGS / log).read_text(encoding="utf-8").splitlines()
-    events: list[tuple[float, sweep.Event]] = lines(1.0, texts, step=0.001)
+    events: list[tuple[float, Event]] = lines(1.0, texts, step=0.001)
     end = 1.0 + len(texts) * 0.001
     if expected == "healthy":
         events += [(end + 1, HEALTHY), (end + 1, HealthChange("healthy"))]
@@ -229,11 +230,11 @@ def test_recorded_server_logs_end_in_their_class(log: str) -> None:
 
 
 def test_split_lines_cuts_at_newlines_and_carriage_returns() -> None:
-    done, rest = sweep.split_lines("", "a\nb\r")
+    done, rest = split_lines("", "a\nb\r")
     assert (done, rest) == (["a", "b"], "")
-    done, rest = sweep.split_lines("par", "tial\r\nnext")
+    done, rest = split_lines("par", "tial\r\nnext")
     assert (done, rest) == (["partial"], "next")
-    assert sweep.split_lines("x", "") == ([], "x")
+    assert split_lines("x", "") == ([], "x")
 
 
 def test_a_crash_logged_while_fail_fast_stops_the_server_is_no_cause() -> None:

@@ -13,11 +13,17 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from bwstack import sweep
+from bwstack import record, sweep
 from bwstack.cli import main
 from bwstack.errors import UserError
+from bwstack.record import read
 from bwstack.stack import loader, schema
 from bwstack.sweep import report
+from bwstack.sweep.demo import run_demo
+from bwstack.sweep.display import print_summary
+from bwstack.sweep.fast import apply_fast, fast_layer_count, fast_override, model_config
+from bwstack.sweep.plan import Options, make_plan, standin_fault
+from bwstack.sweep.run import open_document, run_sweep, standin_env
 
 MANIFEST = {
     "schema": "bwstack.versions/1",
@@ -113,9 +119,9 @@ def test_write_and_load_round_trip(tmp_path: Path) -> None:
     report.record(doc, make_row("a", "assertion", "assertion"))
     report.write_report(tmp_path, doc)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.html", "matrix.md", "results.json"]
-    loaded = report.load_document(tmp_path / "results.json")
+    loaded = read.load(tmp_path / "results.json")
     assert loaded == json.loads(json.dumps(doc))
-    assert loaded["schema_version"] == report.SCHEMA_VERSION == 1
+    assert loaded["schema_version"] == record.SCHEMA_VERSION == 1
 
 
 def test_decided_content_ignores_times_durations_and_log_text() -> None:
@@ -168,12 +174,12 @@ def test_a_failed_rewrite_keeps_the_previous_report(tmp_path: Path, monkeypatch:
         ('{"schema_version": 1, "stack": {}}', "malformed"),
     ],
 )
-def test_load_document_refuses_bad_files(tmp_path: Path, content: str | None, message: str) -> None:
+def test_the_one_reader_refuses_bad_files(tmp_path: Path, content: str | None, message: str) -> None:
     path = tmp_path / "results.json"
     if content is not None:
         path.write_text(content, encoding="utf-8")
     with pytest.raises(UserError, match=message):
-        report.load_document(path)
+        read.load(path)
 
 
 def test_markdown_has_one_row_per_planned_profile() -> None:
@@ -351,19 +357,19 @@ def test_a_soaked_row_shows_a_table_per_prompt_length() -> None:
 
 def test_plan_checks_names_and_keeps_order(stack: schema.Stack) -> None:
     with pytest.raises(UserError, match="unknown profile 'nope'"):
-        sweep.make_plan(stack, ["dense-fi-bf16", "nope"], variant=None, standin=False)
-    plan = sweep.make_plan(
+        make_plan(stack, ["dense-fi-bf16", "nope"], variant=None, standin=False)
+    plan = make_plan(
         stack, ["dense-triton-auto", "dense-fi-bf16", "dense-triton-auto"], variant=None, standin=True
     )
     assert plan.names == ["dense-triton-auto", "dense-fi-bf16"]
-    assert sweep.make_plan(stack, [], variant=None, standin=False).names == list(stack.profiles)
+    assert make_plan(stack, [], variant=None, standin=False).names == list(stack.profiles)
 
 
 def test_every_shipped_profile_has_a_standin_fault(stack: schema.Stack) -> None:
-    faults = {name: sweep.standin_fault(stack, name) for name in stack.profiles}
+    faults = {name: standin_fault(stack, name) for name in stack.profiles}
     assert faults["dense-fi-bf16"] == "none" and faults["modelcard-fi-auto"] == "nan"
     assert faults["dense-triton-auto"] == "assertion" and faults["dsa-trtllm-fp8"] == "unsupported_arch"
-    env = sweep.standin_env(stack, ["modelcard-fi-auto"], sweep.Options(False, True, 60.0, False, 0.25))
+    env = standin_env(stack, ["modelcard-fi-auto"], Options(False, True, 60.0, False, 0.25))
     assert env == {
         "modelcard-fi-auto": {
             "BWSTACK_STANDIN_FAULT": "nan",
@@ -378,37 +384,34 @@ def test_a_class_the_standin_cannot_imitate_is_bad_input(stack_copy: Path) -> No
     stack_copy.write_text(text.replace("expect: assertion", "expect: nccl"), encoding="utf-8")
     stack = loader.load_stack(stack_copy)
     with pytest.raises(UserError) as info:
-        sweep.make_plan(stack, [], variant=None, standin=True)
+        make_plan(stack, [], variant=None, standin=True)
     assert (
         info.value.field == "profiles.dense-triton-auto.expect"
         and "cannot imitate 'nccl'" in info.value.message
     )
     assert info.value.line is not None
-    sweep.make_plan(stack, [], variant=None, standin=False)  # fine on real hardware
+    make_plan(stack, [], variant=None, standin=False)  # fine on real hardware
 
 
 def test_variant_retargets_and_skips_what_it_cannot_parse(stack: schema.Stack) -> None:
-    plan = sweep.make_plan(stack, [], variant="v0.5.9-cu130", standin=False)
+    plan = make_plan(stack, [], variant="v0.5.9-cu130", standin=False)
     assert "dsa-fi-sparse-fp8" not in plan.names and any("dsa-fi-sparse-fp8" in s for s in plan.skipped)
     assert "dense-fi-bf16" in plan.names
     assert {plan.stack.variant_name_for(n) for n in plan.names} == {"v0.5.9-cu130"}
     assert stack.variant_name_for("dense-fi-bf16") == "v0.5.23-cu130"  # the caller's stack is untouched
     with pytest.raises(UserError, match="cannot run on variant"):
-        sweep.make_plan(stack, ["dsa-fi-sparse-fp8"], variant="v0.5.9-cu130", standin=False)
+        make_plan(stack, ["dsa-fi-sparse-fp8"], variant="v0.5.9-cu130", standin=False)
     with pytest.raises(UserError):
-        sweep.make_plan(stack, [], variant="no-such-variant", standin=False)
+        make_plan(stack, [], variant="no-such-variant", standin=False)
 
 
 def test_fast_keeps_one_moe_layer(stack: schema.Stack) -> None:
-    config = sweep.model_config(stack)
+    config = model_config(stack)
     assert config is not None and config["first_k_dense_replace"] == 3
-    assert sweep.fast_layer_count(config) == 4
-    assert sweep.fast_layer_count(None) == 4  # GLM-5's known value
-    assert (
-        sweep.fast_layer_count({"first_k_dense_replace": 1, "moe_layer_freq": 2, "num_hidden_layers": 61})
-        == 3
-    )
-    assert sweep.fast_layer_count({"first_k_dense_replace": 9, "num_hidden_layers": 4}) == 4
+    assert fast_layer_count(config) == 4
+    assert fast_layer_count(None) == 4  # GLM-5's known value
+    assert fast_layer_count({"first_k_dense_replace": 1, "moe_layer_freq": 2, "num_hidden_layers": 61}) == 3
+    assert fast_layer_count({"first_k_dense_replace": 9, "num_hidden_layers": 4}) == 4
     argv = [
         "--model-path",
         "m",
@@ -417,10 +420,10 @@ def test_fast_keeps_one_moe_layer(stack: schema.Stack) -> None:
         '{"rope_theta": 5}',
         "--x",
     ]
-    fast = sweep.apply_fast(argv, 4)
+    fast = apply_fast(argv, 4)
     assert fast[:4] == ["--model-path", "m", "--x", "--load-format"]
     assert fast[4] == "dummy" and json.loads(fast[6]) == {"num_hidden_layers": 4, "rope_theta": 5}
-    override = json.loads(sweep.fast_override(stack, ["dense-fi-bf16"]).split("\n", 1)[1])
+    override = json.loads(fast_override(stack, ["dense-fi-bf16"]).split("\n", 1)[1])
     command = override["services"]["dense-fi-bf16"]["command"]
     assert command[-4:] == [
         "--load-format",
@@ -430,38 +433,36 @@ def test_fast_keeps_one_moe_layer(stack: schema.Stack) -> None:
     ]
 
 
-def _options(standin: bool = True) -> sweep.Options:
-    return sweep.Options(fast=False, standin=standin, timeout_s=60.0, keep=False, load_seconds=None)
+def _options(standin: bool = True) -> Options:
+    return Options(fast=False, standin=standin, timeout_s=60.0, keep=False, load_seconds=None)
 
 
 def test_resume_needs_a_matching_report(stack: schema.Stack, tmp_path: Path) -> None:
     out = tmp_path / "rep"
     with pytest.raises(UserError, match="no sweep report here"):
-        sweep.open_document(stack, [], _options(), out, resume=True, variant=None)
-    plan, doc = sweep.open_document(stack, ["dense-fi-bf16"], _options(), out, resume=False, variant=None)
+        open_document(stack, [], _options(), out, resume=True, variant=None)
+    plan, doc = open_document(stack, ["dense-fi-bf16"], _options(), out, resume=False, variant=None)
     report.write_report(out, doc)
     with pytest.raises(UserError, match="already holds a sweep report"):
-        sweep.open_document(stack, [], _options(), out, resume=False, variant=None)
+        open_document(stack, [], _options(), out, resume=False, variant=None)
     with pytest.raises(UserError, match="standin") as info:
-        sweep.open_document(stack, [], _options(standin=False), out, resume=True, variant=None)
+        open_document(stack, [], _options(standin=False), out, resume=True, variant=None)
     assert info.value.field == "mode.standin"
     assert str(info.value).endswith(": the report was made with standin=True, this run has standin=False")
     other = {**doc, "stack": {**doc["stack"], "tp_size": 99}}
     report.write_report(out, other)
     with pytest.raises(UserError, match="made for tp_size=99, this stack has tp_size=") as info:
-        sweep.open_document(stack, [], _options(), out, resume=True, variant=None)
+        open_document(stack, [], _options(), out, resume=True, variant=None)
     assert info.value.field == "stack.tp_size"
     report.write_report(out, doc)
-    plan, resumed = sweep.open_document(stack, [], _options(), out, resume=True, variant=None)
+    plan, resumed = open_document(stack, [], _options(), out, resume=True, variant=None)
     assert plan.names == ["dense-fi-bf16"] and resumed["plan"] == ["dense-fi-bf16"]
-    plan, grown = sweep.open_document(
-        stack, ["dense-triton-auto"], _options(), out, resume=True, variant=None
-    )
+    plan, grown = open_document(stack, ["dense-triton-auto"], _options(), out, resume=True, variant=None)
     assert grown["plan"] == ["dense-fi-bf16", "dense-triton-auto"]
     doc["variants"]["v0.5.23-cu130"]["python"]["torch"] = "0.0.1"
     report.atomic_write(out / "results.json", json.dumps(doc))
     with pytest.raises(UserError, match=r"pins of variant v0\.5\.23-cu130 changed"):
-        sweep.open_document(stack, [], _options(), out, resume=True, variant=None)
+        open_document(stack, [], _options(), out, resume=True, variant=None)
 
 
 @pytest.mark.parametrize(("verdict", "code"), [("assertion", 0), ("crash", 1)])
@@ -469,13 +470,11 @@ def test_resuming_a_finished_report_only_reports(
     stack: schema.Stack, tmp_path: Path, verdict: str, code: int
 ) -> None:
     """Nothing left to run: no Docker is touched, the exit status follows the recorded verdicts."""
-    _, doc = sweep.open_document(
-        stack, ["dense-triton-auto"], _options(), tmp_path, resume=False, variant=None
-    )
+    _, doc = open_document(stack, ["dense-triton-auto"], _options(), tmp_path, resume=False, variant=None)
     report.record(doc, make_row("dense-triton-auto", "assertion", verdict))
     report.write_report(tmp_path, doc)
     out = io.StringIO()
-    result = sweep.run_sweep(
+    result = run_sweep(
         stack,
         [],
         variant=None,
@@ -525,7 +524,7 @@ def test_demo_prints_the_report_place_and_the_meaning_of_each_verdict(
 
     monkeypatch.setattr(sweep.demo, "run_sweep", fake_sweep)
     buffer = io.StringIO()
-    code = sweep.run_demo(stack, out=tmp_path, console=Console(file=buffer, width=200))
+    code = run_demo(stack, out=tmp_path, console=Console(file=buffer, width=200))
     assert code == 0
     assert seen["standin"] is True and seen["profiles"] == [] and seen["fast"] is False
     text = buffer.getvalue()
@@ -545,7 +544,7 @@ def test_the_demos_real_cpu_part_measures_speed_and_the_standin_part_does_not(
         return 0
 
     monkeypatch.setattr(sweep.demo, "run_sweep", fake_sweep)
-    assert sweep.run_demo(stack, out=tmp_path, console=Console(file=io.StringIO(), width=200)) == 0
+    assert run_demo(stack, out=tmp_path, console=Console(file=io.StringIO(), width=200)) == 0
     assert [(name, kwargs["standin"], kwargs.get("bench", False)) for name, kwargs in calls] == [
         ("profiles.cpu.yaml", False, True),
         ("profiles.yaml", True, False),
@@ -559,7 +558,7 @@ def test_summary_keeps_profile_names_whole_at_80_columns(
     report.record(doc, make_row("legacy-nsa-default-fp8", "unsupported_arch", "unsupported_arch"))
     monkeypatch.setenv("COLUMNS", "80")
     out = io.StringIO()
-    sweep.print_summary(doc, tmp_path, Console(file=out, width=80, soft_wrap=True))
+    print_summary(doc, tmp_path, Console(file=out, width=80, soft_wrap=True))
     lines = out.getvalue().splitlines()
     assert max(len(line) for line in lines if not line.startswith("report: ")) <= 80
     assert any(ln.split()[:4] == ["legacy-nsa-default-fp8", *["unsupported_arch"] * 2, "yes"] for ln in lines)

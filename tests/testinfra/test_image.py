@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bwstack import __version__
-from bwstack.nogpu.standin_image import BASE_REPO
+from bwstack.build.standin_image import BASE_REPO
 from bwstack.stack import pins
 from healthchecks import imagelayout
 from support import dockerstack

@@ -2,7 +2,7 @@
 
 For a tag ``REPO:TAG`` (pulled when it is not local) the step
 
-1. dumps SGLang's parser inside that image (the variant's ``sglang-args.json``, :mod:`bwstack.lock.args`),
+1. dumps SGLang's parser inside that image (``sglang-args.json``, :mod:`bwstack.build.lock.args`),
    so the profile is spelt and checked the way that build of SGLang expects;
 2. writes a throwaway variant next to the bisect's state (``variants/<name>/``): the profile's variant with
    the tag as its base, the tag's commit as its SGLang, and the variant's CUDA arch lists and env switches.
@@ -33,15 +33,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bwstack import launch
+from bwstack import launch, record
 from bwstack.bisect.search import Interrupted, Step, Tag
+from bwstack.build import dockerbuild
+from bwstack.build.lock import args as lock_args
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.host import operate
-from bwstack.lock import args as lock_args
+from bwstack.record import read
 from bwstack.stack import pins, snapshots
 from bwstack.stack.schema import Stack
-from bwstack.sweep import report, run_sweep
+from bwstack.sweep.run import run_sweep
 
 #: seconds a pull of a tag's image may take (a CUDA image is tens of GB)
 PULL_TIMEOUT_S = 3600
@@ -148,7 +149,7 @@ class StepRunner:
         shutil.rmtree(self.step_dir(tag), ignore_errors=True)
 
     def __call__(self, tag: Tag, timeout: float) -> Step:
-        started_at, t0 = report.utc_now(), time.monotonic()
+        started_at, t0 = record.utc_now(), time.monotonic()
         image = f"{self.repo}:{tag.name}"
 
         def skip(reason: str, **extra: Any) -> Step:
@@ -179,7 +180,7 @@ class StepRunner:
             reason=str(row.get("reason") or ""),
             started_at=started_at,
             elapsed_s=round(time.monotonic() - t0, 2),
-            report=str((self.step_dir(tag) / report.RESULTS_FILE).relative_to(self.out)),
+            report=str((self.step_dir(tag) / record.RESULTS_FILE).relative_to(self.out)),
             sglang_version=snapshot.sglang_version,
             label_commit=commit,
             decided_by=row.get("decided_by"),
@@ -252,7 +253,7 @@ class StepRunner:
 
         context = self.out / CONTEXT_DIR
         shutil.rmtree(context, ignore_errors=True)
-        for item in operate.CONTEXT_ITEMS:
+        for item in dockerbuild.CONTEXT_ITEMS:
             source, dest = stack.root / item, context / item
             dest.parent.mkdir(parents=True, exist_ok=True)
             if source.is_dir():
@@ -260,14 +261,14 @@ class StepRunner:
             else:
                 shutil.copy2(source, dest)
         shutil.copytree(variant.dir, context / "images" / variant.name)
-        argv = operate.docker_build_argv(stack, variant.name, tag=ref, base_image=None, context=context)
+        argv = dockerbuild.docker_build_argv(stack, variant.name, tag=ref, base_image=None, context=context)
         self.echo(f"  building {ref} (the serving image on {variant.base_image})")
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise ExternalError(f"docker build of {ref} timed out after {BUILD_TIMEOUT_S} s") from None
         finally:
-            operate.prune_build_leftovers()
+            dockerbuild.prune_build_leftovers()
             shutil.rmtree(context, ignore_errors=True)
         if done.returncode != 0:
             lines = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip()] or ["no output"]
@@ -285,13 +286,13 @@ class StepRunner:
             fast=self.fast,
             standin=False,
             out=out,
-            resume=(out / report.RESULTS_FILE).is_file(),
+            resume=(out / record.RESULTS_FILE).is_file(),
             timeout=timeout,
             console=self.console,
         )
         if code >= 128:
             raise Interrupted(code - 128)
-        row = report.load_document(out / report.RESULTS_FILE)["results"].get(self.profile)
+        row = read.load(out / record.RESULTS_FILE)["results"].get(self.profile)
         if row is None:
             raise ExternalError(f"the sweep of {tag.name} recorded no verdict (exit status {code})")
         if not stack.is_cpu:

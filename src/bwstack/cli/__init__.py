@@ -1,5 +1,7 @@
 """The ``bwstack`` command line: option parsing and output only; every decision lives in a room module.
 
+Command groups live in modules of their own (``run.py``: up, down, fetch, calibrate; ``image.py``: build,
+lock, standin; ``sweep.py``: sweep, demo; ``bisect.py``, ``upgrade.py``, ``report.py``), registered here.
 Room modules are imported inside each command so that ``bwstack --help`` and the light commands start fast.
 Bad input raises :class:`bwstack.errors.UserError`, printed here as one line with exit status 2.
 """
@@ -15,16 +17,10 @@ from typing import Any
 
 import click
 
+from bwstack.cli import image, run, sweep
 from bwstack.cli.bisect import bisect as bisect_command
-from bwstack.cli.options import (
-    DEFAULT_PROFILES,
-    MAX_SOAK_S,
-    ImageRef,
-    SoakSeconds,
-    file_option,
-    keep_option,
-    standin_load_option,
-)
+from bwstack.cli.compare import compare as compare_command
+from bwstack.cli.options import DEFAULT_PROFILES, ImageRef, file_option
 from bwstack.cli.report import bundle_cmd, merge_cmd, verify_cmd
 from bwstack.cli.upgrade import upgrade as upgrade_command
 from bwstack.cli.upgrade import variant as variant_command
@@ -137,7 +133,7 @@ def validate(file: Path, arch: str | None) -> None:
         f"{file}: ok: {len(stack.profiles)} profiles, variants: {', '.join(sorted(stack.variants_used()))}"
     )
     if arch is not None:
-        from bwstack.know import listing
+        from bwstack.ops import listing
 
         listing.print_list(stack, arch=arch)
 
@@ -254,7 +250,7 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, phases:
 
     One line per profile with its whole name, verdict and a short reason, at any terminal width.
     """
-    from bwstack.know import listing
+    from bwstack.ops import listing
     from bwstack.stack import loader
 
     if show_rules:
@@ -268,315 +264,6 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, phases:
         click.echo(json.dumps(listing.list_data(stack, arch=arch), indent=2))
     else:
         listing.print_list(stack, arch=arch, wide=wide, phases=phases)
-
-
-@main.command()
-@file_option
-@click.argument("profile")
-@click.option("--url", default=None, help="The running known-good server (default http://127.0.0.1:<port>).")
-@click.option(
-    "--margin",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Nats/token below the baseline that read as garbage (default 1.0).",
-)
-def calibrate(file: Path, profile: str, url: str | None, margin: float | None) -> None:
-    """Record the quality probe's baseline (passage score) of a running known-good server for the model."""
-    from bwstack.host import calibrate as calib
-    from bwstack.stack import loader
-    from healthchecks import judging
-
-    stack = loader.load_stack(file)
-    loader.emit_warnings(stack)
-    baseline, path = calib.calibrate(
-        stack, profile, url=url, margin=judging.DEFAULT_MARGIN if margin is None else margin
-    )
-    click.echo(
-        f"{path}: {stack.model_path_for(profile)} passage {baseline.passage}: {baseline.score:.4f} "
-        "nats/token over "
-        f"{baseline.tokens} tokens (SGLang {baseline.sglang or '?'}, profile {profile}); healthchecks report "
-        f"garbage below {baseline.score - baseline.margin:.4f}. Run 'bwstack render' and commit both files."
-    )
-
-
-# --- running: up / down / build / lock ------------------------------------------------------------------
-
-
-@main.command()
-@file_option
-@click.argument("profile", required=False)
-@click.option("--force", is_flag=True, help="Start a profile that is known to fail.")
-@click.option(
-    "--retry",
-    is_flag=True,
-    help="Load the model again although this launch spec already failed in a way a restart cannot heal.",
-)
-@click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds to wait for healthy.")
-@click.option("--no-wait", is_flag=True, help="Return once the container is started.")
-@click.option("--dry-run", is_flag=True, help="Print the profile that would start and why; start nothing.")
-@click.option(
-    "--skip-model-check",
-    is_flag=True,
-    help="Start even when 'bwstack fetch' has not verified the model (SGLang then downloads it).",
-)
-@click.option(
-    "--soak",
-    type=float,
-    default=None,
-    metavar="SECONDS",
-    help="Once healthy, keep the sweep's soak (stack.soak settings) on the service for SECONDS; "
-    "exit 1 unless its verdict is ok.",
-)
-def up(
-    file: Path,
-    profile: str | None,
-    force: bool,
-    retry: bool,
-    timeout: int | None,
-    no_wait: bool,
-    dry_run: bool,
-    skip_model_check: bool,
-    soak: float | None,
-) -> None:
-    """Start one profile's service and wait until it is healthy (or print why it is not).
-
-    Without PROFILE (and without BWSTACK_PROFILE), pick one for this host: its GPUs' arch and count, the
-    profiles expected and predicted healthy there, the fastest measured, else the first in profiles.yaml.
-    Refuses (exit 1) while the model is not fetched: run 'bwstack fetch' first.
-
-    With --soak SECONDS, the healthy service then carries the sweep's soak: stack.soak.concurrency streamed
-    requests from inside the container against 127.0.0.1, every logprob checked, a request with no token for
-    stack.soak.stall_after_s ending it as hang, more than 2% failed requests named by their class; a progress
-    line every 15 s, then the figures (requests, tokens, ITL p50/p99, stalls, worst window) and 'soak verdict:
-    ...'. Exit 0 when the verdict is ok, 1 on hang, nan, garbage, failed requests or no result (the service is
-    left as it is), 2 on bad input.
-    """
-    from bwstack.host import choose, operate
-    from bwstack.stack import loader
-
-    if soak is not None:
-        _check_soak(soak, dry_run=dry_run, no_wait=no_wait)
-    stack = loader.load_stack(file)
-    loader.emit_warnings(stack)
-    if profile is None:
-        from bwstack.host.doctor.probe import default_probe
-
-        choice = choose.choose(stack, default_probe(), pinned=choose.pinned_profile())
-        if dry_run or choice.profile is None:
-            from bwstack import textlayout
-
-            for line in choice.lines(textlayout.terminal_width()):
-                click.echo(line)
-            if choice.profile is not None:
-                from bwstack.know.evidence import dry_run_line
-
-                for line in textlayout.wrap(dry_run_line(stack, choice.profile), textlayout.terminal_width()):
-                    click.echo(line)
-        if choice.profile is None:
-            sys.exit(1)
-        if dry_run:
-            return
-        click.echo(f"bwstack: starting {choice.profile}: {choice.why}")
-        profile = choice.profile
-    elif dry_run:
-        stack.profile(profile)
-        click.echo(f"choice: {profile}: named on the command line")
-        from bwstack import textlayout
-        from bwstack.know.evidence import dry_run_line
-
-        for line in textlayout.wrap(dry_run_line(stack, profile), textlayout.terminal_width()):
-            click.echo(line)
-        return
-    sys.exit(
-        operate.up(
-            stack,
-            profile,
-            force=force,
-            timeout=timeout,
-            wait=not no_wait,
-            skip_model_check=skip_model_check,
-            soak_s=soak or 0.0,
-            retry=retry,
-        )
-    )
-
-
-def _check_soak(seconds: float, *, dry_run: bool, no_wait: bool) -> None:
-    """``up --soak``: a positive, finite number of seconds on a start that waits for health."""
-    import math
-
-    if dry_run:
-        raise UserError("up: --soak runs load against the started service; --dry-run starts nothing")
-    if no_wait:
-        raise UserError("up: --soak needs a healthy service; --no-wait does not wait for one")
-    if not math.isfinite(seconds) or not 0 < seconds <= MAX_SOAK_S:
-        raise UserError(f"up: --soak wants seconds, more than 0 and at most {MAX_SOAK_S}, got {seconds:g}")
-
-
-@main.command()
-@file_option
-@click.argument("profile", required=False)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Host folder of the cache (the services' HF_HOME); default stack.model_cache_path or the volume.",
-)
-@click.option(
-    "--max-workers", type=click.IntRange(1, 64), default=8, show_default=True, help="Files in parallel."
-)
-def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: int) -> None:
-    """Download the model at its pinned revision into the services' cache, verify it, record a manifest.
-
-    Resumable: run it again after an interruption. Exit 0 when the cache holds the model complete, 1 when
-    the download or the verification failed (what is left is printed), 2 on bad input.
-    """
-    from bwstack.host import fetch as fetch_mod
-    from bwstack.stack import loader
-
-    stack = loader.load_stack(file)
-    loader.emit_warnings(stack)
-    if profile is not None:
-        stack.profile(profile)  # every profile serves model.path; the name is checked, not needed
-    if stack.tiny_models:  # a CPU stack: its checkpoints are made here, not downloaded
-        from bwstack.lock import wheelhouse
-        from bwstack.nogpu import ensure
-
-        python = wheelhouse.host_python(stack.variant(stack.settings.variant), click.echo)
-        made = ensure.ensure_for_stack(stack, echo=click.echo, copy_python=python)
-        click.echo(f"ok: {len(made)} tiny model(s) in {made[0].parent}")
-        return
-    sys.exit(fetch_mod.fetch(stack, cache_dir=cache_dir, max_workers=max_workers, echo=click.echo))
-
-
-@main.command()
-@file_option
-@click.option("--volumes", "-v", is_flag=True, help="Also remove volumes (model cache!).")
-def down(file: Path, volumes: bool) -> None:
-    """Stop and remove every bwstack service of this project."""
-    from bwstack.host import operate
-    from bwstack.stack import loader
-
-    stack = loader.load_stack(file)
-    sys.exit(operate.down(stack, volumes=volumes))
-
-
-@main.command()
-@file_option
-@click.option("--variant", required=True, help="Image variant (a folder under images/).")
-@click.option("--tag", default=None, help="Image tag; default <image_repo>:<variant>.")
-@click.option(
-    "--base-image", default=None, help="Build on this base instead of the pinned one (testing only)."
-)
-@click.option("--dry-run", is_flag=True, help="Print the docker build argv and exit.")
-def build(file: Path, variant: str, tag: str | None, base_image: str | None, dry_run: bool) -> None:
-    """Build the serving image of one variant, passing every pin as a build arg."""
-    from bwstack.host import operate
-    from bwstack.stack import loader
-
-    stack = loader.load_stack(file)
-    sys.exit(operate.build(stack, variant, tag=tag, base_image=base_image, dry_run=dry_run))
-
-
-@main.command()
-@file_option
-@click.option("--variant", "variants", multiple=True, help="Variant(s) to lock; default all.")
-@click.option(
-    "--digest/--no-digest", default=True, help="Resolve the base image digest (needs registry access)."
-)
-@click.option(
-    "--python/--no-python", "python_", default=True, help="Hash the Python overrides into overrides.lock."
-)
-@click.option(
-    "--args", "args_", is_flag=True, help="Regenerate sglang-args.json from the pinned SGLang's parser."
-)
-@click.option(
-    "--kernel-facts",
-    is_flag=True,
-    help="Regenerate kernel-archs.json from the pinned wheels (downloads ~1 GB); with --check only compare.",
-)
-@click.option(
-    "--check",
-    is_flag=True,
-    help="Check that every pin still resolves (base digest, locked wheels, git sources, model revision): one "
-    "line per pin, exit 1 when one moved, vanished or could not be checked. With --kernel-facts: compare.",
-)
-@click.option(
-    "--index-url", default=None, metavar="URL", help="With --check: the package index (default PyPI)."
-)
-@click.option("--json", "as_json", is_flag=True, help="With --check: machine-readable output.")
-@click.option(
-    "--inspect", "inspect_variant", metavar="VARIANT", help="Pull the base, judge the first-contact read."
-)
-@click.option(
-    "--image", type=ImageRef(), default=None, help="With --inspect: a local image instead of the pulled base."
-)
-@click.option(
-    "--out",
-    default=None,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="With --inspect: JSON record.",
-)
-def lock(
-    file: Path,
-    variants: Sequence[str],
-    digest: bool,
-    python_: bool,
-    args_: bool,
-    kernel_facts: bool,
-    check: bool,
-    index_url: str | None,
-    as_json: bool,
-    inspect_variant: str | None,
-    image: str | None,
-    out: Path | None,
-) -> None:
-    """Fill what pins.toml cannot hold by hand: digest, override hashes, parser snapshot, kernel facts."""
-    from bwstack.lock import command as locking
-    from bwstack.stack import pins
-
-    root = file.parent
-    if inspect_variant is not None:
-        from bwstack.lock.inspect import inspect as inspect_base
-
-        sys.exit(inspect_base(root, inspect_variant, image=image, out=out, echo=click.echo))
-    if kernel_facts:
-        from bwstack.lock import kernel_facts as facts_mod
-
-        names = list(variants) or [v for v in pins.list_variants(root / "images") if v.startswith("v")]
-        sys.exit(facts_mod.run_kernel_facts(root / "images", names, check=check, echo=click.echo))
-    if check:
-        sys.exit(_lock_check(file, list(variants), index_url, as_json))
-    sys.exit(
-        locking.lock(
-            root, variants=list(variants), digest=digest, python=python_, args=args_, echo=click.echo
-        )
-    )
-
-
-def _lock_check(file: Path, variants: list[str], index_url: str | None, as_json: bool) -> int:
-    from bwstack.lock import check as pin_check
-    from bwstack.stack import loader, pins
-
-    images = file.parent / "images"
-    names = variants or pins.list_variants(images)
-    model = None
-    if file.is_file():
-        stack = loader.load_stack(file)
-        if stack.model.revision:
-            model = (stack.model.path, stack.model.revision)
-    found = pin_check.check(
-        images,
-        names,
-        sources=pin_check.Sources(index_url),
-        model=model,
-        echo=None if as_json else click.echo,
-    )
-    if as_json:
-        click.echo(json.dumps(pin_check.to_json(found), indent=2))
-    else:
-        click.echo(pin_check.summary(found))
-    return pin_check.exit_status(found)
 
 
 # --- knowledge before launch ----------------------------------------------------------------------------
@@ -622,6 +309,7 @@ def audit(
     1 when at least one has none, 2 for bad input.
     """
     from bwstack.know import audit as audit_mod
+    from bwstack.know import inventory
 
     sys.exit(
         audit_mod.run_audit(
@@ -631,7 +319,7 @@ def audit(
             arch=arch,
             as_json=as_json,
             echo=click.echo,
-            reader=audit_mod.checked_reader(reader),
+            reader=inventory.checked_reader(reader),
         )
     )
 
@@ -720,91 +408,10 @@ def _startup_lines(found: dict[str, Any]) -> list[str]:
 )
 def tiny_model(target: Path, arch: str, fault: str, seed: int) -> None:
     """Write a tiny random model (config, safetensors, a local tokenizer) for real SGLang on the CPU."""
-    from bwstack.nogpu import tinymodel
+    from bwstack.tiny import tinymodel
 
     path = tinymodel.write(target, tinymodel.TinySpec(arch=arch, fault=fault, seed=seed))
     click.echo(f"wrote {path} ({arch}, fault {fault})")
-
-
-# --- sweep / demo / doctor ------------------------------------------------------------------------------
-
-
-@main.command()
-@file_option
-@click.argument("profiles", nargs=-1)
-@click.option(
-    "--variant", default=None, help="Run every profile on this image variant (one variant's matrix)."
-)
-@click.option(
-    "--fast", is_flag=True, help="Dummy weights and fewer layers: minutes per profile, not a full load."
-)
-@click.option(
-    "--standin", is_flag=True, help="Run on the CPU stand-in server, each profile with its expected fault."
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Report folder (default reports/<UTC timestamp>/ next to the profiles file).",
-)
-@click.option("--resume", is_flag=True, help="Continue the report in --out; skip profiles already decided.")
-@click.option(
-    "--timeout", type=click.IntRange(min=1), default=None, help="Seconds per profile before 'timeout'."
-)
-@keep_option
-@standin_load_option
-@click.option("--tag", "tags", multiple=True, help="Only the profiles carrying this tag (repeatable).")
-@click.option("--bench", is_flag=True, help="Measure each healthy profile's speed (stack.bench settings).")
-@click.option(
-    "--soak",
-    type=SoakSeconds(),
-    default=0.0,
-    help="Seconds of sustained load with a stall watchdog on each healthy profile (stack.soak settings).",
-)
-def sweep(
-    file: Path,
-    profiles: Sequence[str],
-    variant: str | None,
-    fast: bool,
-    standin: bool,
-    out: Path | None,
-    resume: bool,
-    timeout: int | None,
-    keep: bool,
-    standin_load_seconds: float | None,
-    tags: Sequence[str],
-    bench: bool,
-    soak: float,
-) -> None:
-    """Try every profile, stop each as soon as the verdict is decisive, and write a compatibility matrix.
-
-    Exit status 0 when every verdict matches the profile's expect, 1 otherwise, 2 on bad input.
-    """
-    from bwstack import sweep as sweep_mod
-    from bwstack.stack import loader
-
-    stack = loader.load_stack(file)
-    loader.emit_warnings(stack)
-    sys.exit(
-        sweep_mod.run_sweep(stack, [*profiles, *stack.tagged(tags)], variant=variant, fast=fast,
-                            standin=standin, out=out, resume=resume, timeout=timeout, keep=keep,
-                            standin_load_seconds=standin_load_seconds, bench=bench, soak=soak)
-    )  # fmt: skip
-
-
-@main.command()
-@file_option
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Report folder.")
-@keep_option
-@standin_load_option
-def demo(file: Path, out: Path | None, keep: bool, standin_load_seconds: float | None) -> None:
-    """The stand-in sweep over every profile: the whole pipeline on a machine without a GPU."""
-    from bwstack import sweep as sweep_mod
-    from bwstack.stack import loader
-
-    stack = loader.load_stack(file)
-    loader.emit_warnings(stack)
-    sys.exit(sweep_mod.run_demo(stack, out=out, keep=keep, standin_load_seconds=standin_load_seconds))
 
 
 @main.command()
@@ -852,23 +459,19 @@ for _command in (bundle_cmd, verify_cmd, merge_cmd):
     report_group.add_command(_command)
 
 
-@main.group()
-def standin() -> None:
-    """The CPU stand-in for the SGLang server (tests and the demo)."""
-
-
-@standin.command("build")
-@file_option
-@click.option("--variant", default=None, help="Variant whose serving image is rebuilt on the stand-in base.")
-def standin_build(file: Path, variant: str | None) -> None:
-    """Build the stand-in base image and the project's Dockerfile on top of it."""
-    from bwstack.nogpu import standin_image
-    from bwstack.stack import loader
-
-    stack = loader.load_stack(file)
-    click.echo(standin_image.ensure_standin_image(stack, variant=variant, echo=click.echo))
-
-
-main.add_command(bisect_command)
-main.add_command(upgrade_command)
-main.add_command(variant_command)
+for _command in (
+    run.up,
+    run.down,
+    run.fetch,
+    run.calibrate,
+    image.build,
+    image.lock,
+    image.standin,
+    sweep.sweep,
+    sweep.demo,
+    bisect_command,
+    compare_command,
+    upgrade_command,
+    variant_command,
+):
+    main.add_command(_command)

@@ -1,6 +1,6 @@
 """The ``bwstack bisect`` command: options and output; the search is :mod:`bwstack.bisect.search`, one step
-:mod:`bwstack.bisect.step`. Registered on the command group by ``bwstack.cli`` (its own module, so cli.py
-stays small); imports nothing heavy at module level.
+:mod:`bwstack.bisect.step`. Registered on the command group by ``bwstack.cli`` (its own module, so
+``cli/__init__.py`` stays small); imports nothing heavy at module level.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def bisect(
     from bwstack.bisect import search, step
     from bwstack.errors import UserError
     from bwstack.stack import loader, schema
-    from bwstack.sweep import default_timeout, signal_handlers
+    from bwstack.sweep.run import default_timeout, signal_handlers
 
     stack = loader.load_stack(file)
     loader.emit_warnings(stack)

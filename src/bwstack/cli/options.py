@@ -1,8 +1,8 @@
 """Options shared by the ``bwstack`` commands wherever they are defined (``cli/__init__.py``, its command
 modules).
 
-Kept apart from ``cli.py`` so that a command module registered by ``cli.py`` can use them without importing
-``cli.py`` back.
+Kept apart from ``cli/__init__.py`` so that a command module it registers can use them without importing
+the group back.
 """
 
 from __future__ import annotations

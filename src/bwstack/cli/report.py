@@ -1,4 +1,4 @@
-"""The ``bwstack report bundle | verify | merge`` commands (registered by ``cli.py``, which stays small).
+"""The ``bwstack report bundle | verify | merge`` commands (registered by ``bwstack.cli``, which stays small).
 
 ``bundle`` packs a sweep report into one secret-free file (:mod:`bwstack.sweep.bundle`), ``verify`` checks one
 (:mod:`bwstack.sweep.bundleread`) and ``merge`` turns many into one matrix with provenance

@@ -1,7 +1,6 @@
 """The ``bwstack variant new`` and ``bwstack upgrade`` commands: options and output only; the work is in
-:mod:`bwstack.lock.variant_new` and :mod:`bwstack.know.upgrade`. Registered on the command group by
-``bwstack.cli`` (its
-own module, so cli.py stays small); imports nothing heavy at module level.
+:mod:`bwstack.build.lock.variant_new` and :mod:`bwstack.ops.upgrade`. Registered on the command group by
+``bwstack.cli`` (its own module, so ``cli/__init__.py`` stays small); imports nothing heavy at module level.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ def variant() -> None:
 def variant_new(name: str, version: str, source: str | None, base: str | None, file: Path) -> None:
     """Write images/NAME/ for an SGLang release from its own wheel: [python] pins from its requirements, the
     base image tag, the parser snapshot and versions.json; the rest copied from --from, changes printed."""
-    from bwstack.lock import variant_new
+    from bwstack.build.lock import variant_new
     from bwstack.stack import loader, pins
 
     stack = loader.parse_stack_file(file)[0] if file.is_file() else None
@@ -78,8 +77,8 @@ def upgrade(
     """What moving PROFILES (default: all) from OLD to NEW does: OLD and NEW are variants (images/<name>/)
     or SGLang releases (the stack's variant with that release's wheel). Exit 1 when a profile is predicted to
     get worse."""
-    from bwstack.know import upgrade as upgrade_mod
-    from bwstack.know import upgrade_render
+    from bwstack.ops import upgrade as upgrade_mod
+    from bwstack.ops import upgrade_render
     from bwstack.stack import loader
 
     stack = loader.load_stack(file)

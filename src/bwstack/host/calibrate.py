@@ -16,7 +16,7 @@ from bwstack.files import atomic_write
 from bwstack.host import netwait
 from bwstack.stack import baselines, modelconfig
 from bwstack.stack.schema import Stack
-from healthchecks import common, judging, longprobe, settings, warmup
+from healthchecks import common, judging, longprobe, probehttp, settings, warmup
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -38,7 +38,7 @@ def measure(
         decode_every=1.0,
         state_path="",
     )
-    run = warmup.Run(
+    run = probehttp.Run(
         cfg=cfg, deadline=time.monotonic() + timeout, api_key=api_key, state={"healthy_once": True}
     )
     _answers(url, timeout)
@@ -66,7 +66,7 @@ def measure(
         raise ExternalError(
             f"the server at {url} is not fit to calibrate on: {exc.cls}: {exc.reason}"
         ) from None
-    except (warmup.Refused, warmup.Dropped, warmup.Unreachable, warmup.DeadlineExceeded) as exc:
+    except (probehttp.Refused, probehttp.Dropped, probehttp.Unreachable, probehttp.DeadlineExceeded) as exc:
         raise ExternalError(f"the server at {url} did not answer: {type(exc).__name__} {exc}") from None
     except settings.UsageError as exc:
         raise UserError(str(exc), field="--url") from None

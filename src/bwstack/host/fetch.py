@@ -14,6 +14,7 @@ never printed: messages name the file, not its content.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import os
@@ -24,16 +25,18 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bwstack import __version__
 from bwstack.errors import AbandonedWork, ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.host import modelcache, netwait
+from bwstack.host import cachevolume, modelcache, netwait
 from bwstack.host.modelcache import Location, human_bytes
-from bwstack.stack.schema import Stack
-from bwstack.sweep.report import utc_now
+from bwstack.record import utc_now
 from healthchecks import common, imagelayout
+
+if TYPE_CHECKING:  # the helper container imports this module without pydantic's stack schema
+    from bwstack.stack.schema import Stack
 
 #: file names SGLang (transformers' config/tokenizer loaders) reads besides the weights
 NEEDED_NAMES = frozenset(
@@ -64,6 +67,16 @@ PLAIN_EVERY_SECONDS = 10.0
 STALL_ENV = "BWSTACK_FETCH_STALL_S"
 DEFAULT_STALL_S = 300.0
 STALL_MIN_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one fetch fills: the repo, the revision asked for, the commit it is, the token (or None)."""
+
+    repo: str
+    revision: str | None
+    commit: str
+    token: str | None = dataclasses.field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -381,7 +394,9 @@ def fetch(
             "model.revision (the commit is printed below)"
         )
     location = modelcache.locate(stack, cache_dir, create=True)
-    modelcache.check_writable(location)
+    through_container = location.volume is not None and cachevolume.needs_container(location.root, write=True)
+    if not through_container:
+        modelcache.check_writable(location)
     token = read_token(stack)
     commit, listed = list_files(stack, revision or "main", token)
     files = select_files(listed)
@@ -398,8 +413,54 @@ def fetch(
         f"fetch: {repo}@{commit} into {location.root} ({location.source}): {len(files)} files, "
         f"{human_bytes(total)}" + (f" ({skipped} files SGLang does not need skipped)" if skipped else "")
     )
+    target = Target(repo, revision, commit, token)
+    if through_container:
+        echo(
+            f"fetch: {location.root} is open to root only: writing it through a short-lived container as "
+            f"the serving user (uid {imagelayout.UID})"
+        )
+        image = cachevolume.helper_image(location.image)
+        request = {"op": "fill", **dataclasses.asdict(target), "max_workers": max_workers}
+        request["files"] = [dataclasses.asdict(f) for f in files]
+        answer = cachevolume.run(location.volume or "", image, request, echo=echo)
+        manifest = location.root / str(answer["manifest"])
+    else:
+        manifest = fill(
+            location,
+            target,
+            files,
+            max_workers=max_workers,
+            echo=echo,
+            live=sys.stderr.isatty(),
+            refused=lambda exc: hub_error(exc, stack, commit),
+        )
+        if modelcache.hand_to_server(location):
+            echo(f"fetch: {location.root} now belongs to the serving user (uid {imagelayout.UID})")
+    echo(
+        f"fetch: {repo}@{commit} complete and verified: {len(files)} files, {human_bytes(total)}; manifest "
+        f"{manifest}; 'bwstack up' now starts the services with HF_HUB_OFFLINE=1"
+    )
+    if revision is None:
+        echo(f"fetch: pin it: set model.revision: {commit} in {stack.path.name}")
+    return 0
+
+
+def fill(
+    location: Location,
+    target: Target,
+    files: Sequence[HubFile],
+    *,
+    max_workers: int,
+    echo: Callable[[str], None],
+    live: bool,
+    refused: Callable[[Exception], Exception] | None = None,
+) -> Path:
+    """Download, verify and record ``files`` into ``location`` (a folder this process can write); the
+    manifest's path. ``refused``: the error for the Hub's own 401/403 during the download."""
+    repo, commit = target.repo, target.commit
+    total = sum(f.size for f in files)
     repo_dir = location.hub / modelcache.repo_folder(repo)
-    progress = Progress(repo_dir / "blobs", files, echo, live=sys.stderr.isatty())
+    progress = Progress(repo_dir / "blobs", files, echo, live=live)
     need = int((total - progress.start_bytes) * DISK_MARGIN)
     location.root.mkdir(parents=True, exist_ok=True)
     free = free_bytes(location.root)
@@ -411,7 +472,7 @@ def fetch(
         )
     if progress.start_bytes:
         echo(f"fetch: resuming: {human_bytes(progress.start_bytes)} already on disk")
-    _download(stack, commit, files, location, token, max_workers, progress)
+    _download(target, files, location, max_workers, progress, refused)
     folder = modelcache.snapshot_dir(location, repo, commit)
     echo(f"fetch: verifying {len(files)} files against the Hub's sizes and hashes")
     bad = verify(folder, files)
@@ -423,26 +484,16 @@ def fetch(
             f"verification failed for {len(bad)} file(s) of {repo}@{commit[:12]}: {first.path}: {problem}; "
             "removed the bad file(s): run 'bwstack fetch' again to download them again"
         )
-    manifest = write_manifest(location, stack, commit, files)
-    if modelcache.hand_to_server(location):
-        echo(f"fetch: {location.root} now belongs to the serving user (uid {imagelayout.UID})")
-    echo(
-        f"fetch: {repo}@{commit} complete and verified: {len(files)} files, {human_bytes(total)}; manifest "
-        f"{manifest}; 'bwstack up' now starts the services with HF_HUB_OFFLINE=1"
-    )
-    if revision is None:
-        echo(f"fetch: pin it: set model.revision: {commit} in {stack.path.name}")
-    return 0
+    return write_manifest(location, target, files)
 
 
 def _download(  # noqa: PLR0917 - one call site
-    stack: Stack,
-    commit: str,
+    target: Target,
     files: Sequence[HubFile],
     location: Location,
-    token: str | None,
     max_workers: int,
     progress: Progress,
+    refused: Callable[[Exception], Exception] | None,
 ) -> None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError
@@ -453,13 +504,13 @@ def _download(  # noqa: PLR0917 - one call site
 
     def run() -> None:
         try:
-            resume_partials(stack, commit, files, location, token)
+            resume_partials(target, files, location)
             snapshot_download(
-                stack.model.path,
-                revision=commit,
+                target.repo,
+                revision=target.commit,
                 cache_dir=str(location.hub),
                 allow_patterns=[f.path for f in files],
-                token=token if token else False,
+                token=target.token if target.token else False,
                 max_workers=max_workers,
                 endpoint=endpoint(),
                 library_name="bwstack",
@@ -490,7 +541,13 @@ def _download(  # noqa: PLR0917 - one call site
             and response.status_code in {401, 403}
             and _origin(str(response.url)) == _origin(endpoint())
         ):  # the Hub itself refused (token, gate); a CDN's 403 (expired URL) is a failed download
-            raise hub_error(exc, stack, commit) from None
+            if refused is not None:
+                raise refused(exc) from None
+            raise ExternalError(
+                f"the Hub at {endpoint()} refused the download of {target.repo} "
+                f"(HTTP {response.status_code}): check the token in the stack's secrets folder (hf_token) "
+                "and the repo's access"
+            ) from None
         text = " ".join(f"{exc.__class__.__name__}: {exc}".split())[:240]
         raise ExternalError(_left_words(progress, f"download failed ({text})")) from None
 
@@ -519,9 +576,7 @@ class StallWatch:
         )
 
 
-def resume_partials(
-    stack: Stack, commit: str, files: Sequence[HubFile], location: Location, token: str | None
-) -> None:
+def resume_partials(target: Target, files: Sequence[HubFile], location: Location) -> None:
     """Finish the files an interrupted fetch left half-written, from where they stopped (ranged GETs).
 
     huggingface_hub writes each file to a per-process ``<etag>.<id>.incomplete`` and, after a crash, starts
@@ -533,7 +588,8 @@ def resume_partials(
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
     from huggingface_hub.file_download import http_get
 
-    blobs = location.hub / modelcache.repo_folder(stack.model.path) / "blobs"
+    blobs = location.hub / modelcache.repo_folder(target.repo) / "blobs"
+    token = target.token
     for f in files:
         if (blobs / f.blob_name).exists():
             continue
@@ -548,7 +604,7 @@ def resume_partials(
         if size == 0 or size > f.size:
             part.unlink(missing_ok=True)
             continue
-        url = hf_hub_url(stack.model.path, f.path, revision=commit, endpoint=endpoint())
+        url = hf_hub_url(target.repo, f.path, revision=target.commit, endpoint=endpoint())
         meta = get_hf_file_metadata(url, token=token if token else False, endpoint=endpoint())
         headers = {"user-agent": "bwstack"}
         if token and _origin(meta.location) == _origin(endpoint()):
@@ -575,20 +631,20 @@ def _left_words(progress: Progress, what: str) -> str:
     )
 
 
-def write_manifest(location: Location, stack: Stack, commit: str, files: Sequence[HubFile]) -> Path:
+def write_manifest(location: Location, target: Target, files: Sequence[HubFile]) -> Path:
     """The manifest beside the cache (atomic): what is there, verified, at which commit."""
     import json
 
     data = {
         "schema": modelcache.MANIFEST_SCHEMA,
-        "repo": stack.model.path,
-        "revision": stack.model.revision,
-        "commit": commit,
+        "repo": target.repo,
+        "revision": target.revision,
+        "commit": target.commit,
         "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "blob_id": f.blob_id} for f in files],
         "bytes": sum(f.size for f in files),
         "fetched_at": utc_now(),
         "generated_by": f"bwstack {__version__}",
     }
-    path = modelcache.manifest_path(location, stack.model.path, stack.model.revision)
+    path = modelcache.manifest_path(location, target.repo, target.revision)
     atomic_write(path, json.dumps(data, indent=2) + "\n")
     return path

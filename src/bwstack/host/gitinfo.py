@@ -1,6 +1,7 @@
 """What git says about a checkout (HEAD's commit and time, local changes): one bounded ``git -C`` call.
 
-Used where bwstack records its own provenance: the OCI labels of an image it builds (``operate``) and the
+Used where bwstack records its own provenance: the OCI labels of an image it builds
+(:mod:`bwstack.build.dockerbuild`) and the
 manifest of a sweep bundle (``bundle``). A missing git, a folder that is no checkout or a slow git is an
 answer (None), never an exception.
 """

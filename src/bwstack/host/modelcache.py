@@ -18,11 +18,14 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from bwstack.errors import ExternalError, UserError
-from bwstack.stack.schema import Stack
+from bwstack.host import cachevolume
 from healthchecks import imagelayout
+
+if TYPE_CHECKING:  # the helper container (cacheworker) imports this module without pydantic's stack schema
+    from bwstack.stack.schema import Stack
 
 MANIFEST_SCHEMA = "bwstack.model-cache/1"
 MANIFEST_DIR = "bwstack"
@@ -38,10 +41,15 @@ State = Literal["present", "partial", "missing", "unknown"]
 
 @dataclass(frozen=True)
 class Location:
-    """The services' HF_HOME as a folder of this host, and where that came from (for messages)."""
+    """The services' HF_HOME as a folder of this host, and where that came from (for messages). A named
+    volume also carries its name and the stack's serving image: when this user cannot open ``root`` (Docker's
+    volume folder is root's), the cache is read and written through a container of that image
+    (:mod:`bwstack.host.cachevolume`)."""
 
     root: Path
     source: str
+    volume: str | None = None
+    image: str | None = None
 
     @property
     def hub(self) -> Path:
@@ -123,7 +131,10 @@ def locate(stack: Stack, cache_dir: Path | None = None, *, create: bool = False)
         return Location(cache_dir.expanduser().resolve(), "--cache-dir")
     if stack.settings.model_cache_path is not None:
         return Location((stack.root / stack.settings.model_cache_path).resolve(), "stack.model_cache_path")
-    return Location(_volume_mountpoint(stack, create=create), f"volume {volume_name(stack)}")
+    name = volume_name(stack)
+    mountpoint = _volume_mountpoint(stack, create=create)
+    image = imagelayout.image_ref(stack.settings.image_repo, stack.settings.variant)
+    return Location(mountpoint, f"volume {name}", name, image)
 
 
 def _docker(*args: str) -> subprocess.CompletedProcess[str]:
@@ -218,6 +229,8 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
 def status(location: Location, repo: str, revision: str | None) -> CacheStatus:
     """present (manifest + every file there with its size), partial, missing, or unknown (unreadable)."""
     base = CacheStatus(state="missing", repo=repo, revision=revision, location=location)
+    if location.volume is not None and cachevolume.needs_container(location.root, write=False):
+        return _status_through_container(base)
     try:
         if not location.root.exists():
             return base
@@ -248,6 +261,20 @@ def status(location: Location, repo: str, revision: str | None) -> CacheStatus:
     return base
 
 
+def _status_through_container(base: CacheStatus) -> CacheStatus:
+    """The status of a volume this user cannot open, as the serving user sees it in a helper container."""
+    assert base.location is not None and base.location.volume is not None
+    request = {"op": "status", "repo": base.repo, "revision": base.revision}
+    try:
+        image = cachevolume.helper_image(base.location.image)
+        answer = cachevolume.run(base.location.volume, image, request, timeout=300)
+    except (ExternalError, UserError) as exc:
+        base.state, base.detail = "unknown", str(exc)
+        return base
+    fields = {k: v for k, v in answer.items() if k in CacheStatus.__dataclass_fields__ and k != "location"}
+    return CacheStatus(**{**fields, "location": base.location})
+
+
 def _blob_bytes(folder: Path) -> int:
     try:
         return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
@@ -258,7 +285,7 @@ def _blob_bytes(folder: Path) -> int:
 # --- what up and the sweep do with it -------------------------------------------------------------------
 
 
-def service_env(stack: Stack, *, skip: bool = False, warn: Any = None) -> dict[str, str]:
+def service_env(stack: Stack, *, skip: bool = False) -> dict[str, str]:
     """Compose variables for starting the services; refuses (ExternalError, exit 1) when the model is not
     fetched, so the healthcheck's start period never covers a download. ``skip``: no check, no variables."""
     if skip or is_local_model(stack):
@@ -273,10 +300,10 @@ def service_env(stack: Stack, *, skip: bool = False, warn: Any = None) -> dict[s
     found = status(location, stack.model.path, stack.model.revision)
     if found.state == "present":
         return {OFFLINE_VAR: "1"}
-    if found.state == "unknown":
-        if warn is not None:
-            warn(f"cannot tell whether the model is fetched: {found.detail}; starting without HF_HUB_OFFLINE")
-        return {}
+    if found.state == "unknown":  # never a start that may download inside the start period unasked
+        raise ExternalError(
+            f"cannot tell whether model {stack.model.path} is fetched: {found.detail}; {SKIP_HINT}"
+        )
     left = f", {len(found.missing_files)} file(s) missing" if found.missing_files else ""
     raise ExternalError(
         f"model {found.words()}{left}: run 'bwstack fetch' first ({_size_words(stack)}, resumable); "

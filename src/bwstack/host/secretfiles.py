@@ -4,13 +4,14 @@ serving user only.
 Compose file secrets outside swarm are bind mounts that keep the host file's owner and mode (``uid``/``gid``/
 ``mode`` are ignored: docker/compose#12362, moby/moby#40046), so a 0600 file of the operator is unreadable for
 the image's serving user (uid :data:`healthchecks.imagelayout.UID`). bwstack grants that one user read access
-with a POSIX ACL
-entry (``user:10001:r--``; owner keeps read/write, group and others get nothing); as root without ACL support
-it hands the file to that user instead. :func:`readable_by` judges a file for ``doctor`` as the kernel will.
+with a POSIX ACL entry (``user:10001:r--``; owner keeps read/write, group and others get nothing); as root
+without ACL support it hands the file to that user instead. :func:`readable_by` judges a file for ``doctor``
+as the kernel will.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -18,8 +19,11 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from bwstack import launch
 from bwstack.errors import UserError
-from healthchecks import imagelayout
+from bwstack.host import enginekind
+from bwstack.stack.schema import Stack
+from healthchecks import common, imagelayout
 
 #: the image's serving user (Dockerfile ``USER 10001:10001``; the k8s securityContext)
 
@@ -183,3 +187,36 @@ def state_of(name: str, path: Path, uid: int = imagelayout.UID) -> SecretState:
     except OSError:
         empty = False
     return SecretState(name, path, "empty" if empty else "ok")
+
+
+def ensure_secrets(stack: Stack, kind: enginekind.EngineKind | None = None) -> list[str]:
+    """Make each secret file the stack mounts exist (empty, mode 0600) and readable for the serving user only
+    (:mod:`bwstack.host.secretfiles`), as the engine runs it (``kind``: SELinux labels, rootless or
+    userns-remapped uids; detected when not given); one note per file created or changed."""
+    notes: list[str] = []
+    if not launch.stack_secrets(stack):
+        return notes
+    kind = kind or enginekind.detect()
+    folder = (stack.root / stack.settings.secrets_dir).resolve()
+    for name in launch.stack_secrets(stack):
+        path = folder / name
+        if not path.exists():
+            create_secret(path)
+            notes.append(
+                f"created empty secret file {path} (mode 0600, readable for the serving user uid "
+                f"{imagelayout.UID} only); put your token there if needed"
+            )
+        check_regular(path)
+        if name == "api_key":
+            with contextlib.suppress(OSError):  # unreadable here: serve.py checks it in the container
+                problem = common.api_key_problem(path.read_text(encoding="utf-8", errors="replace").strip())
+                if problem is not None:
+                    raise UserError(problem, file=path)
+        changed = grant_serving_user(path, kind.serving_uid)
+        if changed:
+            notes.append(changed)
+        if kind.relabel:
+            labelled = enginekind.relabel(path)
+            notes.append(labelled or f"{path}: SELinux is enforcing and chcon is missing: label it "
+                         "container_file_t yourself")  # fmt: skip
+    return notes

@@ -1,25 +1,26 @@
 """Shipped evidence: what the bundles merged into the repository's ``evidence/`` folder saw of each profile.
 
 ``evidence/merged.json`` is a ``bwstack report merge`` output (:mod:`bwstack.sweep.reportmerge`) kept next to
-the
-profiles files, with the bundles it was merged from. This room reads it for a stack: the cells of one
-profile (its name, its image variant, its arch; the ``cpu`` section for a CPU stack, ``gpu`` otherwise:
-CPU rows never speak for a GPU profile, stand-in rows were never merged), the words ``list``, ``up
---dry-run`` and the next-profile hint print ("seen healthy on 3 hosts (sm120, driver 580.x), nan on 1
-(…)"), and the contradictions ``validate`` warns about, each with the profiles.yaml change the evidence
-supports and the bundles it rests on.
+the profiles files, with the bundles it was merged from. This room reads it for a stack: the cells of one
+profile (its name, its image variant, its arch; the ``cpu`` section for a CPU stack, ``gpu`` otherwise: CPU
+rows never speak for a GPU profile, stand-in rows were never merged), the words ``list``, ``up --dry-run`` and
+the next-profile hint print ("seen healthy on 3 hosts (sm120, driver 580.x), nan on 1 (…)"), and the
+contradictions ``validate`` warns about, each with the profiles.yaml change the evidence supports and the
+bundles it rests on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bwstack.errors import UserError
 from bwstack.files import read_json
+from bwstack.record import MERGED_FILE
+from bwstack.record import MERGED_FORMAT as FORMAT
+from bwstack.record.types import Cell, Merged
 from bwstack.stack.schema import Stack
-from bwstack.sweep.reportmerge import FORMAT, MERGED_FILE
 from bwstack.textlayout import printable
 from healthchecks import untrusted
 
@@ -28,7 +29,7 @@ EVIDENCE_DIR = "evidence"
 EVIDENCE_LIMITS = untrusted.Limits(max_bytes=16 << 20)
 
 
-def load(root: Path) -> dict[str, Any] | None:
+def load(root: Path) -> Merged | None:
     """``<root>/evidence/merged.json``, or None when the folder has none."""
     path = root / EVIDENCE_DIR / MERGED_FILE
     if not path.is_file():
@@ -37,7 +38,7 @@ def load(root: Path) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("cells"), list):
         raise UserError(f"not a merged evidence file (format {FORMAT!r})", file=path, field="format")
     _check_shape(path, doc)
-    return dict(printable_strings(doc))
+    return cast(Merged, dict(printable_strings(doc)))
 
 
 #: the fields of a merged cell's run that list, validate and up --dry-run print: a string or null each
@@ -89,7 +90,7 @@ def section_for(stack: Stack) -> str:
     return "cpu" if stack.is_cpu else "gpu"
 
 
-def cells_for(stack: Stack, name: str, merged: dict[str, Any] | None) -> list[dict[str, Any]]:
+def cells_for(stack: Stack, name: str, merged: Merged | None) -> list[Cell]:
     """The merged cells of one profile as this stack runs it (name, variant, section, arch)."""
     if merged is None:
         return []
@@ -129,7 +130,7 @@ def _details(section: str, seen: list[dict[str, Any]]) -> str:
     return ", ".join(words)
 
 
-def seen_words(cells: list[dict[str, Any]]) -> str | None:
+def seen_words(cells: list[Cell]) -> str | None:
     """``seen healthy on 3 hosts (sm120, driver 580.x, …), nan on 1 (…)``; CPU evidence says so."""
     runs = [dict(e, arch=c.get("arch")) for c in cells for e in c.get("seen") or [] if isinstance(e, dict)]
     if not runs:
@@ -147,14 +148,14 @@ def seen_words(cells: list[dict[str, Any]]) -> str | None:
     return label + ", ".join(parts)
 
 
-def bundle_files(cells: list[dict[str, Any]], merged: dict[str, Any]) -> list[str]:
+def bundle_files(cells: list[Cell], merged: Merged) -> list[str]:
     """The shipped bundle files (relative to the repository) behind ``cells``."""
     ids = sorted({str(e.get("bundle")) for c in cells for e in c.get("seen") or [] if isinstance(e, dict)})
     bundles = merged.get("bundles") or {}
     return [f"{EVIDENCE_DIR}/{(bundles.get(i) or {}).get('file') or i}" for i in ids]
 
 
-def profile_words(stack: Stack, name: str, merged: dict[str, Any] | None = None) -> str | None:
+def profile_words(stack: Stack, name: str, merged: Merged | None = None) -> str | None:
     """``expect healthy — seen healthy on 2 hosts (…)`` for one profile; None without evidence."""
     merged = merged if merged is not None else load(stack.root)
     words = seen_words(cells_for(stack, name, merged))

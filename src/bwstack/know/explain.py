@@ -27,8 +27,8 @@ from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
 from bwstack.know import venv_scripts, venvs
 from bwstack.launch import launch_spec
-from bwstack.nogpu import tinymodel
 from bwstack.stack import modelconfig
+from bwstack.tiny import tinymodel
 from healthchecks import vocabulary
 
 if TYPE_CHECKING:

@@ -1,8 +1,7 @@
 """What to try next after a profile failed: the nearest profile worth trying on the same GPU arch, and why.
 
 Derived from the failure class (the one catalog, ``healthchecks/signatures/__init__.py``), the profiles'
-expectations
-and the rules engine's predictions (:func:`bwstack.know.rules.predict`):
+expectations and the rules engine's predictions (:func:`bwstack.know.rules.predict`):
 
 1. Candidates are the other profiles that are expected healthy *and* predicted healthy on the arch, and that
    are not known to fail there: a verdict already recorded for them (a sweep's results so far) that is not

@@ -39,7 +39,7 @@ K8S_TEMPLATE = "k8s/leaderworkerset.yaml.j2"
 K8S_DIR = "k8s"
 CRD_RESOURCE = "data/schemas/leaderworkerset-crd.yaml"
 DIST_INIT_PORT = multihost.DIST_INIT_PORT
-READY_STATE = "/tmp/bwstack-hc-ready.json"  # noqa: S108 - a path inside the container
+READY_STATE = imagelayout.HC_READY_STATE
 STARTUP_PERIOD_S = 10
 JIT_CLAIM_SIZE = "32Gi"
 DEFAULT_CACHE_SIZE = "512Gi"
@@ -197,7 +197,7 @@ def probes(spec: launch.LaunchSpec, leader: bool) -> dict[str, dict[str, Any]]:
 
 
 def dist_args() -> list[str]:
-    return multihost.dist_argv(
+    return launch.dist_argv(
         f"$(LWS_LEADER_ADDRESS):{DIST_INIT_PORT}", "$(LWS_GROUP_SIZE)", "$(LWS_WORKER_INDEX)"
     )
 
@@ -209,19 +209,24 @@ def container_env(spec: launch.LaunchSpec, leader: bool) -> dict[str, str]:
     return env
 
 
-def mounts(stack: Stack, profile_name: str) -> list[dict[str, Any]]:
-    found = [
-        {"name": "dshm", "mountPath": "/dev/shm", "readOnly": False},  # noqa: S108 - the pod's shm mount
-        {"name": dns_label(stack.settings.model_cache), "mountPath": imagelayout.HF_HOME, "readOnly": False},
-        {"name": jit_claim(stack, profile_name), "mountPath": imagelayout.JIT_CACHE, "readOnly": False},
-    ]
-    if secret_sources(stack):
+def mounts(spec: launch.LaunchSpec) -> list[dict[str, Any]]:
+    """The container's mounts: /dev/shm, the launch spec's volumes (each a claim), the secrets."""
+    found = [{"name": "dshm", "mountPath": "/dev/shm", "readOnly": False}]  # noqa: S108 - the pod's shm mount
+    found += [{"name": dns_label(m.volume), "mountPath": m.target, "readOnly": False} for m in spec.mounts]
+    if secret_sources(spec.stack):
         found.append({"name": "secrets", "mountPath": imagelayout.SECRETS_DIR, "readOnly": True})
     return found
 
 
-def jit_claim(stack: Stack, profile_name: str) -> str:
-    return dns_label(launch.jit_volume(stack.variant_name_for(profile_name)))
+def claims(spec: launch.LaunchSpec) -> list[dict[str, str]]:
+    """One claim per launch-spec volume: the model cache sized by :func:`cache_size`, a JIT cache smaller."""
+    return [
+        {
+            "name": dns_label(m.volume),
+            "size": cache_size(spec.stack) if m.target == imagelayout.HF_HOME else JIT_CLAIM_SIZE,
+        }
+        for m in spec.mounts
+    ]
 
 
 def secret_sources(stack: Stack) -> list[dict[str, str]]:
@@ -264,7 +269,7 @@ def pod_context(spec: launch.LaunchSpec, nodes: int, leader: bool) -> dict[str, 
         "anti_affinity": anti_affinity(lws_name(stack, profile_name), nodes),
         "port": spec.port if leader else None,
         "probes": probes(spec, leader),
-        "mounts": mounts(stack, profile_name),
+        "mounts": mounts(spec),
     }
 
 
@@ -287,12 +292,9 @@ def lws_context(stack: Stack, profile_name: str, nodes: int) -> dict[str, Any]:
         "leader": pod_context(spec, nodes, leader=True),
         "worker": pod_context(spec, nodes, leader=False),
         "uid": imagelayout.UID,
-        "shm_size": quantity(stack.settings.shm_size),
+        "shm_size": quantity(spec.shm_size),
         "secrets": secret_sources(stack),
-        "claims": [
-            {"name": dns_label(stack.settings.model_cache), "size": cache_size(stack)},
-            {"name": jit_claim(stack, profile_name), "size": JIT_CLAIM_SIZE},
-        ],
+        "claims": claims(spec),
         "port": spec.port,
         "name_label": LWS_NAME_LABEL,
         "api_version": LWS_API_VERSION,

@@ -30,13 +30,11 @@ from bwstack import launch
 from bwstack.errors import UserError
 from bwstack.render import compose
 from bwstack.stack.schema import Stack
-from healthchecks import imagelayout
 
 MULTIHOST_TEMPLATE = "compose-multihost.yaml.j2"
 MULTIHOST_FILE = "compose.multihost.yaml"
 DIST_INIT_PORT = 20000
 DIST_ENV = "DIST_INIT_ADDR"
-DIST_FLAGS = ("--dist-init-addr", "--nnodes", "--node-rank")
 DIST_HINT = f"set {DIST_ENV} to the rank-0 host address and a free port, e.g. 10.0.0.1:{DIST_INIT_PORT}"
 LIVENESS_TIMEOUT_S = 10
 HEADER = (
@@ -64,17 +62,12 @@ def selected_profiles(stack: Stack, profiles: Sequence[str]) -> list[str]:
 def check_dist_flags(stack: Stack, profile_name: str) -> None:
     """UserError unless the profile's SGLang (its parser snapshot) has the flags that join nodes."""
     snapshot = stack.snapshot_for(profile_name)
-    for flag in DIST_FLAGS:
+    for flag in launch.DIST_FLAGS:
         if snapshot.flag(flag) is None:
             raise UserError(
                 f"{snapshot.label} has no {flag} flag, so profile {profile_name} cannot span nodes",
                 file=snapshot.path,
             )
-
-
-def dist_argv(address: str, nnodes: str, rank: str) -> list[str]:
-    """The SGLang flags that join one node to the group (the same spelling in 0.5.9 and 0.5.23)."""
-    return [DIST_FLAGS[0], address, DIST_FLAGS[1], nnodes, DIST_FLAGS[2], rank]
 
 
 def api_url(bind_address: str, port: int) -> str:
@@ -121,19 +114,30 @@ def node_service(stack: Stack, profile_name: str, nodes: int, rank: int, rel: st
         test = liveness_test(settings.port, rank)
     base["healthcheck"]["test"] = test
     base["build"]["context"] = rel
-    cache = settings.model_cache_path
-    if cache is not None and not cache.startswith("/") and rel != ".":  # a host folder next to profiles.yaml
-        base["volumes"][0] = f"{(PurePosixPath(rel) / cache).as_posix()}:{imagelayout.HF_HOME}"
+    base["volumes"] = [f"{mount_source(mount, rel)}:{mount.target}" for mount in spec.mounts]
     return {
         **base,
         "name": service_name(profile_name, rank),
         "description": " ".join(base["description"].split()),
         "profile": profile_name,
         "rank": rank,
-        "command": [*argv, *dist_argv(dist, str(nodes), str(rank))],
+        "network_mode": "host",  # NCCL and torch's rendezvous connect on ports chosen at run time
+        "ipc": "host",
+        "ulimits": True,
+        "command": [*argv, *launch.dist_argv(dist, str(nodes), str(rank))],
         "gpu_count": spec.placement(nodes).gpus_per_node,
         "labels": {**base["labels"], "io.bwstack.node-rank": str(rank), "io.bwstack.nodes": str(nodes)},
     }
+
+
+def mount_source(mount: launch.Mount, rel: str) -> str:
+    """What Compose mounts: the named volume, or the host folder seen from the rendered file's folder."""
+    folder = mount.host_folder
+    if folder is None:
+        return mount.volume
+    if folder.startswith("/") or rel == ".":
+        return folder
+    return (PurePosixPath(rel) / folder).as_posix()  # a host folder next to profiles.yaml
 
 
 def relative_root(stack: Stack, target: Path) -> str:
@@ -145,7 +149,7 @@ def relative_root(stack: Stack, target: Path) -> str:
 def multihost_context(stack: Stack, nodes: int, profiles: Sequence[str], target: Path) -> dict[str, Any]:
     rel = relative_root(stack, target)
     services = [node_service(stack, p, nodes, r, rel) for p in profiles for r in range(nodes)]
-    volumes = compose.named_volumes(stack, [s["variant"] for s in services])
+    volumes = compose.named_volumes(stack, profiles)
     secrets = {
         name: (PurePosixPath(rel) / stack.settings.secrets_dir / name).as_posix()
         for name in launch.stack_secrets(stack)

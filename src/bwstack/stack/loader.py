@@ -54,6 +54,7 @@ def load_stack(path: Path) -> Stack:
     )
     _check_variants(stack)
     _check_model(stack)
+    _check_port(stack)
     for name, profile in stack.profiles.items():
         _check_profile(stack, name, profile)
     return stack
@@ -89,7 +90,7 @@ def _check_variants(stack: Stack) -> None:
                 line=_variant_ref_line(stack, name),
                 field="stack.device",
             )
-        if not variant.locked and not variant.is_cpu:
+        if not variant.locked and variant.base_pulled:
             stack.warnings.append(
                 f"variant {name} is not locked: its base image {variant.base_image} has no digest, so builds "
                 "are not reproducible; run 'bwstack lock' on a machine with registry access"
@@ -128,6 +129,26 @@ def _variant_ref_line(stack: Stack, name: str) -> int | None:
         if profile.variant == name:
             return stack.line_of("profiles", pname, "variant")
     return None
+
+
+#: Linux's default ``net.ipv4.ip_local_port_range``: the ports the kernel hands out for port 0. SGLang takes
+#: its distributed-init port that way before its HTTP server binds (``get_free_port`` in its engine), so a
+#: serving port in this range can be taken from under it ("address already in use" at start).
+EPHEMERAL_PORTS = range(32768, 61000)
+
+
+def _check_port(stack: Stack) -> None:
+    port = stack.settings.port
+    if port not in EPHEMERAL_PORTS:
+        return
+    default = type(stack.settings).model_fields["port"].default
+    where = stack.line_of("stack", "port") or stack.line_of("stack")
+    stack.warnings.append(
+        f"{stack.path}:{where}: stack.port {port} is in Linux's ephemeral range ({EPHEMERAL_PORTS.start}-"
+        f"{EPHEMERAL_PORTS.stop - 1}), where SGLang picks its own internal ports before its HTTP server"
+        f" binds: a start can fail with 'address already in use'; pick a port below {EPHEMERAL_PORTS.start}"
+        f" (the default is {default})"
+    )
 
 
 def _check_model(stack: Stack) -> None:

@@ -20,10 +20,10 @@ PINS_FILE = "pins.toml"
 LOCK_FILE = "overrides.lock"
 WHEELHOUSE_LOCK_FILE = "wheelhouse.lock"
 #: the folder of a CPU variant's staged wheelhouse that holds its wheels
-# (bwstack.lock.wheelhouse.stage_wheelhouse)
+# (bwstack.build.lock.wheelhouse.stage_wheelhouse)
 WHEELHOUSE_DIR = "wheelhouse"
 #: the git-ignored folder of images/<variant>/ where `bwstack build` stages a CPU variant's override wheels
-#: (bwstack.lock.wheelhouse.stage_overrides); the Dockerfile installs them --no-index
+#: (bwstack.build.lock.wheelhouse.stage_overrides); the Dockerfile installs them --no-index
 OVERRIDE_WHEELS_DIR = "override-wheels"
 SNAPSHOT_FILE = "sglang-args.json"
 MANIFEST_FILE = "versions.json"
@@ -154,6 +154,16 @@ class Variant:
     def locked(self) -> bool:
         """True when the base image is pinned by digest (reproducible)."""
         return bool(self.base_digest)
+
+    @property
+    def base_pulled(self) -> bool:
+        """True when the base is pulled from a registry (and so locked by digest): every GPU variant, and a
+        CPU variant whose ``[base] image`` names a registry host (``127.0.0.1:5000/…``, ``nvcr.io/…``);
+        False for a CPU base made locally by ``bwstack build`` (``bwstack/cpu-base:…``)."""
+        if not self.is_cpu:
+            return True
+        first, _, rest = self.base_image.partition("/")
+        return bool(rest) and ("." in first or ":" in first or first == "localhost")
 
     @property
     def base_ref(self) -> str:

@@ -1,8 +1,7 @@
 """Stack-file values that must not reach compose.yaml as written: secrets, system folders, non-addresses.
 
-The schema (:mod:`bwstack.stack.model`) calls these as pydantic validators; each raises ValueError with the
-value
-and what to use instead, which validation turns into one ``file:line: field: message`` line (exit 2). A
+The schema (:mod:`bwstack.stack.schema`) calls these as pydantic validators; each raises ValueError with the
+value and what to use instead, which validation turns into one ``file:line: field: message`` line (exit 2). A
 secret in ``env`` would be written into the committed compose.yaml and shown by ``docker inspect``; the
 files under ``secrets/`` (``stack.hf_token``, ``stack.api_key``) are the way in.
 """

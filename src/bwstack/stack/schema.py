@@ -37,7 +37,7 @@ COMPOSE_FEATURES = ("start_interval",)
 #: a tiny model's context (max_position_embeddings): 4x the default sparse window (2048), so the long probe
 #: and the soak's long prompts pass the window with room for the soak's concurrency
 TINY_CONTEXT = 8192
-#: the context of the copy pair (bwstack.nogpu.tinycopy: positional heads built for 4096 positions)
+#: the context of the copy pair (bwstack.tiny.tinycopy: positional heads built for 4096 positions)
 COPY_CONTEXT = 4096
 
 
@@ -238,6 +238,11 @@ class Profile(_ProfileBackends):
     expect: str = Field(default="healthy", json_schema_extra={"enum": list(EXPECT_CLASSES)})
     arch: GpuArch | None = None
     device: Literal["gpu", "cpu"] | None = None  # default: stack.device
+    shm_size: SizeStr | None = Field(
+        default=None,
+        description="this profile's /dev/shm size, instead of stack.shm_size (e.g. a CPU profile, "
+        "whose shm is its own, or a Kubernetes pod's memory-backed dshm volume)",
+    )
     why: str = ""
     evidence: list[str] = []
 
@@ -260,7 +265,7 @@ class Profile(_ProfileBackends):
 class TinyModel(_Strict):
     """A tiny model bwstack makes itself (``bwstack tiny-model``) in the model cache before up or a sweep."""
 
-    #: random: seeded random weights (numpy); copy: the long-context model of bwstack.nogpu.tinycopy (an
+    #: random: seeded random weights (numpy); copy: the long-context model of bwstack.tiny.tinycopy (an
     #: induction circuit that copies across 2,000+ tokens); arch, fault, seed and context_length: random only
     kind: Literal["random", "copy"] = "random"
     arch: Literal["llama", "qwen2"] = "llama"

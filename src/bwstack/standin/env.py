@@ -17,7 +17,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-DEFAULT_ARGS_PATH = "/opt/bwstack/sglang-args.json"
+from healthchecks import imagelayout
+
+DEFAULT_ARGS_PATH = imagelayout.PARSER_SNAPSHOT
 DEFAULT_ARCH = "sm120"
 DEFAULT_LOAD_SECONDS = 2.0
 SLOW_START_LOAD_SECONDS = 30.0

@@ -1,21 +1,23 @@
 """The failure texts the stand-in prints: SGLang's, PyTorch's and FlashInfer's real messages, per version.
 
 The healthcheck's failure catalog (``healthchecks/signatures/__init__.py``) classifies a server log by these
-texts, so
-each exception line below is the one the real software prints (sources on each constant). The traceback
-frames around it are shortened (model-internal frames left out) and name files, functions and call lines
-read in the 0.5.9 ("legacy", also used up to 0.5.12) and 0.5.23 ("current", used from 0.5.15) wheels, under
-the path the lmsysorg/sglang images install SGLang at; FlashInfer/PyTorch frame line numbers are indicative.
+texts, so each exception line below is the one the real software prints (sources on each constant). The
+traceback frames around it are shortened (model-internal frames left out) and name files, functions and call
+lines read in the 0.5.9 ("legacy", also used up to 0.5.12) and 0.5.23 ("current", used from 0.5.15) wheels,
+under the path the lmsysorg/sglang images install SGLang at; FlashInfer/PyTorch frame line numbers are
+indicative.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from healthchecks import imagelayout
+
 Version = tuple[int, ...]
 Frame = tuple[str, int, str, str]  # (file, line, function, source line)
 
-SGLANG_ROOT = "/sgl-workspace/sglang/python/sglang"
+SGLANG_ROOT = f"{imagelayout.SGLANG_WORKSPACE}/python/sglang"
 SITE = "/usr/local/lib/python3.12/dist-packages"
 
 # --- messages -----------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ requests/s, TTFT p50/p99 and ITL p50 in ms), ``completed``/``failed``/``timed_ou
 ``client`` and why SGLang's was not used, ``bench_s`` (wall time of the whole step), and ``host``: the GPUs
 (model and count, the doctor's ``nvidia-smi`` query) or ``CPU: <model>, N cores``, marked as the stand-in's
 where the stand-in served — so a CPU figure is never read as a Blackwell one. A run that completed nothing
-has ``error`` and no figures. ``bwstack up`` ranks by ``output_tokens_per_s`` (:mod:`bwstack.host.choose`),
+has ``error`` and no figures. ``bwstack up`` ranks by ``output_tokens_per_s`` (:mod:`bwstack.ops.choose`),
 ``bwstack list`` shows it as "measured", the report prints it (:func:`speed_words`).
 """
 
@@ -287,7 +287,7 @@ class Bench:
         )
 
     def _sglang(self, name: str, container: str, settings: BenchSettings, port: int) -> dict[str, Any]:
-        output = f"/tmp/bwstack-bench-{uuid.uuid4().hex[:12]}.jsonl"  # noqa: S108 - inside the container
+        output = f"{imagelayout.BENCH_OUTPUT_PREFIX}{uuid.uuid4().hex[:12]}.jsonl"
         argv = sglang_argv(
             settings,
             port=port,

@@ -6,9 +6,9 @@ results (every row's evidence: log excerpts, health log, requested and effective
 matrix, the host facts doctor reads (:mod:`bwstack.host.doctor.record`), each image's real digest and labels
 (``docker image inspect``), the profiles file and the compose files as run, bwstack's version and commit, and
 a manifest of sha256 per part. Every part passes through one :class:`bwstack.sweep.redact.Redactor` (secret
-values
-from ``secrets/`` and the environment, secret patterns; with ``--redact-host`` host names, addresses and user
-names), and the bytes written are checked again for every secret before the file is replaced atomically.
+values from ``secrets/`` and the environment, secret patterns; with ``--redact-host`` host names, addresses
+and user names), and the bytes written are checked again for every secret before the file is replaced
+atomically.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bwstack import __version__, launch
+from bwstack import __version__, launch, record
+from bwstack.build.standin_image import STANDIN_REPO
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write_bytes, read_bounded, refuse_overwrite
 from bwstack.host.doctor.probe import HostProbe
 from bwstack.host.doctor.record import host_facts
 from bwstack.host.gitinfo import git
-from bwstack.nogpu.standin_image import STANDIN_REPO
+from bwstack.record import read
 from bwstack.stack.schema import Stack
 from bwstack.sweep import redact, report
 from bwstack.sweep.bundleread import (
@@ -119,7 +120,7 @@ def ran_images(doc: report.Document, variant: str, ref: str) -> dict[str, Any]:
     found = inspect_image(ref)
     ran = sorted(
         {
-            str(row["evidence"]["image_id"])
+            str((row.get("evidence") or {}).get("image_id"))
             for row in doc["results"].values()
             if row.get("variant") == variant and (row.get("evidence") or {}).get("image_id")
         }
@@ -150,10 +151,10 @@ def report_stack(report_dir: Path, stack: Stack, load: Callable[[Path], Stack]) 
     """The stack a report was made from: ``stack`` when the report names its profiles file (or none), else the
     file the report names when it lies beside ``stack``'s (loaded with ``load``), with a line saying so;
     UserError when the report is missing or names a file that is not there."""
-    results = report_dir / report.RESULTS_FILE
+    results = report_dir / record.RESULTS_FILE
     if not results.is_file():
-        raise UserError(f"no sweep report here ({report.RESULTS_FILE} missing)", file=report_dir)
-    named = report.load_document(results)["stack"].get("file")
+        raise UserError(f"no sweep report here ({record.RESULTS_FILE} missing)", file=report_dir)
+    named = read.load(results)["stack"].get("file")
     if named in (None, stack.path.name):
         return stack, None
     beside = stack.path.parent / str(named)
@@ -171,14 +172,14 @@ def build(
     report_dir: Path, stack: Stack, *, probe: HostProbe, redact_host: bool = False
 ) -> tuple[bytes, dict[str, Any], redact.Redactor]:
     """The bundle's bytes, its manifest and the redactor used (for its counts)."""
-    if not (report_dir / report.RESULTS_FILE).is_file():
-        raise UserError(f"no sweep report here ({report.RESULTS_FILE} missing)", file=report_dir)
-    doc = report.load_document(report_dir / report.RESULTS_FILE)
+    if not (report_dir / record.RESULTS_FILE).is_file():
+        raise UserError(f"no sweep report here ({record.RESULTS_FILE} missing)", file=report_dir)
+    doc = read.load(report_dir / record.RESULTS_FILE)
     if doc["stack"].get("file") not in (None, stack.path.name):
         raise UserError(
             f"this report was made from {doc['stack']['file']}, not {stack.path.name}; pass "
             f"-f {doc['stack']['file']}",
-            file=report_dir / report.RESULTS_FILE,
+            file=report_dir / record.RESULTS_FILE,
             field="stack.file",
         )
     facts = host_facts(probe)
@@ -215,7 +216,7 @@ def build(
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "created_at": report.utc_now(),
+        "created_at": record.utc_now(),
         "bwstack": source_commit(),
         "report": {
             "name": redactor.text(report_dir.resolve().name),
@@ -235,8 +236,8 @@ def build(
 def write(report_dir: Path, stack: Stack, out: Path | None, *, probe: HostProbe, redact_host: bool) -> Path:
     """Build the bundle and replace ``out`` (default :func:`default_output`) atomically; its path."""
     target = out or default_output(report_dir)
-    reads = [report_dir, stack.path, *(report_dir / n for n in (report.RESULTS_FILE, *RUN_FILES))]
-    refuse_overwrite(target, [*reads, report_dir / report.MARKDOWN_FILE, report_dir / report.HTML_FILE], "-o")
+    reads = [report_dir, stack.path, *(report_dir / n for n in (record.RESULTS_FILE, *RUN_FILES))]
+    refuse_overwrite(target, [*reads, report_dir / record.MARKDOWN_FILE, report_dir / record.HTML_FILE], "-o")
     blob, _, _ = build(report_dir, stack, probe=probe, redact_host=redact_host)
     atomic_write_bytes(target, blob)
     return target

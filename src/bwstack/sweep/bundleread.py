@@ -21,9 +21,11 @@ import zlib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from bwstack.errors import UserError
+from bwstack.record import read
+from bwstack.record.types import Document
 from healthchecks import secretscan, untrusted, vocabulary
 
 FORMAT = "bwstack-bundle"
@@ -84,9 +86,9 @@ class Bundle:
         return untrusted.loads(self.parts[name], PART_LIMITS)
 
     @cached_property
-    def results(self) -> dict[str, Any]:
-        """results.json, parsed once (the merge reads it for every row)."""
-        return dict(self.json(RESULTS))
+    def results(self) -> Document:
+        """results.json, parsed once (the merge reads it for every row; checked by :func:`check_results`)."""
+        return cast(Document, dict(self.json(RESULTS)))
 
     @cached_property
     def host(self) -> dict[str, Any]:
@@ -300,7 +302,9 @@ def check_manifest(path: Path, manifest: Any, parts: dict[str, bytes]) -> None:
 
 
 def check_results(path: Path, doc: Any) -> None:
-    """results.json has the shape the merge and the views read (a sweep report, schema_version 1)."""
+    """results.json has the shape the merge and the views read (a sweep report, schema_version 1): what a
+    bundle needs beyond a report's own shape first (each row's profile, verdict and variant, the image id),
+    then the one reader's checks (:func:`bwstack.record.read.check`)."""
     _need(path, isinstance(doc, dict), RESULTS, "results", "must be a JSON object")
     _need(path, doc.get("schema_version") == 1, RESULTS, "schema_version", "must be 1")
     for key, kind in (("stack", dict), ("mode", dict), ("variants", dict), ("plan", list), ("results", dict)):
@@ -330,6 +334,7 @@ def check_results(path: Path, doc: Any) -> None:
                 f"results.{name}.evidence.{key}",
                 "bad",
             )
+    read.check(doc, path)  # then every field the record's type declares (the one reader's checks)
 
 
 #: host.json fields the merge reads, and the JSON types each may have

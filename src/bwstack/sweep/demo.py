@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bwstack import record
+from bwstack.record import read
 from bwstack.stack import loader
 from bwstack.stack.schema import Stack
 from bwstack.sweep import report
@@ -79,14 +81,14 @@ def run_demo(
                   timeout=None, keep=keep, standin_load_seconds=standin_load_seconds, console=console)
     )  # fmt: skip
     parts.append((STANDIN_PART, standin_out))
-    docs = [report.load_document(folder / report.RESULTS_FILE) for _, folder in parts]
+    docs = [read.load(folder / record.RESULTS_FILE) for _, folder in parts]
     if len(docs) > 1:
         report.write_report(out_dir, report.combine(docs, labels=[label for label, _ in parts]))
     verdicts = sorted({str(row["verdict"]) for doc in docs for row in doc["results"].values()})
     for verdict in verdicts:
         console.print(f"  {verdict}: {signatures.DESCRIPTIONS.get(verdict, '')}", markup=False)
     console.print(
-        f"open {out_dir / report.HTML_FILE} in a browser for the evidence of each profile "
+        f"open {out_dir / record.HTML_FILE} in a browser for the evidence of each profile "
         "(rows say 'real SGLang' or 'stand-in')",
         markup=False,
     )

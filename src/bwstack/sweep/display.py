@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bwstack import textlayout
+from bwstack import record, textlayout
 from bwstack.sweep import bench, report
 from bwstack.sweep.judge import Judge, last_line
 from healthchecks import phases
@@ -113,7 +113,13 @@ def print_summary(doc: report.Document, out: Path, console: Any) -> None:
             continue
         mode = " (fast)" if row.get("fast") else ""
         match = "yes" if row["match"] else "NO"
-        cells = [name, row["expect"], f"{row['verdict']}{mode}", match, f"{row['elapsed_s']:.1f} s"]
+        cells: list[Any] = [
+            name,
+            row["expect"],
+            f"{row['verdict']}{mode}",
+            match,
+            f"{row['elapsed_s']:.1f} s",
+        ]
         rows.append(cells + ([bench.short_words(row.get("speed"))] if measured else []))
     console.print("bwstack sweep", markup=False)
     header = ["profile", "expect", "verdict", "matches", "time"] + (["speed"] if measured else [])
@@ -121,7 +127,7 @@ def print_summary(doc: report.Document, out: Path, console: Any) -> None:
         console.print(line, markup=False)
     summary = report.summarize(doc)
     console.print(
-        f"report: {out / report.HTML_FILE} (also {report.RESULTS_FILE}, {report.MARKDOWN_FILE})", markup=False
+        f"report: {out / record.HTML_FILE} (also {record.RESULTS_FILE}, {record.MARKDOWN_FILE})", markup=False
     )
     if report.all_match(doc):
         console.print(f"all {summary['planned']} profile(s) match their expectation", markup=False)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bwstack.classify import probe_class
+from bwstack.record.types import Health
 from healthchecks import phases, signatures, startup, verdict
 
 #: a fatal log signature waits this long for the root-cause line (the traceback follows the first crash line)
@@ -71,7 +72,7 @@ Event = LogLine | LogEnd | HealthChange | Probe | Exited
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Outcome:
     """The outcome of one profile: class, what decided it, a one-line reason."""
 
     cls: str
@@ -231,38 +232,38 @@ class Judge:
             return recent[0]
         return None
 
-    def verdict(self) -> Verdict:
+    def verdict(self) -> Outcome:
         """The class and what decided it (call after :meth:`poll` returned True)."""
         fatal = self.fatal_log()
         if self.fail_fast is not None and (fatal is None or fatal.cls == "crash"):
             # the wrapper stopped the server on the healthcheck's verdict: a generic crash logged while it
             # stopped (a scheduler's broken pipe) is the stop's consequence, not the cause
-            return Verdict(self.fail_fast[0], "healthcheck", self.fail_fast[1])
+            return Outcome(self.fail_fast[0], "healthcheck", self.fail_fast[1])
         if fatal is not None:
-            return Verdict(fatal.cls, "log", fatal.text)
+            return Outcome(fatal.cls, "log", fatal.text)
         if self.healthy:
             healthy = [p for p in self.probes if p.verdict_class == "healthy"]
-            return Verdict("healthy", "healthcheck", last_line(healthy[-1].output) if healthy else "healthy")
+            return Outcome("healthy", "healthcheck", last_line(healthy[-1].output) if healthy else "healthy")
         probe = self.first_fatal_probe()
         if probe is not None:
-            return Verdict(str(probe.verdict_class), "healthcheck", last_line(probe.output))
+            return Outcome(str(probe.verdict_class), "healthcheck", last_line(probe.output))
         weak = self.scanner.result()
         if weak is not None:
-            return Verdict(weak.cls, "log", weak.text)
+            return Outcome(weak.cls, "log", weak.text)
         if self.exited:
             if self.oom_killed:
-                return Verdict(
+                return Outcome(
                     "oom", "exit", f"the kernel OOM killer stopped the container (exit {self.exit_code})"
                 )
-            return Verdict(
+            return Outcome(
                 "crash", "exit", f"the server exited with status {self.exit_code} before any verdict"
             )
         last = last_line(self.probes[-1].output) if self.probes else "no healthcheck run yet"
         if self.unhealthy:
-            return Verdict(
+            return Outcome(
                 "timeout", "unhealthy", f"Docker marked the container unhealthy while starting ({last})"
             )
-        return Verdict(
+        return Outcome(
             "timeout", "timeout", f"no verdict within {self.timeout_s:g} s (last healthcheck: {last})"
         )
 
@@ -286,7 +287,7 @@ class Judge:
     def log_tail(self, count: int = TAIL_LINES) -> list[str]:
         return [text for _, text in list(self.lines)[-count:]]
 
-    def health_evidence(self) -> dict[str, Any]:
+    def health_evidence(self) -> Health:
         return {
             "status": self.health,
             "probes": len(self.probes),

@@ -6,67 +6,37 @@ from it. The Markdown and HTML matrices are regenerated from it each time. The H
 self-contained file: inline CSS, no script, no external asset (a Content-Security-Policy forbids loading
 any), evidence per profile in a ``<details>`` element, and the pins of every image variant in the header.
 
-Document shape (``schema_version`` 1)::
-
-    {"schema_version": 1, "generated_by": "bwstack X", "started_at": ISO, "updated_at": ISO,
-     "stack": {"file", "project", "model", "revision", "served_name", "gpu_arch", "tp_size"},
-     "mode": {"standin": bool, "fast": bool, "variant": str|null, "timeout_s": float},
-     "variants": {name: <versions.json manifest>},
-     "plan": [profile, ...],
-     "results": {profile: <row>},
-     "summary": {"planned", "decided", "matching", "mismatching"}}
-
-A row: ``profile, variant, expect, verdict, match, fast, standin, fault, decided_by, reason, started_at,
-finished_at, elapsed_s, evidence`` where evidence holds ``log_match`` (line, text, also, source, context),
-``log_tail``, ``exit_code``, ``oom_killed``, ``health`` (status, probes, last), ``requested``, ``effective``
-(``/server_info``), ``startup`` (the server log's own startup record, ``healthchecks/startup.py``: each
-effective backend with its log line and whether a flag or SGLang set it, and the ``backend_override``
-evidence against the profile), ``server_version``, ``timeout_s``, ``image_id`` (the image the container
-ran, as Docker names it: ``sha256:…``). Both views show "requested -> effective"
-per field; a failed row also has ``next_try`` ({profile, why}: the profile worth
-trying next, :mod:`bwstack.know.next_try`; ``profile`` null when none is). A healthy row of a ``--bench``
-sweep
-has ``speed`` (:mod:`bwstack.sweep.bench`: output tokens/s, requests/s, TTFT p50/p99, ITL p50, the client, the
-host it was measured on); the grid cells, the profile table and a speed table show it with its host label.
-A row whose server logged its start has ``start`` (:mod:`healthchecks.phases`: seconds per start-up phase,
-the phase reached and its detail); both views print it with the evidence.
+The document and its rows are typed in :mod:`bwstack.record.types` (a docstring per field; the JSON schema
+``data/schemas/results.schema.json`` is generated from them); :mod:`bwstack.record.read` is their one reader.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from bwstack.errors import UserError
-from bwstack.files import atomic_write, read_json
+from bwstack.files import atomic_write
+from bwstack.record import (
+    HTML_FILE,
+    MARKDOWN_FILE,
+    RESULTS_FILE,
+    SCHEMA_VERSION,
+    types,
+    utc_now,
+)
 from bwstack.sweep import bench, soak
 from healthchecks import judging, phases, untrusted, vocabulary
-
-SCHEMA_VERSION = 1
-RESULTS_FILE = "results.json"
-MARKDOWN_FILE = "matrix.md"
-HTML_FILE = "matrix.html"
-#: a results.json holds one row per profile with a log tail each: anything larger is not one of ours
-MAX_RESULTS_BYTES = 64 << 20
-#: what a results.json read back (resume, diff, choose, a bundle's part) may be
-RESULTS_LIMITS = untrusted.Limits(max_bytes=MAX_RESULTS_BYTES, max_values=4_000_000)
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
 VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed", "soak", "start")
 #: evidence keys that are stable for the same outcome
 STABLE_EVIDENCE_KEYS = ("exit_code", "oom_killed", "requested", "effective", "server_version", "timeout_s")
 
-Document = dict[str, Any]
-
-
-def utc_now() -> str:
-    """The current UTC time as ``2026-07-10T12:01:02Z``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+Document = types.Document
 
 
 def new_document(
@@ -84,18 +54,18 @@ def new_document(
         "generated_by": generated_by,
         "started_at": now,
         "updated_at": now,
-        "stack": dict(stack),
-        "mode": dict(mode),
+        "stack": cast(types.StackFacts, dict(stack)),
+        "mode": cast(types.Mode, dict(mode)),
         "variants": dict(variants),
         "plan": list(plan),
         "results": {},
-        "summary": {},
+        "summary": {"planned": 0, "decided": 0, "matching": 0, "mismatching": 0},
     }
     doc["summary"] = summarize(doc)
     return doc
 
 
-def summarize(doc: Document) -> dict[str, int]:
+def summarize(doc: Document) -> types.Summary:
     """Counts over the planned profiles: decided, matching their ``expect``, not matching."""
     rows = [doc["results"][name] for name in doc["plan"] if name in doc["results"]]
     matching = sum(1 for row in rows if row.get("match"))
@@ -110,7 +80,7 @@ def summarize(doc: Document) -> dict[str, int]:
 def record(doc: Document, row: Mapping[str, Any]) -> None:
     """Add (or replace) one profile's row and refresh the summary."""
     name = str(row["profile"])
-    doc["results"][name] = dict(row)
+    doc["results"][name] = cast(types.Row, dict(row))
     if name not in doc["plan"]:
         doc["plan"].append(name)
     doc["updated_at"] = utc_now()
@@ -138,78 +108,17 @@ def write_report(out: Path, doc: Document) -> None:
     atomic_write(out / HTML_FILE, render_html(doc))
 
 
-def load_document(path: Path) -> Document:
-    """Read a results.json; UserError when it is missing, unreadable or of another schema."""
-    try:
-        raw = read_json(path, "the sweep results", RESULTS_LIMITS)
-    except FileNotFoundError:
-        raise UserError("no sweep report here to resume; run the sweep without --resume", file=path) from None
-    if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
-        found = raw.get("schema_version") if isinstance(raw, dict) else None
-        raise UserError(
-            f"not a bwstack sweep report of schema_version {SCHEMA_VERSION} (found {found!r})",
-            file=path,
-            field="schema_version",
-        )
-    for key in ("stack", "mode", "variants", "plan", "results"):
-        if key not in raw:
-            raise UserError("malformed sweep report: key missing", file=path, field=key)
-    check_shape(raw, path)
-    return raw
-
-
-#: the types every reader of a report relies on: top-level keys, then the keys of each row (when present)
-_TOP_TYPES: dict[str, type] = {"stack": dict, "mode": dict, "variants": dict, "plan": list, "results": dict}
-_ROW_TYPES: dict[str, tuple[type, ...]] = {
-    "profile": (str,),
-    "variant": (str, type(None)),
-    "expect": (str, type(None)),
-    "verdict": (str,),
-    "match": (bool,),
-    "reason": (str, type(None)),
-    "decided_by": (str, type(None)),
-    "evidence": (dict, type(None)),
-    "speed": (dict,),
-    "next_try": (dict, type(None)),
-    "elapsed_s": (int, float),
-}
-
-
-def check_shape(raw: Mapping[str, Any], path: Path) -> None:
-    """Refuse a report whose structure a reader would trip on (a hand-edited, truncated or hostile file):
-    one line naming the field, never a traceback."""
-
-    def bad(field: str, wanted: str, value: Any) -> UserError:
-        return UserError(
-            f"malformed sweep report: expected {wanted}, got {type(value).__name__}", file=path, field=field
-        )
-
-    for key, kind in _TOP_TYPES.items():
-        if not isinstance(raw[key], kind):
-            raise bad(key, kind.__name__, raw[key])
-    for index, name in enumerate(raw["plan"]):
-        if not isinstance(name, str):
-            raise bad(f"plan[{index}]", "a profile name", name)
-    for name, row in raw["results"].items():
-        if not isinstance(row, dict):
-            raise bad(f"results.{name}", "a mapping", row)
-        for key, kinds in _ROW_TYPES.items():
-            if key not in row:
-                continue
-            value = row[key]
-            if isinstance(value, bool) is not (bool in kinds) or not isinstance(value, kinds):
-                raise bad(f"results.{name}.{key}", " or ".join(k.__name__ for k in kinds), value)
-
-
 def decided_content(doc: Document) -> dict[str, Any]:
     """What a sweep decided, without timestamps, durations and per-run log text: equal for equal outcomes."""
     rows = {}
     for name in decided(doc):
         row = doc["results"][name]
-        stable = {k: v for k, v in row.items() if k not in VOLATILE_ROW_KEYS and k != "evidence"}
-        evidence = row.get("evidence") or {}
-        stable["evidence"] = {k: evidence.get(k) for k in STABLE_EVIDENCE_KEYS}
+        stable: dict[str, Any] = {
+            k: v for k, v in row.items() if k not in VOLATILE_ROW_KEYS and k != "evidence"
+        }
+        evidence: dict[str, Any] = dict(row.get("evidence") or {})
         log_match = evidence.get("log_match")
+        stable["evidence"] = {k: evidence.get(k) for k in STABLE_EVIDENCE_KEYS}
         stable["evidence"]["log_class_also"] = sorted(log_match.get("also", [])) if log_match else None
         rows[name] = stable
     return {

@@ -19,8 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bwstack import textlayout
+from bwstack import record, textlayout
 from bwstack.errors import UserError
+from bwstack.record import read
+from bwstack.record.types import Row
 from bwstack.sweep import report
 from healthchecks import signatures
 
@@ -36,10 +38,10 @@ def severity(verdict: str | None) -> int:
 def load(path: Path) -> report.Document:
     """A results.json, or the report folder holding one; UserError (exit 2) when there is none."""
 
-    file = path / report.RESULTS_FILE if path.is_dir() else path
+    file = path / record.RESULTS_FILE if path.is_dir() else path
     if not file.is_file():
-        raise UserError(f"no sweep results here (expected a {report.RESULTS_FILE} or its folder)", file=file)
-    return report.load_document(file)
+        raise UserError(f"no sweep results here (expected a {record.RESULTS_FILE} or its folder)", file=file)
+    return read.load(file)
 
 
 def change_kind(old: str | None, new: str | None) -> str | None:
@@ -93,11 +95,11 @@ def diff(old: report.Document, new: report.Document) -> dict[str, Any]:
     }
 
 
-def _verdict(row: dict[str, Any] | None) -> str | None:
+def _verdict(row: Row | None) -> str | None:
     return None if row is None else str(row.get("verdict"))
 
 
-def _side(row: dict[str, Any] | None) -> dict[str, Any]:
+def _side(row: Row | None) -> dict[str, Any]:
     if row is None:
         return {"verdict": None, "reason": "not decided", "variant": None}
     return {"verdict": row.get("verdict"), "reason": row.get("reason"), "variant": row.get("variant")}

@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from bwstack import record
 from bwstack.errors import UserError
 from bwstack.files import atomic_write_bytes, need_folder, refuse_overwrite
 from bwstack.host.doctor.record import summary
+from bwstack.record import MERGED_FILE, utc_now
+from bwstack.record import MERGED_FORMAT as FORMAT
+from bwstack.record import MERGED_FORMAT_VERSION as FORMAT_VERSION
+from bwstack.record.types import Cell, Document, Merged, Row, Seen
 from bwstack.sweep import bundleread, report
 from bwstack.sweep.bundleread import Bundle
 from healthchecks import untrusted
@@ -27,9 +32,6 @@ from healthchecks import untrusted
 STANDIN = "stand-in"
 #: the section of a GPU row whose bundle bundleread.doubts (0 GPUs and no driver, an H100 called sm120 …)
 UNTRUSTED = "untrusted"
-FORMAT = "bwstack-merged"
-FORMAT_VERSION = 1
-MERGED_FILE = "merged.json"
 BUNDLES_DIR = "bundles"
 SECTIONS = {
     "gpu": "GPU hosts: hardware truth",
@@ -52,7 +54,7 @@ DIFF_FIELDS = (
 )
 
 
-def section_of(doc: dict[str, Any], row: dict[str, Any]) -> str:
+def section_of(doc: Document, row: Row) -> str:
     """``stand-in`` for a stand-in row, ``cpu`` for a CPU stack's, else ``gpu``."""
     if row.get("standin") or doc["mode"].get("standin"):
         return STANDIN
@@ -64,11 +66,11 @@ def _short_digest(image: dict[str, Any]) -> str | None:
     return str(digest) if isinstance(digest, str) and digest else None
 
 
-def _sglang(doc: dict[str, Any], row: dict[str, Any]) -> str | None:
+def _sglang(doc: Document, row: Row) -> str | None:
     version = (row.get("evidence") or {}).get("server_version")
     if version:
         return str(version)
-    manifest = doc["variants"].get(row["variant"]) or {}
+    manifest = doc["variants"].get(str(row["variant"])) or {}
     sglang = manifest.get("sglang") if isinstance(manifest, dict) else None
     return str(sglang.get("version")) if isinstance(sglang, dict) and sglang.get("version") else None
 
@@ -84,7 +86,8 @@ def entries(bundle: Bundle) -> list[dict[str, Any]]:
         if section == "gpu" and doubtful:
             section = UNTRUSTED
         arch = "cpu" if section == "cpu" else str(host.get("gpu_arch") or doc["stack"].get("gpu_arch") or "?")
-        image = images.get(row["variant"]) if isinstance(images.get(row["variant"]), dict) else {}
+        variant = str(row["variant"])  # a string: bundleread.check_results
+        image = images.get(variant) if isinstance(images.get(variant), dict) else {}
         out.append(
             {
                 "section": section,
@@ -140,7 +143,7 @@ def distinct(bundles: Sequence[Bundle]) -> list[Bundle]:
     return list(found.values())
 
 
-def merge(bundles: Sequence[Bundle]) -> dict[str, Any]:
+def merge(bundles: Sequence[Bundle]) -> Merged:
     """The merged document (``merged.json``): bundles, cells, stand-in rows left out."""
     unique = distinct(bundles)
     cells: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
@@ -152,7 +155,7 @@ def merge(bundles: Sequence[Bundle]) -> dict[str, Any]:
                 continue
             key = (entry["section"], entry["arch"], entry["variant"], entry["profile"])
             cells.setdefault(key, []).append(entry)
-    out_cells = []
+    out_cells: list[Cell] = []
     for (section, arch, variant, profile), seen in sorted(cells.items()):
         seen.sort(key=lambda e: (str(e["date"]), e["bundle"]))
         counts: dict[str, int] = {}
@@ -174,13 +177,16 @@ def merge(bundles: Sequence[Bundle]) -> dict[str, Any]:
                 "image_digests": sorted({str(e["image_digest"]) for e in seen if e["image_digest"]}),
                 "dates": [str(seen[0]["date"]), str(seen[-1]["date"])],
                 "differs": _differs(seen),
-                "seen": [{k: v for k, v in e.items() if k not in ("requested", "model")} for e in seen],
+                "seen": cast(
+                    list[Seen],
+                    [{k: v for k, v in e.items() if k not in ("requested", "model")} for e in seen],
+                ),
             }
         )
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "generated_at": report.utc_now(),
+        "generated_at": utc_now(),
         "bundles": {
             b.id: {
                 "file": f"{BUNDLES_DIR}/{b.id}.tar.gz",
@@ -208,14 +214,14 @@ def host_summary(facts: dict[str, Any]) -> str:
     return summary(facts)
 
 
-def verdict_words(cell: dict[str, Any]) -> str:
+def verdict_words(cell: Cell) -> str:
     """``healthy x2 on 2 hosts`` / ``healthy x1, timeout x1 on 2 hosts: disagree``."""
     counts = ", ".join(f"{v} x{n}" for v, n in cell["verdicts"].items())
     hosts = len(cell["hosts"])
     return f"{counts} on {hosts} host{'s' if hosts != 1 else ''}" + ("" if cell["agree"] else ": disagree")
 
 
-def differs_words(cell: dict[str, Any]) -> list[str]:
+def differs_words(cell: Cell) -> list[str]:
     """``driver: healthy 580.82.07; nan 595.58.03`` per differing fact."""
     return [
         f"{d['field']}: " + "; ".join(f"{v} {', '.join(values)}" for v, values in d["by_verdict"].items())
@@ -223,13 +229,13 @@ def differs_words(cell: dict[str, Any]) -> list[str]:
     ]
 
 
-def _tone(cell: dict[str, Any]) -> str:
+def _tone(cell: Cell) -> str:
     if not cell["agree"]:
         return "warn"
     return report.verdict_tone(next(iter(cell["verdicts"])))
 
 
-def grids(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def grids(doc: Merged) -> list[dict[str, Any]]:
     """Per section and arch, today's grid (report.grids: backend combination x varied field, per variant)
     whose entries are merged cells."""
     out = []
@@ -254,7 +260,7 @@ def grids(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     for key, c in chosen.items()
                 },
             }
-            for grid in report.grids(shaped):
+            for grid in report.grids(cast(Document, shaped)):
                 for row in grid["rows"]:
                     row["cells"] = [[chosen[e["profile"]] for e in entries] for entries in row["cells"]]
                 out.append({**grid, "section": section, "section_words": words, "arch": arch})
@@ -264,7 +270,7 @@ def grids(doc: dict[str, Any]) -> list[dict[str, Any]]:
 # --- views --------------------------------------------------------------------------------------------------
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
+def render_markdown(doc: Merged) -> str:
     """matrix.md of the merge: the grids (cells link to evidence), every cell's runs, the bundles."""
     hosts = {b["host"] for b in doc["bundles"].values()}
     out = [
@@ -313,7 +319,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def render_html(doc: dict[str, Any]) -> str:
+def render_html(doc: Merged) -> str:
     """matrix.html of the merge: one self-contained page (inline CSS, no script, no external asset)."""
     return str(
         report.template("merged.html.j2").render(
@@ -334,8 +340,8 @@ def outputs(bundles: Sequence[Bundle]) -> dict[str, bytes]:
     doc = merge(bundles)
     files: dict[str, bytes] = {
         MERGED_FILE: (untrusted.dumps(doc, indent=2) + "\n").encode(),
-        report.MARKDOWN_FILE: render_markdown(doc).encode(),
-        report.HTML_FILE: render_html(doc).encode(),
+        record.MARKDOWN_FILE: render_markdown(doc).encode(),
+        record.HTML_FILE: render_html(doc).encode(),
     }
     for bundle in distinct(bundles):
         try:

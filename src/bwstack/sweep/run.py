@@ -11,17 +11,19 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
-from bwstack import __version__, launch
+from bwstack import __version__, launch, record
+from bwstack.build import dockerbuild, rootfs
+from bwstack.build.lock import wheelhouse
+from bwstack.build.standin_image import ensure_standin_image
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.host import modelcache, operate
+from bwstack.host import modelcache, secretfiles, stackproject
 from bwstack.host.dockercompose import Project
 from bwstack.know import next_try
-from bwstack.lock import wheelhouse
-from bwstack.nogpu import ensure, rootfs
-from bwstack.nogpu.standin_image import ensure_standin_image
+from bwstack.record import read
+from bwstack.record.types import NextTry, Row
 from bwstack.render import compose
 from bwstack.stack.schema import Stack
 from bwstack.sweep import report
@@ -30,6 +32,7 @@ from bwstack.sweep.fast import fast_override
 from bwstack.sweep.plan import Options, Plan, make_plan, source_label, standin_fault
 from bwstack.sweep.runner import Runner
 from bwstack.sweep.streams import docker_client
+from bwstack.tiny import ensure
 
 #: per-profile budget on the stand-in when --timeout is not given
 STANDIN_TIMEOUT_S = 120.0
@@ -70,7 +73,7 @@ def default_out(stack: Stack) -> Path:
 
 def default_timeout(stack: Stack, standin: bool) -> float:
     """Per-profile budget: the stand-in's short one, else start period + a few healthcheck rounds."""
-    return STANDIN_TIMEOUT_S if standin else operate.default_wait_seconds(stack)
+    return STANDIN_TIMEOUT_S if standin else stackproject.default_wait_seconds(stack)
 
 
 def document_for(plan: Plan, options: Options, variant: str | None) -> report.Document:
@@ -119,7 +122,7 @@ def open_document(
     stack: Stack, names: Sequence[str], options: Options, out: Path, *, resume: bool, variant: str | None
 ) -> tuple[Plan, report.Document]:
     """The plan and the report: a fresh one, or the one in ``out`` when resuming (checked to match)."""
-    results = out / report.RESULTS_FILE
+    results = out / record.RESULTS_FILE
     if not resume:
         if results.exists():
             raise UserError(
@@ -129,14 +132,15 @@ def open_document(
             )
         plan = make_plan(stack, names, variant=variant, standin=options.standin)
         return plan, document_for(plan, options, variant)
-    doc = report.load_document(results)
+    doc = read.load(results)
     plan = make_plan(stack, list(names) or list(doc["plan"]), variant=variant, standin=options.standin)
-    fresh = document_for(plan, options, variant)
+    fresh = cast(dict[str, Any], document_for(plan, options, variant))
     for section, keys, made, this in RESUME_MUST_MATCH:
         for key in keys:
-            if doc[section].get(key) != fresh[section][key]:
+            had = cast(dict[str, Any], doc)[section].get(key)
+            if had != fresh[section][key]:
                 raise UserError(
-                    f"the report was made {made} {key}={doc[section].get(key)!r}, this {this} has "
+                    f"the report was made {made} {key}={had!r}, this {this} has "
                     f"{key}={fresh[section][key]!r}",
                     file=results,
                     field=f"{section}.{key}",
@@ -207,7 +211,7 @@ def prepare_real_cpu(plan: Plan, console: Any) -> None:
         if rootfs.image_exists(ref):
             continue
         console.print(f"sweep: building {ref} (real SGLang on the CPU; once)", markup=False)
-        status = operate.build(stack, variant, tag=ref, base_image=None, dry_run=False, quiet=True)
+        status = dockerbuild.build(stack, variant, tag=ref, base_image=None, dry_run=False, quiet=True)
         if status != 0:
             raise ExternalError(f"docker build of {ref} failed (exit status {status})")
 
@@ -359,7 +363,7 @@ def execute(
 ) -> int:
     """Run ``todo`` one by one, recording each verdict; returns 128+N when a signal stopped the sweep."""
     client = docker_client()
-    for note in operate.ensure_secrets(plan.stack):
+    for note in secretfiles.ensure_secrets(plan.stack):
         console.print(note, markup=False)
     runner: Runner | None = None
     with signal_handlers(_raise_interrupted):
@@ -392,7 +396,7 @@ def execute(
     return 0
 
 
-def add_next_try(stack: Stack, doc: report.Document, row: dict[str, Any]) -> None:
+def add_next_try(stack: Stack, doc: report.Document, row: Row) -> None:
     """A failed row gets ``next_try`` ({profile, why}): the nearest profile worth trying, never one that is
     known, predicted or (in this sweep) seen to fail on the row's arch (:mod:`bwstack.know.next_try`)."""
 
@@ -404,7 +408,7 @@ def add_next_try(stack: Stack, doc: report.Document, row: dict[str, Any]) -> Non
         hint = next_try.suggest(stack, row["profile"], str(row["verdict"]), verdicts=seen).to_json()
     except (UserError, ExternalError, OSError, ValueError) as exc:  # a hint never stops the sweep
         hint = {"profile": None, "why": f"no hint: {' '.join(str(exc).split())}"}
-    row["next_try"] = hint
+    row["next_try"] = cast(NextTry, hint)
 
 
 def profile_detail(stack: Stack, name: str, options: Options) -> str:

@@ -9,14 +9,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bwstack import record
 from bwstack.errors import ExternalError
-from bwstack.host import operate
+from bwstack.host import stackproject
 from bwstack.host.dockercompose import Project
 from bwstack.launch import launch_spec
+from bwstack.record.types import Evidence, Row
 from bwstack.stack.schema import Stack
-from bwstack.sweep import bench, report, soak
+from bwstack.sweep import bench, soak
 from bwstack.sweep.display import Display, status_text
-from bwstack.sweep.judge import Exited, HealthChange, Judge, LogEnd, LogLine, Probe, Verdict
+from bwstack.sweep.judge import Exited, HealthChange, Judge, LogEnd, LogLine, Outcome, Probe
 from bwstack.sweep.plan import STANDIN_IMITATES, Options, source_label, standin_fault
 from bwstack.sweep.streams import (
     Streams,
@@ -37,7 +39,8 @@ def probe_scores(evidence: Mapping[str, Any]) -> dict[str, Any]:
     lines = [str(evidence.get("readiness") or "")]
     lines += [str(probe.get("output") or "") for probe in (evidence.get("health") or {}).get("last") or []]
     for line in lines:
-        if line.startswith("healthy"):
+        said = verdict.Verdict.parse(line)
+        if said is not None and said.healthy:
             seen = longprobe.scores_in(line)
             found.update({k: v for k, v in seen.items() if v is not None})
     return found
@@ -91,7 +94,7 @@ class Runner:
 
     def remove_leftovers(self) -> None:
         """Containers of this project left by a killed run or by ``bwstack up``: same GPUs, same port."""
-        for service in operate.stop_other_profiles(self.project, keep=""):
+        for service in stackproject.stop_other_profiles(self.project, keep=""):
             self.display.note(f"removed the container of {service} (one profile at a time)")
 
     def finish(self) -> None:
@@ -113,9 +116,9 @@ class Runner:
     def labels(self, service: str) -> list[str]:
         return [f"com.docker.compose.project={self.project.name}", f"com.docker.compose.service={service}"]
 
-    def run_profile(self, name: str) -> dict[str, Any]:
+    def run_profile(self, name: str) -> Row:
         """Start, watch until decisive, gather evidence, tear down; returns the report row."""
-        started_at = report.utc_now()
+        started_at = record.utc_now()
         t0 = time.monotonic()
         judge = Judge(self.options.timeout_s, now=t0, confirm=self.stack.settings.healthcheck.retries)
         watch = Watch(name, judge, Streams(self.client))
@@ -125,18 +128,18 @@ class Runner:
             self.start(watch)
             self.follow(watch)
             evidence = self.evidence(watch)
-            verdict = watch.judge.verdict()
-            if self.bench is not None and verdict.cls == "healthy":
+            outcome = watch.judge.verdict()
+            if self.bench is not None and outcome.cls == "healthy":
                 speed = self.measure(watch)
-            if self.options.soak_s > 0 and verdict.cls == "healthy":
+            if self.options.soak_s > 0 and outcome.cls == "healthy":
                 soaked = self.soak(watch)
-                verdict = soak.row_verdict(verdict, soaked)
+                outcome = soak.row_verdict(outcome, soaked)
         finally:
             watch.streams.close()
             self.remove_service(name)
             self.current = None
         elapsed = (watch.judge.decided_at or time.monotonic()) - t0
-        row = self.row(name, verdict, evidence, started_at, elapsed)
+        row = self.row(name, outcome, evidence, started_at, elapsed)
         if watch.judge.phases.starts:  # seconds per start-up phase, from the server's own log
             row["start"] = watch.judge.phases.progress().record()
         if speed is not None:
@@ -145,7 +148,7 @@ class Runner:
             row["soak"] = soaked
         if self.options.standin:
             row["imitated"] = STANDIN_IMITATES
-        if verdict.cls == "healthy":
+        if outcome.cls == "healthy":
             row["scores"] = probe_scores(evidence)
         return row
 
@@ -241,7 +244,7 @@ class Runner:
                 fresh.append(probe)
         return fresh
 
-    def evidence(self, watch: Watch) -> dict[str, Any]:
+    def evidence(self, watch: Watch) -> Evidence:
         """Everything worth keeping about the decided profile, read before the container is removed."""
         judge = watch.judge
         try:
@@ -300,25 +303,23 @@ class Runner:
                 )
         return fetch_server_info(host, settings.port, api_key or None)
 
-    def row(
-        self, name: str, verdict: Verdict, evidence: dict[str, Any], started_at: str, elapsed: float
-    ) -> dict[str, Any]:
+    def row(self, name: str, outcome: Outcome, evidence: Evidence, started_at: str, elapsed: float) -> Row:
         profile = self.stack.profile(name)
         return {
             "profile": name,
             "variant": self.stack.variant_name_for(name),
             "model": self.stack.model_path_for(name),
             "expect": profile.expect,
-            "verdict": verdict.cls,
-            "match": verdict.cls == profile.expect,
+            "verdict": outcome.cls,
+            "match": outcome.cls == profile.expect,
             "fast": self.options.fast,
             "standin": self.options.standin,
             "source": source_label(self.stack, self.options),
             "fault": standin_fault(self.stack, name) if self.options.standin else None,
-            "decided_by": verdict.decided_by,
-            "reason": verdict.reason,
+            "decided_by": outcome.decided_by,
+            "reason": outcome.reason,
             "started_at": started_at,
-            "finished_at": report.utc_now(),
+            "finished_at": record.utc_now(),
             "elapsed_s": round(elapsed, 2),
             "evidence": evidence,
         }

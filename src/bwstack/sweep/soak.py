@@ -30,7 +30,7 @@ from bwstack import launch
 from bwstack.stack import modelconfig
 from bwstack.stack.schema import SoakSettings, Stack
 from bwstack.sweep import bench
-from bwstack.sweep.judge import Verdict
+from bwstack.sweep.judge import Outcome
 from healthchecks import common, imagelayout, longprobe, signatures
 
 CLIENT = f"{imagelayout.HC_DIR}/soak_client.py"
@@ -131,12 +131,12 @@ def measure(
     return found
 
 
-def row_verdict(verdict: Verdict, soaked: dict[str, Any]) -> Verdict:
+def row_verdict(outcome: Outcome, soaked: dict[str, Any]) -> Outcome:
     """The row's verdict after its soak: the soak's class when it is a failure class (:data:`FAILING`),
     else the verdict before it."""
     if soaked.get("verdict") in FAILING:
-        return Verdict(str(soaked["verdict"]), "soak", f"soak: {soaked.get('reason', '')}")
-    return verdict
+        return Outcome(str(soaked["verdict"]), "soak", f"soak: {soaked.get('reason', '')}")
+    return outcome
 
 
 def words(soak: Any) -> str:

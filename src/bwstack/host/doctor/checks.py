@@ -1,13 +1,10 @@
 """The judgements of ``bwstack doctor``: every check in report order, and the no-GPU headline.
 
 Input is a :class:`~bwstack.host.doctor.facts.RawHost` (what :mod:`bwstack.host.doctor.probe` recorded) and
-the
-:class:`~bwstack.host.doctor.facts.Expectations` of the image variant (CUDA toolkit, GPU archs, largest
-tp_size).
-Nothing here or in the check modules (:mod:`~bwstack.host.doctor.gpu`, :mod:`~bwstack.host.doctor.container`,
-:mod:`~bwstack.host.doctor.host`) runs a command or reads a file, so each threshold is tested table-driven
-against
-recorded outputs.
+the :class:`~bwstack.host.doctor.facts.Expectations` of the image variant (CUDA toolkit, GPU archs, largest
+tp_size). Nothing here or in the check modules (:mod:`~bwstack.host.doctor.gpu`,
+:mod:`~bwstack.host.doctor.container`, :mod:`~bwstack.host.doctor.host`) runs a command or reads a file, so
+each threshold is tested table-driven against recorded outputs.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ It works out what the selected image variant needs (CUDA toolkit and GPU archs f
 the largest ``tp_size`` from profiles.yaml), asks the host through a
 :class:`~bwstack.host.doctor.probe.HostProbe`,
 judges with :mod:`bwstack.host.doctor.checks`, and prints one table (or JSON). Exit status 0 when nothing
-fails
-(warnings allowed), 1 when a check fails; a host without an NVIDIA GPU gets one clear sentence and exit 1.
+fails (warnings allowed), 1 when a check fails; a host without an NVIDIA GPU gets one clear sentence and exit
+1.
 """
 
 from __future__ import annotations
@@ -147,7 +147,8 @@ def model_cache_status(profiles_file: Path, probe: HostProbe) -> CacheStatus | N
     name = f"{settings.project}_{settings.model_cache}"
     volume = probe.run("model_volume", ("docker", "volume", "inspect", "--format", "{{.Mountpoint}}", name))
     if volume.ok and volume.stdout.strip():
-        location = modelcache.Location(Path(volume.stdout.strip()), f"volume {name}")
+        image = imagelayout.image_ref(settings.image_repo, settings.variant)
+        location = modelcache.Location(Path(volume.stdout.strip()), f"volume {name}", name, image)
         return modelcache.status(location, repo, revision)
     if volume.problem is None and "no such volume" in volume.stderr.lower():
         return CacheStatus(state="missing", repo=repo, revision=revision, location=None)

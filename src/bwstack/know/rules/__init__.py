@@ -4,9 +4,8 @@ Rooms: :mod:`~bwstack.know.rules.book` (the rules file ``data/rules.yaml``, its 
 :mod:`~bwstack.know.rules.inputs` (what a prediction is made from, and the static imitation of SGLang's
 resolution), :mod:`~bwstack.know.rules.kernels` (the committed kernel facts, read) and
 :mod:`~bwstack.know.rules.predict` (the prediction and ``bwstack validate``'s warnings; its docstring says
-how a
-verdict is reached). Generating the kernel facts is part of ``bwstack lock``:
-:mod:`bwstack.lock.kernel_facts`. This module re-exports the rooms' public names.
+how a verdict is reached). Generating the kernel facts is part of ``bwstack lock``:
+:mod:`bwstack.build.lock.kernel_facts`. This module re-exports the rooms' public names.
 """
 
 from __future__ import annotations

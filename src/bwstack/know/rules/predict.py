@@ -16,18 +16,15 @@ reason, the fix, and public evidence. :func:`predict` answers "what will this pr
    runs (and caches) SGLang's resolution first; ``"off"`` never reads it.
 2. **Kernel availability.** Each backend the effective configuration runs is mapped to its kernel libraries
    (:mod:`bwstack.know.backends`); whether a library carries code for the arch comes from the variant's
-   committed
-   kernel facts ``images/<variant>/kernel-archs.json``, made by ``bwstack lock --kernel-facts`` with the audit
-   (:mod:`bwstack.know.audit`, stdlib fatbin reader) on the real wheels of the variant's pins, with each
-   wheel's
-   sha256. Committed facts (rather than arch facts written as rules) keep the prediction offline and fast
-   while every arch claim stays traceable to a wheel; CI checks their form and that they match the pins, and
-   an opt-in test regenerates them from the wheels.
+   committed kernel facts ``images/<variant>/kernel-archs.json``, made by ``bwstack lock --kernel-facts`` with
+   the audit (:mod:`bwstack.know.audit`, stdlib fatbin reader) on the real wheels of the variant's pins, with
+   each wheel's sha256. Committed facts (rather than arch facts written as rules) keep the prediction offline
+   and fast while every arch claim stays traceable to a wheel; CI checks their form and that they match the
+   pins, and an opt-in test regenerates them from the wheels.
 3. **Verdict**, first that applies: an error SGLang's own resolution or DSA start-up check raises (cached
    explain; classified by the one failure catalog, ``healthchecks/signatures/__init__.py``; a rule of the
-   same class
-   adds its evidence); the first matching rule in file order; a needed library without a kernel for the arch
-   (``source: audit``: ``unsupported_arch`` for JIT libraries, whose dispatch checks the arch, else
+   same class adds its evidence); the first matching rule in file order; a needed library without a kernel for
+   the arch (``source: audit``: ``unsupported_arch`` for JIT libraries, whose dispatch checks the arch, else
    ``no_kernel_image``); otherwise ``healthy``.
 
 :func:`check_stack` turns disagreements with each profile's ``expect`` into warnings for ``bwstack validate``;

@@ -3,7 +3,7 @@
 Runs inside a throwaway venv (``bwstack lock --args``) or inside a serving image
 (``docker run --rm -i --entrypoint python3 IMAGE - < dump_args.py``), so it uses the standard library and
 the installed ``sglang`` (with its ``torch``) only, and reads nothing from bwstack. The host side adds the
-schema and provenance and writes ``images/<variant>/sglang-args.json`` (see ``bwstack.lock.args``).
+schema and provenance and writes ``images/<variant>/sglang-args.json`` (see ``bwstack.build.lock.args``).
 
 Output: ``{"sglang_version": ..., "requires_dist": {name: "spec[; marker]"}, "flags": [...]}``, one entry per
 argparse action in the form fixed by docs/design.md ("Parser snapshot").

@@ -1,6 +1,6 @@
 """Import shims for bwstack's throwaway CPU venvs of SGLang (never in an image, never imported by bwstack).
 
-``bwstack.sglang_env`` copies this file into a venv's site-packages as ``bwstack_venv_shims.py`` and loads
+``bwstack.know.venvs`` copies this file into a venv's site-packages as ``bwstack_venv_shims.py`` and loads
 it at interpreter start through a ``.pth`` file. It stands in for packages that SGLang imports at module
 level but that cannot load next to a CPU build of torch: torchvision's PyPI wheels link against torch's CUDA
 libraries. SGLang uses torchvision only for multimodal preprocessing, never while parsing arguments or

@@ -1,0 +1,157 @@
+"""``bwstack compare`` against real SGLang on the CPU: two servers at once, the real command (a subprocess).
+
+1. The copying model (``cpu-long-copy``) against its sliding-window twin (``cpu-long-window``: the same
+   weights, the profile's own ``--json-model-override-args`` window of 1024): the prompts whose continuation
+   copies from 1024 tokens back or less agree exactly, the ones that copy from 1152 back diverge; the twin's
+   needle retrieval fails exactly for the needles further back than its window, the good model finds all.
+2. The same tiny Llama on SGLang 0.5.9 and 0.5.23 (the pinned CPU variants): within the shipped thresholds.
+3. The copying model with planted drift (noise of 1 % of each tensor's std on its weights): past the KL gate
+   while its healthcheck, judged against the good model's calibrated baselines, stays healthy.
+   (The copying model is an Olmo2, which 0.5.9's transformers cannot configure: ``Olmo2Config`` has no
+   ``rope_theta`` there.)
+
+Seen on the first real runs (2 shared CPU cores; docs/compare.md): twin mean KL 5.2, p99 12.8, top-1 39.6 %,
+retrieval 8/8 4/8 2/8; 0.5.9 vs 0.5.23 below 1e-6; drift 0.01: mean KL 0.085, p99 1.16, healthy (passage -0.195,
+long -0.307 against baselines -0.001 and -0.209, margin 1); drift 0.003 stays within the gate (mean 0.0006);
+drift 0.05 is garbage to the healthcheck too. The module took 120 s.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bwstack.host import calibrate
+from bwstack.quality import compare, retrieval
+from bwstack.stack import loader
+from bwstack.tiny import tinycopy, tinymodel, tinytrain
+from healthchecks import common, judging, longprobe
+from support.realhc import healthcheck
+from support.realsglang import real_server
+from support.stack import ROOT
+
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+
+PROFILES = ROOT / "profiles.cpu.yaml"
+#: the planted drift: noise of this fraction of each weight tensor's std
+DRIFT = 0.01
+
+
+def run_compare(a: str, b: str, url_a: str, url_b: str, *extra: str) -> tuple[int, dict[str, Any], str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bwstack", "compare", a, b, "-f", str(PROFILES), "--url-a", url_a, "--url-b",
+         url_b, "--json", *extra],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.stdout.strip(), done.stderr[-3000:]
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
+@pytest.fixture(scope="module")
+def twin_report(copy_models: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The copying model (A, up throughout) against its window twin, then against its drifted copy (and the
+    drifted copy's healthcheck, judged against the good model's calibrated baselines)."""
+    tmp = tmp_path_factory.mktemp("compare-twin")
+    window_args = loader.load_stack(PROFILES).profile("cpu-long-window").extra_args
+    out: dict[str, Any] = {}
+    with real_server(copy_models["good"], tmp / "a.log") as a:
+        with real_server(copy_models["good"], tmp / "b.log", extra_args=window_args) as b:
+            out["code"], out["report"], _err = run_compare("cpu-long-copy", "cpu-long-window", a.url, b.url)
+        good = calibrate.measure(a.url, window=longprobe.DEFAULT_WINDOW)
+        out["env"] = {
+            common.ENV_HC_BASELINE: f"{judging.PASSAGE_ID}={good['score']:.4f}",
+            common.ENV_HC_LONG_BASELINE: f"{good['long'][0]}={good['long'][1]:.4f}",
+        }
+        drifted = drift(copy_models["good"], tmp / "drifted")
+        with real_server(drifted, tmp / "d.log") as d:
+            out["drift_code"], out["drift"], _err = run_compare(
+                "cpu-long-copy", "cpu-long-copy", a.url, d.url, "--no-retrieval"
+            )
+            out["drift_health"] = healthcheck(d.url, tmp, tmp / "d.log", env=out["env"])
+    shown = {k: out["report"][k] for k in ("mean_kl", "p99_kl", "top1_agreement", "retrieval", "seconds")}
+    print(f"\ncopy vs window twin: {json.dumps(shown)}")
+    shown = {k: out["drift"][k] for k in ("mean_kl", "p99_kl", "top1_agreement", "seconds")}
+    print(f"copy vs drift {DRIFT}: {json.dumps(shown)}; its healthcheck: {out['drift_health']}")
+    return out
+
+
+def drift(good: Path, target: Path) -> Path:
+    """The copying model's weights with Gaussian noise of :data:`DRIFT` x each tensor's std added (the tiny
+    models' ``noise`` fault, at a small scale): planted numerics drift of a known size."""
+    from safetensors.numpy import load_file
+
+    spec = tinymodel.TinySpec(**{**tinycopy.SPEC.__dict__, "fault": "noise", "noise_scale": DRIFT})
+    weights = load_file(str(good / "model.safetensors"))
+    return tinymodel.write(target, spec, weights=weights, corpus=tinytrain.corpus())
+
+
+def test_the_window_twin_diverges_only_where_the_copy_lies_past_its_window(
+    twin_report: dict[str, Any],
+) -> None:
+    report = twin_report["report"]
+    assert twin_report["code"] == 1 and report["passed"] is False
+    assert len(report["failures"]) == 3, report["failures"]
+    near = [p for p in report["prompts"] if p["distance"] <= tinycopy.BROKEN_WINDOW]
+    far = [p for p in report["prompts"] if p["distance"] > tinycopy.BROKEN_WINDOW]
+    assert near and far
+    for p in near:  # same weights, same engine: the twin's window changes nothing within it
+        assert p["max_kl"] < 1e-3 and p["top1_agreement"] == 1.0, p
+        assert p["first_position_over_p99_threshold"] is None, p
+    for p in far:
+        assert p["mean_kl"] > 1.0 and p["top1_agreement"] < 0.5, p
+        assert p["first_position_over_p99_threshold"] > tinycopy.BROKEN_WINDOW, p
+        assert p["score_a"] > -1.0 > -5.0 > p["score_b"], p  # the good model copies; the twin cannot
+    assert set(report["worst"][: len(far)]) == {p["id"] for p in far}
+
+
+def test_retrieval_fails_for_the_twin_alone_and_only_past_its_window(twin_report: dict[str, Any]) -> None:
+    rows = twin_report["report"]["retrieval"]
+    assert [r["length"] for r in rows["a"]] == retrieval.lengths_for(None, 4096)
+    assert all(r["right"] == r["asked"] for r in rows["a"]), rows["a"]
+    for row in rows["b"]:  # every needle within the window is found, none further back
+        within = sum(1 for n in retrieval.needles(row["length"]) if n.distance <= tinycopy.BROKEN_WINDOW)
+        assert row["right"] == within, (row, within)
+    assert rows["b"][0]["accuracy"] == 1.0 > rows["b"][-1]["accuracy"]
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CPU profiles' tiny Llama (``tiny_models.tiny``: the shipped default spec)."""
+    return tinymodel.write(tmp_path_factory.mktemp("llama") / "tiny", tinymodel.TinySpec())
+
+
+def test_the_same_model_on_sglang_0_5_9_and_0_5_23_is_within_the_thresholds(
+    tiny_llama: Path, tmp_path: Path
+) -> None:
+    """The measurement the shipped thresholds were set from (docs/compare.md)."""
+    with (
+        real_server(tiny_llama, tmp_path / "old.log", variant="v0.5.9-cpu") as old,
+        real_server(tiny_llama, tmp_path / "new.log", variant="v0.5.23-cpu") as new,
+    ):
+        code, report, err = run_compare(
+            "cpu-torch-native", "cpu-torch-native", old.url, new.url, "--no-retrieval"
+        )
+    print(
+        f"\n0.5.9 vs 0.5.23: mean KL {report['mean_kl']}, p99 {report['p99_kl']}, top-1 {report['top1_agreement']}"
+    )
+    assert (report["a"]["sglang"], report["b"]["sglang"]) == ("0.5.9", "0.5.23")
+    assert code == 0 and report["passed"], (report["failures"], err[-2000:])
+    assert report["positions"] > 3000
+    assert report["mean_kl"] < compare.MAX_MEAN_KL / 100 and report["p99_kl"] < compare.MAX_P99_KL / 100
+    assert report["top1_agreement"] >= compare.MIN_TOP1
+
+
+def test_planted_drift_is_caught_by_the_kl_gate_while_its_healthcheck_stands(
+    twin_report: dict[str, Any],
+) -> None:
+    report = twin_report["drift"]
+    code, line = twin_report["drift_health"]
+    assert code == 0 and line.startswith("healthy"), line  # the passage and the long probe: within the margin
+    assert line.count("(baseline ") == 2, line  # judged against the good model's calibrated baselines
+    assert twin_report["drift_code"] == 1 and not report["passed"], report
+    assert report["mean_kl"] > compare.MAX_MEAN_KL and report["p99_kl"] > compare.MAX_P99_KL, report
