@@ -68,3 +68,11 @@ def test_an_unreadable_kernel_log_is_a_skip_with_the_command_to_run(tmp_path: Pa
     assert kernel.check_kernel_log(None).status == "skip"
     empty = kernel.check_kernel_log(CommandResult(("dmesg",), returncode=0, stdout=""))
     assert empty.status == "skip"
+
+
+def test_a_gsp_timeout_without_an_xid_line_fails_as_xid_119() -> None:
+    """NVIDIA/open-gpu-kernel-modules#1230: the GSP time-out banner, no Xid number in the excerpt."""
+    log = _corpus("ogkm1230")
+    assert "Xid" not in log
+    check = kernel.check_kernel_log(CommandResult(("dmesg",), returncode=0, stdout=log))
+    assert check.status == "fail" and "Xid 119 (GSP RPC timeout" in check.detail

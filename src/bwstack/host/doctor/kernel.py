@@ -77,6 +77,11 @@ def xid_events(kernel_log: str) -> list[XidEvent]:
     if not counts[79] and "fallen off the bus" in text:  # newer drivers also print it without an Xid
         lines = [line for line in text.splitlines() if "fallen off the bus" in line]
         counts[79], buses[79], last[79] = len(lines), {"?": None}, " ".join(lines[-1].split())[:200]
+    if (
+        not counts[119] and "GSP Timeout" in text
+    ):  # the driver's banner (kernel_gsp.c) when no Xid line is in view
+        lines = [line for line in text.splitlines() if "GSP Timeout" in line]
+        counts[119], buses[119], last[119] = len(lines), {"?": None}, " ".join(lines[-1].split())[:200]
     return [
         XidEvent(xid, counts[xid], tuple(buses[xid]), last[xid])
         for xid in sorted(counts, key=lambda x: (x not in FATAL, x))
