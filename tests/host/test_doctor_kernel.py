@@ -76,3 +76,13 @@ def test_a_gsp_timeout_without_an_xid_line_fails_as_xid_119() -> None:
     assert "Xid" not in log
     check = kernel.check_kernel_log(CommandResult(("dmesg",), returncode=0, stdout=log))
     assert check.status == "fail" and "Xid 119 (GSP RPC timeout" in check.detail
+
+
+def test_an_xid_119_line_fails_and_is_named() -> None:
+    """leptonai/gpud#500: a dmesg scan with Xid 119 (GSP RPC timeout) lines."""
+    check = kernel.check_kernel_log(CommandResult(("dmesg",), returncode=0, stdout=_corpus("gpud500")))
+    assert (
+        check.status == "fail"
+        and "Xid 119 (GSP RPC timeout: the GPU firmware stopped answering)" in check.detail
+    )
+    assert "PCI:" in check.detail and "Xid 119: update the driver" in check.fix
