@@ -15,10 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from bwstack.errors import UserError
-from bwstack.files import read_json
-from bwstack.record import MERGED_FILE
-from bwstack.record import MERGED_FORMAT as FORMAT
+from bwstack.record import MERGED_FILE, read
 from bwstack.record.types import Cell, Merged
 from bwstack.stack.schema import Stack
 from bwstack.textlayout import printable
@@ -30,49 +27,13 @@ EVIDENCE_LIMITS = untrusted.Limits(max_bytes=16 << 20)
 
 
 def load(root: Path) -> Merged | None:
-    """``<root>/evidence/merged.json``, or None when the folder has none."""
+    """``<root>/evidence/merged.json`` through the record's one reader of merged matrices, its strings made
+    printable; None when the folder has none."""
     path = root / EVIDENCE_DIR / MERGED_FILE
     if not path.is_file():
         return None
-    doc = read_json(path, "the shipped evidence", EVIDENCE_LIMITS)
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("cells"), list):
-        raise UserError(f"not a merged evidence file (format {FORMAT!r})", file=path, field="format")
-    _check_shape(path, doc)
+    doc = read.load_merged(path, "the shipped evidence", EVIDENCE_LIMITS)
     return cast(Merged, dict(printable_strings(doc)))
-
-
-#: the fields of a merged cell's run that list, validate and up --dry-run print: a string or null each
-_SEEN_FIELDS = ("verdict", "host", "driver", "sglang", "image_digest", "bundle", "arch")
-
-
-def _check_shape(path: Path, doc: dict[str, Any]) -> None:
-    """The types every reader of the evidence relies on; one UserError naming the field otherwise."""
-
-    def need(ok: bool, field: str, what: str) -> None:
-        if not ok:
-            raise UserError(f"malformed shipped evidence: {what}", file=path, field=field)
-
-    bundles = doc.get("bundles")
-    need(bundles is None or isinstance(bundles, dict), "bundles", "must be an object")
-    for key, value in (bundles or {}).items():
-        need(isinstance(value, dict), f"bundles.{key}", "must be an object")
-    for i, cell in enumerate(doc["cells"]):
-        need(isinstance(cell, dict), f"cells[{i}]", "must be an object")
-        for key in ("profile", "variant", "section", "arch"):
-            need(isinstance(cell.get(key), str), f"cells[{i}].{key}", "must be a string")
-        verdicts = cell.get("verdicts")
-        need(isinstance(verdicts, dict), f"cells[{i}].verdicts", "must be an object of counts")
-        for verdict, count in verdicts.items():
-            ok = isinstance(count, int) and not isinstance(count, bool) and count >= 0
-            need(ok, f"cells[{i}].verdicts.{verdict}", "must be a count")
-        seen = cell.get("seen")
-        need(isinstance(seen, list), f"cells[{i}].seen", "must be a list")
-        for j, run in enumerate(seen):
-            need(isinstance(run, dict), f"cells[{i}].seen[{j}]", "must be an object")
-            for key in _SEEN_FIELDS:
-                value = run.get(key)
-                ok = value is None or isinstance(value, str)
-                need(ok, f"cells[{i}].seen[{j}].{key}", "must be a string")
 
 
 def printable_strings(value: Any) -> Any:

@@ -1,5 +1,6 @@
 """The one reader of a ``results.json``: resume, diff, bundle, bisect, demo and ``up``'s choice all read a
-sweep report through :func:`load` (or :func:`load_or_none`, which skips what :func:`load` refuses).
+sweep report through :func:`load` (or :func:`load_or_none`, which skips what :func:`load` refuses); and of a
+merged matrix (``merged.json``, the shipped evidence): :func:`load_merged`.
 
 The checks come from the type (:class:`bwstack.record.types.Document` and ``Row``): the five keys every reader
 needs must be there, and every top-level key and row field present must have its declared JSON type (a
@@ -15,8 +16,9 @@ from typing import Any, NotRequired, Required, Union, cast, get_args, get_origin
 
 from bwstack.errors import UserError
 from bwstack.files import read_json
-from bwstack.record import RESULTS_LIMITS, SCHEMA_VERSION
-from bwstack.record.types import Document, Row
+from bwstack.record import MERGED_FORMAT, RESULTS_LIMITS, SCHEMA_VERSION
+from bwstack.record.types import Document, Merged, Row
+from healthchecks import untrusted
 
 #: the keys every reader of a report relies on
 NEEDED = ("stack", "mode", "variants", "plan", "results")
@@ -100,3 +102,52 @@ def load_or_none(path: Path) -> Document | None:
         return load(path)
     except (OSError, UserError):
         return None
+
+
+#: the fields of a merged cell's run that list, validate and up --dry-run print: a string or null each
+_SEEN_FIELDS = ("verdict", "host", "driver", "sglang", "image_digest", "bundle", "arch")
+
+
+def check_merged(path: Path, doc: dict[str, Any]) -> Merged:
+    """``doc`` as a :class:`Merged` when it has the types every reader of a merged matrix relies on; one
+    UserError naming the field otherwise."""
+
+    def need(ok: bool, field: str, what: str) -> None:
+        if not ok:
+            raise UserError(f"malformed shipped evidence: {what}", file=path, field=field)
+
+    bundles = doc.get("bundles")
+    need(bundles is None or isinstance(bundles, dict), "bundles", "must be an object")
+    for key, value in (bundles or {}).items():
+        need(isinstance(value, dict), f"bundles.{key}", "must be an object")
+    for i, cell in enumerate(doc["cells"]):
+        need(isinstance(cell, dict), f"cells[{i}]", "must be an object")
+        for key in ("profile", "variant", "section", "arch"):
+            need(isinstance(cell.get(key), str), f"cells[{i}].{key}", "must be a string")
+        verdicts = cell.get("verdicts")
+        need(isinstance(verdicts, dict), f"cells[{i}].verdicts", "must be an object of counts")
+        for verdict, count in verdicts.items():
+            ok = isinstance(count, int) and not isinstance(count, bool) and count >= 0
+            need(ok, f"cells[{i}].verdicts.{verdict}", "must be a count")
+        seen = cell.get("seen")
+        need(isinstance(seen, list), f"cells[{i}].seen", "must be a list")
+        for j, run in enumerate(seen):
+            need(isinstance(run, dict), f"cells[{i}].seen[{j}]", "must be an object")
+            for key in _SEEN_FIELDS:
+                value = run.get(key)
+                ok = value is None or isinstance(value, str)
+                need(ok, f"cells[{i}].seen[{j}].{key}", "must be a string")
+    return cast(Merged, doc)
+
+
+def load_merged(path: Path, what: str, limits: untrusted.Limits) -> Merged:
+    """Read a merged matrix (``bwstack report merge``'s ``merged.json``); UserError when it is unreadable, of
+    another format or malformed (``what`` names the file in a read error)."""
+    doc = read_json(path, what, limits)
+    if (
+        not isinstance(doc, dict)
+        or doc.get("format") != MERGED_FORMAT
+        or not isinstance(doc.get("cells"), list)
+    ):
+        raise UserError(f"not a merged evidence file (format {MERGED_FORMAT!r})", file=path, field="format")
+    return check_merged(path, doc)
