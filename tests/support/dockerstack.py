@@ -42,6 +42,7 @@ from bwstack.files import atomic_write
 from bwstack.host.dockercompose import Project
 from bwstack.render import compose
 from bwstack.stack import loader, schema
+from bwstack.sweep import run as sweep_run
 from bwstack.sweep.judge import last_line
 from bwstack.sweep.run import (
     STANDIN_OVERRIDE,
@@ -354,7 +355,7 @@ class StandinCompose:
         atomic_write(files[2], gpu_reservation_reset(list(stack.profiles)))
         if memlock_reset:
             files.append(root / "compose.host.yaml")
-            atomic_write(files[-1], memlock_reset(list(stack.profiles)))
+            atomic_write(files[-1], sweep_run.memlock_reset(list(stack.profiles)))
         for secret in launch.SECRETS:
             path = root / stack.settings.secrets_dir / secret
             path.parent.mkdir(parents=True, exist_ok=True)
