@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import uuid
@@ -24,26 +23,23 @@ from bwstack.build import cpubase, rootfs
 from bwstack.build.dockerbuild import STAGE_REPO
 from bwstack.stack import pins
 from support.dockerstack import docker
-from support.registry import free_port, need_registry, registry
+from support.registry import (
+    CPU_BASE_REPO,
+    CPU_BASE_TAG,
+    CPU_REGISTRY_VARIANT,
+    CPU_SOURCE,
+    free_port,
+    need_registry,
+    registry,
+    registry_variant,
+)
 from support.stack import copy_stack
 
 CLI = [sys.executable, "-m", "bwstack.cli"]
-SOURCE = "v0.5.23-cpu"
-NAME = "v0.5.23-cpu-registry"
-REPO = "bwstack/cpu-base"
-TAG = "v0.5.23-cpu"
-
-
-def _variant(root: Path, host: str) -> Path:
-    """images/NAME: v0.5.23-cpu's pins and locks with ``[base] image`` in the registry at ``host``."""
-    folder = root / "images" / NAME
-    shutil.copytree(root / "images" / SOURCE, folder, ignore=shutil.ignore_patterns("*wheels*", "wheelhouse"))
-    pins_path = folder / "pins.toml"
-    text = pins_path.read_text(encoding="utf-8")
-    text = text.replace(f'image = "{REPO}:{TAG}"', f'image = "{host}/{REPO}:{TAG}"')
-    assert host in text
-    pins_path.write_text(text, encoding="utf-8")
-    return pins_path
+SOURCE = CPU_SOURCE
+NAME = CPU_REGISTRY_VARIANT
+REPO = CPU_BASE_REPO
+TAG = CPU_BASE_TAG
 
 
 def _bwstack(stack: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,7 +58,7 @@ def test_build_by_digest_and_a_moved_tag_refused(tmp_path: Path) -> None:
     stack = copy_stack(tmp_path)
     with registry(tmp_path / "reg") as reg:
         pushed = reg.push(REPO, TAG, "first")
-        _variant(stack.parent, reg.host)
+        registry_variant(stack.parent, reg.host)
         locked = _bwstack(stack, "lock", "--variant", NAME, "--no-python")
         assert locked.returncode == 0, locked.stdout + locked.stderr
         assert f"digest: {reg.host}/{REPO}:{TAG}@{pushed}" in locked.stdout
@@ -134,7 +130,7 @@ def test_docker_builds_from_the_locked_digest_and_refuses_a_retagged_base(
             digest = re.search(r"digest: (sha256:[0-9a-f]{64})", pushed.stdout)
             assert digest, pushed.stdout
             made.append(f"{reg.host}/{REPO}@{digest.group(1)}")
-            _variant(root, reg.host)
+            registry_variant(root, reg.host)
             locked = _bwstack(stack, "lock", "--variant", NAME, "--no-python")
             assert locked.returncode == 0, locked.stdout + locked.stderr
             assert pins.load_variant(root / "images", NAME).base_digest == digest.group(1)

@@ -2,8 +2,7 @@
 model-state check, ``doctor`` and ``up`` against the stack's named model-cache volume (Docker's volume folder
 is root's: ``/var/lib/docker`` is mode 0710).
 
-The user gets bwstack as an operator would: a venv of the system Python with the package installed from this
-tree (the test's own interpreter may live where the user cannot read). The Hub is ``support.hub`` on
+The user gets bwstack as an operator would (``support.anyuser``). The Hub is ``support.hub`` on
 127.0.0.1; ``up`` starts the stand-in image (no GPU: the stand-in sweep's ``compose.nogpu.yaml`` is added to the
 project, as tests/ops/test_cli_up_down.py does). Creating the user needs root (CI runs as root). Everything
 made here (the user and its home, the venv, volumes, containers, image tags) is removed at the end.
@@ -13,14 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +27,14 @@ from bwstack.render import compose
 from bwstack.stack import loader, schema
 from bwstack.sweep.run import STANDIN_OVERRIDE, gpu_reservation_reset, memlock_reset
 from healthchecks import imagelayout
-from support import dockerstack
+from support import anyuser, dockerstack
+from support.anyuser import Operator, as_user
 from support.hub import TEST_REPO as REPO
 from support.hub import TEST_TOKEN as TOKEN
 from support.hub import Hub, Repo
-from support.stack import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SYSTEM_PYTHON = "/usr/bin/python3"
 #: the model-state check up and the sweep run, as one line of JSON (the user's own interpreter runs it)
 STATE = (
     "import json, sys; from pathlib import Path; from bwstack.host import modelcache; "
@@ -63,84 +57,9 @@ cli.main(sys.argv[2:])
 """
 
 
-@dataclass(frozen=True)
-class Operator:
-    name: str
-    home: Path
-    python: Path
-
-    @property
-    def bwstack(self) -> Path:
-        return self.python.parent / "bwstack"
-
-
-def _install_tree(venv: Path) -> None:
-    """bwstack from this tree into ``venv`` (a copy of what the wheel is built from, in a folder root owns)."""
-    source = venv.parent / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        if (ROOT / name).exists():
-            shutil.copy2(ROOT / name, source / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    shutil.copytree(ROOT / "src", source / "src", ignore=ignore)
-    shutil.copytree(ROOT / "healthchecks", source / "healthchecks", ignore=ignore)
-    subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True, timeout=120)
-    installed = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", str(source)], capture_output=True, text=True, timeout=600
-    )
-    assert installed.returncode == 0, installed.stderr[-2000:]
-
-
-def _give_compose(name: str, home: Path) -> None:
-    """Compose v2 for the user as Docker documents a per-user install (~/.docker/cli-plugins), when this
-    host's plugin lives where the user cannot run it (root's own ~/.docker)."""
-    listed = dockerstack.docker(
-        "info", "--format", '{{range .ClientInfo.Plugins}}{{.Name}} {{.Path}}{{"\\n"}}{{end}}', check=False
-    )
-    paths = [line.split(" ", 1)[1] for line in listed.stdout.splitlines() if line.startswith("compose ")]
-    if not paths or not paths[0].startswith(str(Path.home())):
-        return
-    plugins = home / ".docker" / "cli-plugins"
-    plugins.mkdir(parents=True)
-    shutil.copy2(paths[0], plugins / "docker-compose")
-    subprocess.run(["chown", "-R", f"{name}:{name}", str(home / ".docker")], check=True)
-
-
 @pytest.fixture(scope="module")
 def operator(docker_engine: None) -> Iterator[Operator]:
-    if os.geteuid() != 0:
-        dockerstack.skip_or_fail("making a test user needs root")
-    if not Path(SYSTEM_PYTHON).exists():
-        dockerstack.skip_or_fail(f"no {SYSTEM_PYTHON} to make the user's venv from")
-    name = f"bwnr{os.getpid() % 100000}"
-    scratch = Path(tempfile.mkdtemp(prefix="bwstack-anyuser-"))
-    scratch.chmod(0o755)
-    subprocess.run(["useradd", "-m", "-G", "docker", name], check=True, timeout=60)
-    try:
-        _install_tree(scratch / "venv")
-        home = Path(pwd.getpwnam(name).pw_dir)
-        _give_compose(name, home)
-        yield Operator(name, home, scratch / "venv" / "bin" / "python")
-    finally:
-        subprocess.run(["userdel", "-r", name], capture_output=True, timeout=60, check=False)
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def as_user(
-    user: Operator, argv: list[str], env: dict[str, str], cwd: Path
-) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` as the user, in a login-like environment (its HOME), with ``env`` added."""
-    base = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(user.home),
-        "USER": user.name,
-        "LANG": "C.UTF-8",
-    }
-    command = ["setpriv", f"--reuid={user.name}", f"--regid={user.name}", "--init-groups", "env", "-i"]
-    command += [f"{k}={v}" for k, v in {**base, **env}.items()]
-    return subprocess.run(
-        [*command, *argv], capture_output=True, text=True, timeout=600, cwd=cwd, check=False
-    )
+    yield from anyuser.made_operator()
 
 
 def hub_env(hub: Hub) -> dict[str, str]:

@@ -156,6 +156,30 @@ def registry(tmp: Path) -> Iterator[Registry]:
         yield Registry(host)
 
 
+#: the CPU variant the registry tests copy, and the name of its copy whose ``[base] image`` is in the registry
+CPU_SOURCE = "v0.5.23-cpu"
+CPU_REGISTRY_VARIANT = "v0.5.23-cpu-registry"
+CPU_BASE_REPO = "bwstack/cpu-base"
+CPU_BASE_TAG = "v0.5.23-cpu"
+
+
+def registry_variant(root: Path, host: str) -> Path:
+    """images/CPU_REGISTRY_VARIANT: CPU_SOURCE's pins and locks with ``[base] image`` in the registry at
+    ``host`` (a CPU variant that names a registry base takes the GPU variants' path: pulled by digest)."""
+    folder = root / "images" / CPU_REGISTRY_VARIANT
+    shutil.copytree(
+        root / "images" / CPU_SOURCE, folder, ignore=shutil.ignore_patterns("*wheels*", "wheelhouse")
+    )
+    pins_path = folder / "pins.toml"
+    text = pins_path.read_text(encoding="utf-8")
+    text = text.replace(
+        f'image = "{CPU_BASE_REPO}:{CPU_BASE_TAG}"', f'image = "{host}/{CPU_BASE_REPO}:{CPU_BASE_TAG}"'
+    )
+    assert host in text
+    pins_path.write_text(text, encoding="utf-8")
+    return pins_path
+
+
 @dataclass
 class Index:
     """A PEP 503 simple index over ``files``: ``url`` is its ``…/simple`` root."""

@@ -188,8 +188,12 @@ def record(root: Path, image: str) -> Facts:
     if inspected.returncode != 0:
         raise ExternalError(f"image {image} is not on this machine ({inspected.stderr.strip()[:160]})")
     meta = json.loads(inspected.stdout)[0]
+    # a base gives uid 10001 no home (row 2.2): the serving image's HOME, empty and its own, as the Dockerfile
+    # makes it, so the imports are judged as the image runs them (SGLang's import writes under ~/.cache)
+    home = f"{imagelayout.HOME}:uid={imagelayout.UID},gid={imagelayout.GID},mode=0700"
     done = _docker(
         "run", "--rm", "--network", "none", "--user", f"{imagelayout.UID}:{imagelayout.GID}",
+        "--tmpfs", home, "-e", f"HOME={imagelayout.HOME}",
         "--entrypoint", "python3", "-v", f"{root / 'healthchecks'}:{MOUNT}:ro", image,
         f"{MOUNT}/selfcheck.py", "--json",
         timeout=TIMEOUT,

@@ -1,0 +1,104 @@
+"""The quick start's image steps as a real non-root member of the ``docker`` group (``support.anyuser``), in the
+user's own checkout: ``bwstack lock --inspect VARIANT`` and ``bwstack build --variant VARIANT`` as written, on a
+variant whose base lives in a registry (Debian's docker-registry on 127.0.0.1 holds the real CPU base of
+v0.5.23-cpu; a CPU variant naming a registry base takes the GPU variants' path: pulled by digest).
+
+Everything made here (the user and its home, the registry and its storage, the image tags and the build-stage
+tag) is removed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import pwd
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bwstack.build import cpubase
+from bwstack.build.dockerbuild import STAGE_REPO
+from bwstack.stack import pins
+from support import anyuser
+from support.anyuser import Operator, as_user
+from support.dockerstack import docker
+from support.registry import (
+    CPU_BASE_REPO,
+    CPU_BASE_TAG,
+    CPU_REGISTRY_VARIANT,
+    CPU_SOURCE,
+    need_registry,
+    registry,
+    registry_variant,
+)
+from support.stack import copy_stack, edit_yaml
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def operator(docker_engine: None) -> Iterator[Operator]:
+    yield from anyuser.made_operator()
+
+
+def _no_traceback(done: Any) -> None:
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_a_non_root_operator_inspects_and_builds_a_registry_variant(
+    operator: Operator, tmp_path: Path
+) -> None:
+    need_registry()
+    root = Path(__file__).resolve().parents[2]
+    local_base = cpubase.ensure_base(
+        root, pins.load_variant(root / "images", CPU_SOURCE), echo=lambda _m: None
+    )
+    checkout = operator.home / "bwstack"
+    checkout.mkdir()
+    stack_file = copy_stack(checkout)
+    image_repo = f"bwstack-test/nr{uuid.uuid4().hex[:10]}"
+    edit_yaml(stack_file, lambda data: data["stack"].update({"image_repo": image_repo}))
+    target = f"{image_repo}:{CPU_REGISTRY_VARIANT}"
+    made = [target, f"{STAGE_REPO}:{re.sub(r'[^A-Za-z0-9_.-]', '_', target)}"]
+    try:
+        with registry(tmp_path / "reg") as reg:
+            remote = f"{reg.host}/{CPU_BASE_REPO}:{CPU_BASE_TAG}"
+            made.append(remote)
+            docker("tag", local_base, remote)
+            pushed = docker("push", remote, timeout=900)
+            found = re.search(r"digest: (sha256:[0-9a-f]{64})", pushed.stdout)
+            assert found, pushed.stdout
+            digest = found.group(1)
+            made.append(f"{reg.host}/{CPU_BASE_REPO}@{digest}")
+            registry_variant(checkout, reg.host)
+            operator.own(checkout)
+
+            # the quick start, as written, in the user's own checkout
+            inspected = as_user(operator, [str(operator.bwstack), "lock", "--inspect", CPU_REGISTRY_VARIANT],
+                                {}, checkout)  # fmt: skip
+            _no_traceback(inspected)
+            assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+            pins_path = f"{checkout}/images/{CPU_REGISTRY_VARIANT}/pins.toml"
+            assert f"inspect: [base] digest {digest} written to {pins_path}" in inspected.stdout
+            assert "contradicts" not in inspected.stdout
+            variant = pins.load_variant(checkout / "images", CPU_REGISTRY_VARIANT)
+            assert variant.base_digest == digest
+
+            built = as_user(operator, [str(operator.bwstack), "build", "--variant", CPU_REGISTRY_VARIANT],
+                            {}, checkout, timeout=1500)  # fmt: skip
+            _no_traceback(built)
+            assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+            assert f"base: {remote}@{digest} (the tag still names it)" in built.stderr
+            image = json.loads(docker("image", "inspect", "--format", "{{json .}}", target).stdout)
+            labels = image["Config"]["Labels"]
+            assert labels["org.opencontainers.image.base.name"] == f"{remote}@{digest}"
+            # nothing the user's commands wrote belongs to anyone else
+            uid = pwd.getpwnam(operator.name).pw_uid
+            foreign = [str(p) for p in [operator.home, *operator.home.rglob("*")] if p.lstat().st_uid != uid]
+            assert foreign == [], foreign[:10]
+    finally:
+        for ref in made:
+            docker("rmi", ref, check=False)
