@@ -181,11 +181,10 @@ def fetch(file: Path, profile: str | None, cache_dir: Path | None, max_workers: 
     if profile is not None:
         stack.profile(profile)  # every profile serves model.path; the name is checked, not needed
     if stack.tiny_models:  # a CPU stack: its checkpoints are made here, not downloaded
-        from bwstack.build.lock import wheelhouse
+        from bwstack.host import tinyimage
         from bwstack.tiny import ensure
 
-        python = wheelhouse.host_python(stack.variant(stack.settings.variant), click.echo)
-        made = ensure.ensure_for_stack(stack, echo=click.echo, copy_python=python)
+        made = ensure.ensure_for_stack(stack, echo=click.echo, copy_writer=tinyimage.for_stack(stack))
         click.echo(f"ok: {len(made)} tiny model(s) in {made[0].parent}")
         return
     sys.exit(fetch_mod.fetch(stack, cache_dir=cache_dir, max_workers=max_workers, echo=click.echo))

@@ -77,12 +77,19 @@ def helper_image(preferred: str | None) -> str:
     )
 
 
-def argv(volume: str, image: str) -> list[str]:
-    """``docker run`` of the worker: the volume at HF_HOME, as the serving user, the request on stdin."""
+def source_mounts() -> list[str]:
+    """``docker run`` options mounting bwstack's two packages read-only at :data:`SOURCE_MOUNT` (beside the
+    image's own packages; ``PYTHONPATH`` names it)."""
     mounts: list[str] = []
     for package in (bwstack, healthchecks):
         folder = Path(str(package.__file__)).resolve().parent
         mounts += ["-v", f"{folder}:{SOURCE_MOUNT}/{folder.name}:ro"]
+    return mounts
+
+
+def argv(volume: str, image: str) -> list[str]:
+    """``docker run`` of the worker: the volume at HF_HOME, as the serving user, the request on stdin."""
+    mounts = source_mounts()
     env: list[str] = []
     for name in PASSED_ENV:
         if name in os.environ:

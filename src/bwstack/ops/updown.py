@@ -17,9 +17,8 @@ import time
 from typing import Any
 
 from bwstack import classify
-from bwstack.build.lock import wheelhouse
 from bwstack.errors import ExternalError, UserError
-from bwstack.host import modelcache, secretfiles, startlog
+from bwstack.host import modelcache, secretfiles, startlog, tinyimage
 from bwstack.host.dockercompose import Project
 from bwstack.host.doctor import image
 from bwstack.host.stackproject import (
@@ -109,8 +108,7 @@ def up(
         print(f"bwstack: {describe(stack)}", file=echo)  # which quality checks the healthcheck runs
     if stack.tiny_models:
         say = lambda m: print(f"bwstack: {m}", file=echo)  # noqa: E731
-        python = wheelhouse.host_python(stack.variant(stack.settings.variant), say)
-        ensure.ensure_for_stack(stack, echo=say, copy_python=python)
+        ensure.ensure_for_stack(stack, echo=say, copy_writer=tinyimage.for_stack(stack))
     for note in secretfiles.ensure_secrets(stack):
         print(f"bwstack: {note}", file=echo)
     key_file = (stack.root / stack.settings.secrets_dir / "api_key").resolve()

@@ -15,11 +15,10 @@ from typing import Any, cast
 
 from bwstack import __version__, launch, record
 from bwstack.build import dockerbuild, rootfs
-from bwstack.build.lock import wheelhouse
 from bwstack.build.standin_image import ensure_standin_image
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.host import modelcache, secretfiles, stackproject
+from bwstack.host import modelcache, secretfiles, stackproject, tinyimage
 from bwstack.host.dockercompose import Project
 from bwstack.know import next_try
 from bwstack.record import read
@@ -200,13 +199,12 @@ def compose_project(
 
 
 def prepare_real_cpu(plan: Plan, console: Any) -> None:
-    """A CPU stack's real sweep: its tiny models in the model cache and its image (built once)."""
+    """A CPU stack's real sweep: its images (built once; the stack's own variant too: its image makes the copy
+    model) and its tiny models in the model cache."""
 
     stack = plan.stack
     say = lambda m: console.print(m, markup=False)  # noqa: E731
-    python = wheelhouse.host_python(stack.variant(stack.settings.variant), say)
-    ensure.ensure_for_stack(stack, echo=say, copy_python=python)
-    for variant in sorted({stack.variant_name_for(n) for n in plan.names}):
+    for variant in sorted({stack.variant_name_for(n) for n in plan.names} | {stack.settings.variant}):
         ref = launch.image_ref(stack, variant)
         if rootfs.image_exists(ref):
             continue
@@ -214,6 +212,7 @@ def prepare_real_cpu(plan: Plan, console: Any) -> None:
         status = dockerbuild.build(stack, variant, tag=ref, base_image=None, dry_run=False, quiet=True)
         if status != 0:
             raise ExternalError(f"docker build of {ref} failed (exit status {status})")
+    ensure.ensure_for_stack(stack, echo=say, copy_writer=tinyimage.for_stack(stack))
 
 
 def model_env(stack: Stack, options: Options) -> dict[str, str]:

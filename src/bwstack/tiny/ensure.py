@@ -2,8 +2,9 @@
 
 ``kind: random`` entries are written by :mod:`bwstack.tiny.tinymodel` (numpy, seeded: seconds). A ``copy``
 entry, the long-context model of :mod:`bwstack.tiny.tinycopy` (an induction circuit), needs torch and
-transformers: it is built once, in the interpreter the caller names (the host venv of the stack's CPU
-variant: the image's own closure), and every ``copy`` entry is written from that one build. A folder whose
+transformers: it is built once, by the writer the caller names (bwstack's commands build it in the stack's CPU
+image, as the operator's own uid: :mod:`bwstack.host.tinyimage`), and every ``copy`` entry is written from
+that one build. A folder whose
 recorded spec matches is kept. (A profile breaks it past a length with SGLang's own
 ``--json-model-override-args``: the same weights, a sliding window the engine applies.)
 """
@@ -19,6 +20,9 @@ from typing import Any
 from bwstack.errors import UserError
 from bwstack.stack.schema import Stack, TinyModel
 from bwstack.tiny import tinycopy, tinymodel
+
+#: writes the copy pair (the good model, its windowed twin) into two folders; its summary
+CopyWriter = Callable[[Path, Path], dict[str, Any]]
 
 #: the spec each built kind records (tinymodel.write keeps it in bwstack-tiny-model.json)
 COPY_SPECS: dict[str, tinymodel.TinySpec] = {"copy": tinycopy.SPEC}
@@ -36,10 +40,11 @@ def spec_of(entry: TinyModel) -> tinymodel.TinySpec:
 def ensure_for_stack(
     stack: Stack,
     echo: Callable[[str], object] = print,
-    copy_python: Callable[[], Path] | None = None,
+    copy_writer: CopyWriter | None = None,
 ) -> list[Path]:
     """Make every ``tiny_models`` entry in ``stack.model_cache_path`` (kept when already right).
-    ``copy_python``: the interpreter (with torch) that builds the copy pair, asked for only when needed."""
+    ``copy_writer(good, broken)``: writes the copy pair into two folders (torch needed), called only when
+    needed."""
     if not stack.tiny_models:
         return []
     if stack.settings.model_cache_path is None:
@@ -63,28 +68,27 @@ def ensure_for_stack(
         echo(f"tiny-model: writing {name} ({entry.arch}, fault {entry.fault}) into {root}")
         tinymodel.write(target, spec)
     if stale_copies:
-        _write_copies(stack, root, echo, copy_python)
+        _write_copies(stack, root, echo, copy_writer)
     root.chmod(0o755)
     return made
 
 
 def _write_copies(
-    stack: Stack, root: Path, echo: Callable[[str], object], copy_python: Callable[[], Path] | None
+    stack: Stack, root: Path, echo: Callable[[str], object], copy_writer: CopyWriter | None
 ) -> dict[str, Any]:
     """Build the copy model once and write it to every ``copy`` entry of the stack."""
-    if copy_python is None:
+    if copy_writer is None:
         raise UserError(
             "tiny_models of kind copy need torch to be built: run this from bwstack's own "
-            "commands (fetch, up, sweep), which build them in the host venv of the stack's CPU variant",
+            "commands (fetch, up, sweep), which build them in the stack's CPU image",
             file=stack.path,
             field="tiny_models",
         )
-    python = copy_python()
-    echo(f"tiny-model: building the copy model (an induction circuit) with {python}")
+    echo("tiny-model: building the copy model (an induction circuit)")
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".copy-pair.", dir=root))
     try:
-        summary = tinycopy.write_in_venv(python, staging / "copy", staging / "copy-window")
+        summary = copy_writer(staging / "copy", staging / "copy-window")
         for name, entry in sorted(stack.tiny_models.items()):
             if entry.kind in COPY_SPECS:
                 target = root / name

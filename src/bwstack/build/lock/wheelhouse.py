@@ -470,9 +470,3 @@ def host_venv(variant: pins.Variant, echo: Echo = print) -> Path:
     shutil.rmtree(root, ignore_errors=True)
     staging.rename(root)
     return root
-
-
-def host_python(variant: pins.Variant, echo: Echo = print) -> Callable[[], Path]:
-    """The interpreter of :func:`host_venv`, built when first asked for (the copy pair of ``tiny_models``
-    needs torch: ``bwstack.tiny.ensure``)."""
-    return lambda: host_venv(variant, echo) / "bin" / "python"
