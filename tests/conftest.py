@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from bwstack.stack import loader, schema
+from support import anyuser
 from support.dockercheck import docker_problem
 from support.stack import ROOT, copy_stack
 
@@ -97,3 +98,10 @@ def _prune_build_leftovers() -> Iterator[None]:
         from bwstack.build import dockerbuild
 
         dockerbuild.prune_build_leftovers()
+
+
+@pytest.fixture(scope="module")
+def operator(docker_engine: None) -> Iterator[anyuser.Operator]:
+    """A real non-root member of the ``docker`` group with bwstack installed (``support.anyuser``), removed
+    after the module."""
+    yield from anyuser.made_operator()

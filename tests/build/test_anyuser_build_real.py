@@ -13,7 +13,6 @@ import json
 import pwd
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +33,17 @@ from support.registry import (
     registry,
     registry_variant,
 )
-from support.stack import copy_stack, edit_yaml
+from support.stack import ROOT, copy_stack, edit_yaml
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def operator(docker_engine: None) -> Iterator[Operator]:
-    yield from anyuser.made_operator()
+#: the README's quick start before `lock --inspect`, verbatim but for its comments
+QUICK_START_BEFORE = (
+    "python3 -m venv .venv && .venv/bin/pip install -e .",
+    ".venv/bin/bwstack list --arch sm120",
+    "install -m 600 /dev/null secrets/hf_token",
+)
 
 
 def _no_traceback(done: Any) -> None:
@@ -52,13 +54,16 @@ def test_a_non_root_operator_inspects_and_builds_a_registry_variant(
     operator: Operator, tmp_path: Path
 ) -> None:
     need_registry()
-    root = Path(__file__).resolve().parents[2]
+    root = ROOT
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert all(f"\n{line}  " in readme or f"\n{line} " in readme for line in QUICK_START_BEFORE)
     local_base = cpubase.ensure_base(
         root, pins.load_variant(root / "images", CPU_SOURCE), echo=lambda _m: None
     )
     checkout = operator.home / "bwstack"
     checkout.mkdir()
     stack_file = copy_stack(checkout)
+    anyuser.copy_source(checkout)
     image_repo = f"bwstack-test/nr{uuid.uuid4().hex[:10]}"
     edit_yaml(stack_file, lambda data: data["stack"].update({"image_repo": image_repo}))
     target = f"{image_repo}:{CPU_REGISTRY_VARIANT}"
@@ -76,9 +81,13 @@ def test_a_non_root_operator_inspects_and_builds_a_registry_variant(
             registry_variant(checkout, reg.host)
             operator.own(checkout)
 
-            # the quick start, as written, in the user's own checkout
-            inspected = as_user(operator, [str(operator.bwstack), "lock", "--inspect", CPU_REGISTRY_VARIANT],
-                                {}, checkout)  # fmt: skip
+            # the quick start, line by line as written, in the user's own checkout (the CPU variant for VARIANT)
+            for line in QUICK_START_BEFORE:
+                done = as_user(operator, ["sh", "-c", line], {}, checkout)
+                _no_traceback(done)
+                assert done.returncode == 0, (line, done.stdout[-2000:] + done.stderr[-2000:])
+            bwstack = str(checkout / ".venv" / "bin" / "bwstack")
+            inspected = as_user(operator, [bwstack, "lock", "--inspect", CPU_REGISTRY_VARIANT], {}, checkout)
             _no_traceback(inspected)
             assert inspected.returncode == 0, inspected.stdout + inspected.stderr
             pins_path = f"{checkout}/images/{CPU_REGISTRY_VARIANT}/pins.toml"
@@ -87,14 +96,22 @@ def test_a_non_root_operator_inspects_and_builds_a_registry_variant(
             variant = pins.load_variant(checkout / "images", CPU_REGISTRY_VARIANT)
             assert variant.base_digest == digest
 
-            built = as_user(operator, [str(operator.bwstack), "build", "--variant", CPU_REGISTRY_VARIANT],
-                            {}, checkout, timeout=1500)  # fmt: skip
+            built = as_user(operator, [bwstack, "build", "--variant", CPU_REGISTRY_VARIANT], {}, checkout,
+                            timeout=1500)  # fmt: skip
             _no_traceback(built)
             assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
             assert f"base: {remote}@{digest} (the tag still names it)" in built.stderr
             image = json.loads(docker("image", "inspect", "--format", "{{json .}}", target).stdout)
             labels = image["Config"]["Labels"]
             assert labels["org.opencontainers.image.base.name"] == f"{remote}@{digest}"
+            # the build's self-check reads the secret as up leaves it: the 0600 file granted to uid 10001
+            granted = f"bwstack: {checkout}/secrets/hf_token: readable for the serving user (uid 10001) by an ACL entry"
+            assert granted in built.stderr, built.stderr[-2000:]
+            assert "bwstack selfcheck: ok (" in built.stderr
+            checked = as_user(operator, [bwstack, "doctor", "--image", CPU_REGISTRY_VARIANT], {}, checkout)
+            _no_traceback(checked)
+            assert checked.returncode == 0, checked.stdout + checked.stderr
+            assert "bwstack selfcheck: ok (" in checked.stdout
             # nothing the user's commands wrote belongs to anyone else
             uid = pwd.getpwnam(operator.name).pw_uid
             foreign = [str(p) for p in [operator.home, *operator.home.rglob("*")] if p.lstat().st_uid != uid]

@@ -23,11 +23,11 @@ from bwstack.build import cpubase, rootfs
 from bwstack.build.dockerbuild import STAGE_REPO
 from bwstack.stack import pins
 from support.dockerstack import docker
+from support.registry import CPU_BASE_REPO as REPO
+from support.registry import CPU_BASE_TAG as TAG
+from support.registry import CPU_REGISTRY_VARIANT as NAME
+from support.registry import CPU_SOURCE as SOURCE
 from support.registry import (
-    CPU_BASE_REPO,
-    CPU_BASE_TAG,
-    CPU_REGISTRY_VARIANT,
-    CPU_SOURCE,
     free_port,
     need_registry,
     registry,
@@ -36,10 +36,6 @@ from support.registry import (
 from support.stack import copy_stack
 
 CLI = [sys.executable, "-m", "bwstack.cli"]
-SOURCE = CPU_SOURCE
-NAME = CPU_REGISTRY_VARIANT
-REPO = CPU_BASE_REPO
-TAG = CPU_BASE_TAG
 
 
 def _bwstack(stack: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -10,11 +10,10 @@ its home, the project's containers, volumes and network) is removed at the end.
 from __future__ import annotations
 
 import pwd
-from collections.abc import Iterator
 
 import pytest
 
-from support import anyuser, dockerstack
+from support import dockerstack
 from support.anyuser import Operator, as_user
 from support.stack import copy_stack, edit_yaml
 
@@ -22,11 +21,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.real, pytest.mark.slow]
 
 IMAGE = "bwstack/sglang:v0.5.23-cpu"
 HEALTHY = "cpu-torch-native"
-
-
-@pytest.fixture(scope="module")
-def operator(docker_engine: None) -> Iterator[Operator]:
-    yield from anyuser.made_operator()
 
 
 def test_a_non_root_operator_brings_up_the_cpu_stack(operator: Operator) -> None:

@@ -27,7 +27,7 @@ from bwstack.render import compose
 from bwstack.stack import loader, schema
 from bwstack.sweep.run import STANDIN_OVERRIDE, gpu_reservation_reset, memlock_reset
 from healthchecks import imagelayout
-from support import anyuser, dockerstack
+from support import dockerstack
 from support.anyuser import Operator, as_user
 from support.hub import TEST_REPO as REPO
 from support.hub import TEST_TOKEN as TOKEN
@@ -55,11 +55,6 @@ def project_for(stack, compose_file=None, env=None):
 updown.project_for = project_for
 cli.main(sys.argv[2:])
 """
-
-
-@pytest.fixture(scope="module")
-def operator(docker_engine: None) -> Iterator[Operator]:
-    yield from anyuser.made_operator()
 
 
 def hub_env(hub: Hub) -> dict[str, str]:

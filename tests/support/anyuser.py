@@ -39,16 +39,24 @@ class Operator:
         subprocess.run(["chown", "-R", f"{self.name}:{self.name}", str(path)], check=True, timeout=120)
 
 
-def _install_tree(venv: Path) -> None:
-    """bwstack from this tree into ``venv`` (a copy of what the wheel is built from, in a folder root owns)."""
-    source = venv.parent / "source"
-    source.mkdir()
+def copy_source(dest: Path) -> Path:
+    """What ``pip install`` builds bwstack from (pyproject.toml, README.md, src/, healthchecks/) into ``dest``,
+    and the committed ``secrets/README.md`` (a checkout's secrets folder, empty of secrets)."""
+    dest.mkdir(exist_ok=True)
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (ROOT / name).exists():
-            shutil.copy2(ROOT / name, source / name)
+            shutil.copy2(ROOT / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    shutil.copytree(ROOT / "src", source / "src", ignore=ignore)
-    shutil.copytree(ROOT / "healthchecks", source / "healthchecks", ignore=ignore)
+    shutil.copytree(ROOT / "src", dest / "src", ignore=ignore)
+    shutil.copytree(ROOT / "healthchecks", dest / "healthchecks", ignore=ignore, dirs_exist_ok=True)
+    (dest / "secrets").mkdir(exist_ok=True)  # as a checkout has it: its README, no secret
+    shutil.copy2(ROOT / "secrets" / "README.md", dest / "secrets" / "README.md")
+    return dest
+
+
+def _install_tree(venv: Path) -> None:
+    """bwstack from this tree into ``venv`` (a copy of what the wheel is built from, in a folder root owns)."""
+    source = copy_source(venv.parent / "source")
     subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True, timeout=120)
     installed = subprocess.run(
         [str(venv / "bin" / "pip"), "install", "-q", str(source)], capture_output=True, text=True, timeout=600

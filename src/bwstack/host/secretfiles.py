@@ -189,10 +189,12 @@ def state_of(name: str, path: Path, uid: int = imagelayout.UID) -> SecretState:
     return SecretState(name, path, "empty" if empty else "ok")
 
 
-def ensure_secrets(stack: Stack, kind: enginekind.EngineKind | None = None) -> list[str]:
-    """Make each secret file the stack mounts exist (empty, mode 0600) and readable for the serving user only
-    (:mod:`bwstack.host.secretfiles`), as the engine runs it (``kind``: SELinux labels, rootless or
-    userns-remapped uids; detected when not given); one note per file created or changed."""
+def ensure_secrets(
+    stack: Stack, kind: enginekind.EngineKind | None = None, *, create: bool = True
+) -> list[str]:
+    """Make each secret file the stack mounts exist (empty, mode 0600; only with ``create``) and readable for
+    the serving user only (:mod:`bwstack.host.secretfiles`), as the engine runs it (``kind``: SELinux labels,
+    rootless or userns-remapped uids; detected when not given); one note per file created or changed."""
     notes: list[str] = []
     if not launch.stack_secrets(stack):
         return notes
@@ -200,6 +202,8 @@ def ensure_secrets(stack: Stack, kind: enginekind.EngineKind | None = None) -> l
     folder = (stack.root / stack.settings.secrets_dir).resolve()
     for name in launch.stack_secrets(stack):
         path = folder / name
+        if not path.exists() and not create:
+            continue
         if not path.exists():
             create_secret(path)
             notes.append(

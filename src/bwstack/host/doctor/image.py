@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from bwstack import launch
 from bwstack.errors import ExternalError
+from bwstack.host import secretfiles
 from bwstack.stack.schema import Stack
 from healthchecks import imagelayout
 
@@ -95,6 +96,9 @@ def run_image_check(
     if _docker("image", "inspect", image).returncode != 0:
         echo(f"bwstack doctor: image {image} not found -- fix: bwstack build --variant {variant}")
         return 1
+    if secrets:  # the secret files as up leaves them: readable for the serving user (none created here)
+        for note in secretfiles.ensure_secrets(stack, create=False):
+            echo(f"bwstack: {note}")
     done = _docker(*selfcheck_argv(stack, variant, imports=imports, secrets=secrets)[1:], timeout=TIMEOUT)
     lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.startswith("bwstack selfcheck:")]
     for line in lines:
