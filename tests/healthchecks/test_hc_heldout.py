@@ -96,3 +96,11 @@ def test_round3_recorded_score_before_is_in_the_scores_table() -> None:
     doc = (ROOT / "docs/healthcheck.md").read_text(encoding="utf-8")
     row = next(line for line in doc.splitlines() if line.startswith("| 3 (issue 36)"))
     assert f"{before['right']}/{before['total']}" in row
+
+
+def test_round5_recorded_score_before_is_in_the_scores_table() -> None:
+    before = json.loads((HERE / "heldout5" / "SCORE-before.json").read_text(encoding="utf-8"))
+    assert before["total"] == ROUNDS[1].size
+    doc = (ROOT / "docs/healthcheck.md").read_text(encoding="utf-8")
+    row = next(line for line in doc.splitlines() if line.startswith("| 5 (issue 36)"))
+    assert f"{before['right']}/{before['total']}" in row
