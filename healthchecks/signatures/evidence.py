@@ -103,6 +103,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "raise --mem-fraction-static above the minimum the error names, shard wider (--tp) or use a "
         "smaller/quantized model",
     ),
+    # --- round 5 (issue 36): written from its training batch (corpus, "issue 36 round 5 (training)") -------
+    # unsupported_arch: SGLang's own floor, "only supports smNN and above" (also as a user retypes it)
+    sig(
+        "unsupported_arch",
+        r"^(?!.*(?i:warn|fall(?:s|ing)?[ -]?back|instead))"
+        r".*?\b(?i:only) supports (?:sm|SM)[ _]?\d{2,3}[a-z]?"
+        r"(?:\+| +(?:and|or) +(?:above|newer|later|higher))",
+        ("only supports",),
+        "sglang srt/model_executor/model_runner.py load_model (later load_model_utils."
+        "maybe_downgrade_dtype_for_legacy_gpu): RuntimeError('SGLang only supports sm75 and above.') on a "
+        "GPU below compute capability 7.5; opendatalab/MinerU#3416 (V100, retyped 'SGlang only supports "
+        "sm 75 and  above')",
+        "a GPU the stack supports (SGLang: sm75 and newer), or a backend built for this arch",
+    ),
 )
 
 #: SGLang's own words on a failure it recovered from: it logs a warning that ends 'To silence this warning,

@@ -192,6 +192,9 @@ EXAMPLES: list[tuple[str, str]] = [
     ("RuntimeError: No supported CUDA architectures found for major versions [12].", "unsupported_arch"),
     ("RuntimeError: No compiled cutlass_scaled_mm for CUDA device capability: 120", "unsupported_arch"),
     ("RuntimeError: FlashInfer requires sm75+", "unsupported_arch"),
+    # round 5: SGLang's own floor (model_runner.py), and as a user retyped it (opendatalab/MinerU#3416)
+    ("RuntimeError: SGLang only supports sm75 and above.", "unsupported_arch"),
+    ("报错信息：SGlang only supports sm 75 and  above ", "unsupported_arch"),  # noqa: RUF001
     (
         "RuntimeError: Sparse Attention Forward Kernel is only supported on SM90a and SM100f architectures.",
         "unsupported_arch",
@@ -215,6 +218,12 @@ EXAMPLES: list[tuple[str, str]] = [
     ("torch.distributed.DistBackendError: [1] is setting up NCCL communicator", "nccl"),
     (
         "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection cl",
+        "nccl",
+    ),
+    # round 5: gloo's other TCP transport file (sgl-project/sglang#5883)
+    (
+        "Exception: Capture cuda graph failed: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:133] "
+        "Timed out waiting 1800000ms for send operation to complete",
         "nccl",
     ),
     # kernel_compile
@@ -454,6 +463,9 @@ BENIGN = [
     "between these two devices. To silence this warning, specify --disable-custom-all-reduce explicitly.",
     "[t TP0] Setup Custom allreduce failed with invalid literal for int() with base 10: 'GPU-0e72'. To silence "
     "this warning, specify --disable-custom-all-reduce explicitly.",
+    # round 5: the floor rule reads a refusal, not a fallback nor a limit on something else
+    "[2025-09-01 10:00:00] FlashInfer only supports sm75+ kernels here, falling back to triton",
+    "DeepSeek DSA only supports bf16 here",
 ]
 
 
