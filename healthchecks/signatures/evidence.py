@@ -117,6 +117,34 @@ SIGNATURES: tuple[Signature, ...] = (
         "sm 75 and  above')",
         "a GPU the stack supports (SGLang: sm75 and newer), or a backend built for this arch",
     ),
+    # crash (weak, like a Python traceback's frames): a native stack's frame as PyTorch's c10 backtrace prints
+    # it, also with the frame number turned into a markdown link by the issue tracker
+    sig(
+        "crash",
+        r"\bframe (?:#\d+|\[#\d+\]\([^)\s]*\)): [^\n]*?\+ 0x[0-9a-f]+ \(0x[0-9a-f]+ in [^)\n]+\)",
+        ("frame ",),
+        "PyTorch c10 backtraces (c10/util/Backtrace.cpp: 'frame #N: <function> + 0x<offset> (0x<address> in "
+        "<library>)', printed under an exception or std::terminate; the corpus's ProcessGroupNCCL watchdog "
+        "logs); zhaochenyang20/Awesome-ML-SYS-Tutorial#106 (a scheduler's native stack in Docker's JSON log "
+        "lines, 'frame [#44](..): + 0x29ac5d (0x55ba19095c5d in sglang::scheduler_TP0)')",
+        "read the exception the native stack belongs to (the lines above it)",
+        priority=96,
+        weak=True,
+    ),
+    # warmup_failed (weak, a traceback's frame): the exception went through SGLang's own warm-up thread
+    sig(
+        "warmup_failed",
+        r'File "[^"\n]*sglang/srt/(?:entrypoints/)?(?:http_)?server\.py", line \d+, in '
+        r"(?:_wait_and_warmup|_execute_server_warmup)\b",
+        ("_wait_and_warmup", "_execute_server_warmup"),
+        "sglang srt/entrypoints/http_server.py (srt/server.py before 0.4): the warm-up thread "
+        "(_wait_and_warmup, _execute_server_warmup) polls /model_info and posts one request before the ready "
+        "line; a traceback through it is the warm-up failing (SGLang logs it as 'Initialization failed. "
+        "warmup error: Traceback ..'); xorbitsai/inference#2126 (JSONDecodeError reading /get_model_info)",
+        "read the exception at the traceback's end: the server answered the warm-up with an error (a proxy, "
+        "an API key, a crashed scheduler)",
+        weak=True,
+    ),
 )
 
 #: SGLang's own words on a failure it recovered from: it logs a warning that ends 'To silence this warning,
