@@ -90,17 +90,10 @@ def test_round_sources_are_new_to_the_corpus(held: Round) -> None:
     assert not set(sources) & older
 
 
-def test_round3_recorded_score_before_is_in_the_scores_table() -> None:
-    before = json.loads((HERE / "heldout" / "SCORE-before.json").read_text(encoding="utf-8"))
-    assert before["total"] == ROUNDS[0].size
+@pytest.mark.parametrize("held", ROUNDS, ids=ROUND_IDS)
+def test_round_recorded_score_before_is_in_the_scores_table(held: Round) -> None:
+    before = json.loads((held.folder / "SCORE-before.json").read_text(encoding="utf-8"))
+    assert before["total"] == held.size
     doc = (ROOT / "docs/healthcheck.md").read_text(encoding="utf-8")
-    row = next(line for line in doc.splitlines() if line.startswith("| 3 (issue 36)"))
-    assert f"{before['right']}/{before['total']}" in row
-
-
-def test_round5_recorded_score_before_is_in_the_scores_table() -> None:
-    before = json.loads((HERE / "heldout5" / "SCORE-before.json").read_text(encoding="utf-8"))
-    assert before["total"] == ROUNDS[1].size
-    doc = (ROOT / "docs/healthcheck.md").read_text(encoding="utf-8")
-    row = next(line for line in doc.splitlines() if line.startswith("| 5 (issue 36)"))
+    row = next(line for line in doc.splitlines() if line.startswith(f"| {held.number} (issue 36)"))
     assert f"{before['right']}/{before['total']}" in row
