@@ -29,6 +29,7 @@ import pytest
 from bwstack.host import calibrate
 from bwstack.quality import compare, retrieval
 from bwstack.stack import loader
+from bwstack.sweep import quality
 from bwstack.tiny import tinycopy, tinymodel, tinytrain
 from healthchecks import common, judging, longprobe
 from support.realhc import healthcheck
@@ -52,6 +53,17 @@ def run_compare(a: str, b: str, url_a: str, url_b: str, *extra: str) -> tuple[in
     return done.returncode, json.loads(done.stdout), done.stderr
 
 
+def run_compare_from(recording: Path, b: str, url_b: str) -> tuple[int, dict[str, Any], str]:
+    """``compare A B --a-from FILE``: B scored against A's recorded answers (A's server not asked)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bwstack", "compare", "cpu-long-copy", b, "-f", str(PROFILES), "--a-from",
+         str(recording), "--url-b", url_b, "--json"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.stdout.strip(), done.stderr[-3000:]
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
 @pytest.fixture(scope="module")
 def twin_report(copy_models: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The copying model (A, up throughout) against its window twin, then against its drifted copy (and the
@@ -62,6 +74,13 @@ def twin_report(copy_models: dict[str, Any], tmp_path_factory: pytest.TempPathFa
     with real_server(copy_models["good"], tmp / "a.log") as a:
         with real_server(copy_models["good"], tmp / "b.log", extra_args=window_args) as b:
             out["code"], out["report"], _err = run_compare("cpu-long-copy", "cpu-long-window", a.url, b.url)
+            # the sweep's --compare-to step on the same two servers, one after the other: the reference's
+            # answers recorded to a file, the twin scored against the file; then the command's --a-from
+            step = quality.Step(loader.load_stack(PROFILES), tmp / "sweep", "cpu-long-copy")
+            out["quality"] = {name: step.measure(name, url, None)
+                              for name, url in (("cpu-long-copy", a.url), ("cpu-long-window", b.url))}  # fmt: skip
+            recording = step.answers_path("cpu-long-copy")
+            out["from_file"] = run_compare_from(recording, "cpu-long-window", b.url)
         good = calibrate.measure(a.url, window=longprobe.DEFAULT_WINDOW)
         out["env"] = {
             common.ENV_HC_BASELINE: f"{judging.PASSAGE_ID}={good['score']:.4f}",
@@ -155,3 +174,31 @@ def test_planted_drift_is_caught_by_the_kl_gate_while_its_healthcheck_stands(
     assert line.count("(baseline ") == 2, line  # judged against the good model's calibrated baselines
     assert twin_report["drift_code"] == 1 and not report["passed"], report
     assert report["mean_kl"] > compare.MAX_MEAN_KL and report["p99_kl"] > compare.MAX_P99_KL, report
+
+
+def test_the_sweep_step_scores_the_twin_against_the_references_recorded_answers(
+    twin_report: dict[str, Any],
+) -> None:
+    """``sweep --compare-to``'s step: the reference's row holds its retrieval and no comparison, the twin's
+    row the comparison against the reference's file, with the live two-server report's figures."""
+    live = twin_report["report"]
+    ref, twin = twin_report["quality"]["cpu-long-copy"], twin_report["quality"]["cpu-long-window"]
+    print(f"\nsweep step: reference {quality.words(ref)}; twin {quality.words(twin)}")
+    assert ref.get("reference") is True and "compare" not in ref, ref
+    assert ref["answers"] == "quality/cpu-long-copy.json", ref
+    assert [(r["length"], r["right"]) for r in ref["retrieval"]] == [
+        (r["length"], r["right"]) for r in live["retrieval"]["a"]
+    ]
+    assert [(r["length"], r["right"]) for r in twin["retrieval"]] == [
+        (r["length"], r["right"]) for r in live["retrieval"]["b"]
+    ]
+    vs = twin["compare"]
+    assert vs is not None and vs["to"] == "cpu-long-copy" and vs["passed"] is False, twin
+    assert vs["positions"] == live["positions"] and vs["worst"] == live["worst"]
+    for key in ("mean_kl", "p99_kl", "top1_agreement"):  # the same greedy CPU prefill: the same numbers
+        assert vs[key] == pytest.approx(live[key], rel=1e-3, abs=1e-6), key
+    code, from_file, _err = twin_report["from_file"]
+    assert code == 1 and from_file["a"]["label"] == "cpu-long-copy" and not from_file["passed"]
+    assert from_file["positions"] == live["positions"]
+    assert from_file["mean_kl"] == pytest.approx(live["mean_kl"], rel=1e-3, abs=1e-6)
+    assert from_file["retrieval"]["a"] == live["retrieval"]["a"]
