@@ -9,7 +9,6 @@ tests/real/test_real_compare.py).
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 
 from bwstack.quality.retrieval import Accuracy
 from bwstack.sweep import quality, report
-from support.headless import run_chromium
+from support.headless import run_chromium, table_cells
 
 REFERENCE = "cpu-long-copy"
 TWIN = "cpu-long-window"
@@ -86,43 +85,12 @@ def test_matrix_md_has_the_quality_table() -> None:
     )
 
 
-class Cells(HTMLParser):
-    """The text of each cell of ``<table class="quality">``, row by row, as the browser's DOM holds it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self.inside = False
-        self.cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "table" and ("class", "quality") in attrs:
-            self.inside = True
-        elif self.inside and tag == "tr":
-            self.rows.append([])
-        elif self.inside and tag in ("td", "th"):
-            self.cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "table":
-            self.inside = False
-        elif self.inside and tag in ("td", "th") and self.cell is not None:
-            self.rows[-1].append("".join(self.cell).strip())
-            self.cell = None
-
-    def handle_data(self, data: str) -> None:
-        if self.cell is not None:
-            self.cell.append(data)
-
-
 @pytest.mark.chromium
 def test_the_quality_table_as_chromium_parses_it(chromium: str, tmp_path: Path) -> None:
     page = tmp_path / "matrix.html"
     page.write_text(report.render_html(document()), encoding="utf-8")
     dom = run_chromium(chromium, page, tmp_path, "--dump-dom").stdout
-    parsed = Cells()
-    parsed.feed(dom)
-    assert parsed.rows == [
+    assert table_cells(dom, "quality") == [
         ["profile", "retrieval @1024", "retrieval @2048", "retrieval @4088", "mean KL", "p99 KL", "top-1",
          "verdict"],
         ["cpu-long-copy", "8/8", "8/8", "8/8", "reference", "", "", ""],
