@@ -53,3 +53,7 @@ def test_upgrade_measure_prints_the_measured_divergence_of_0_5_9_and_0_5_23(
     assert "\nwithin (thresholds: " in out
     left = dockerstack.docker("ps", "-aq", "--filter", f"label={upgrade_measure.LABEL}").stdout.split()
     assert left == [], left
+    volumes = dockerstack.docker(
+        "volume", "ls", "-q", "--filter", f"label={upgrade_measure.LABEL}"
+    ).stdout.split()
+    assert volumes == [], volumes

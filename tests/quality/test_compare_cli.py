@@ -92,3 +92,16 @@ def test_a_malformed_recording_is_one_line_naming_the_field(tmp_path: Path) -> N
     done = bwstack("compare", "cpu-long-copy", "cpu-long-window", "-f", "profiles.cpu.yaml", "--a-from",
                    str(path), "--url-b", "http://127.0.0.1:1")  # fmt: skip
     assert done.returncode == 1 and one_line(done).startswith("bwstack: cpu-long-window: /v1/models failed:")
+
+
+def test_sweep_compare_to_refuses_an_unknown_profile_and_the_stand_in(tmp_path: Path) -> None:
+    done = bwstack("-f", "profiles.cpu.yaml", "sweep", "--compare-to", "nope", "--out", str(tmp_path / "r"))
+    assert done.returncode == 2 and "unknown profile 'nope'" in one_line(done)
+    done = bwstack("sweep", "--standin", "--compare-to", "dense-fi-bf16", "--out", str(tmp_path / "r"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr  # after the GPU stack's lock warnings:
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "bwstack: --compare-to: the stand-in serves no logprobs to compare; drop --standin"
+    done = bwstack("sweep", "--standin", "--retrieval", "--out", str(tmp_path / "r"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--retrieval: the stand-in serves no logprobs" in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "r").exists()  # refused before any report or container

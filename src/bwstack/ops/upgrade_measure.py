@@ -96,16 +96,22 @@ def serving(stack: Stack, profile: str, variant: str, client: Any, wait_s: float
     if cache is None:
         raise UserError("--measure needs stack.model_cache_path (the CPU stacks set it)", file=stack.path)
     port = _free_port()
+    name = f"bwstack-measure-{variant}-{uuid.uuid4().hex[:8]}"
+    # a fresh named volume at the JIT cache: Docker fills it from the image's folder, owner included (as the
+    # rendered services' per-variant volume); removed with the container
+    jit = client.volumes.create(name=f"{name}-jit", labels={LABEL: variant})
     container = client.containers.run(
         spec.image,
         command=spec.argv,
         detach=True,
-        name=f"bwstack-measure-{variant}-{uuid.uuid4().hex[:8]}",
-        environment={name: k8s.from_compose(value) for name, value in spec.env().items()},
+        name=name,
+        environment={key: k8s.from_compose(value) for key, value in spec.env().items()},
         ports={f"{spec.port}/tcp": ("127.0.0.1", port)},
         shm_size=spec.shm_size,
-        volumes={str((stack.root / cache).resolve()): {"bind": imagelayout.HF_HOME, "mode": "rw"}},
-        tmpfs={imagelayout.JIT_CACHE: "mode=1777"},
+        volumes={
+            str((stack.root / cache).resolve()): {"bind": imagelayout.HF_HOME, "mode": "rw"},
+            jit.name: {"bind": imagelayout.JIT_CACHE, "mode": "rw"},
+        },
         labels={LABEL: variant},
     )
     try:
@@ -115,6 +121,8 @@ def serving(stack: Stack, profile: str, variant: str, client: Any, wait_s: float
     finally:
         with contextlib.suppress(Exception):
             container.remove(force=True)
+        with contextlib.suppress(Exception):
+            jit.remove(force=True)
 
 
 def measure(

@@ -32,7 +32,9 @@ from bwstack.sweep import bench, qualityview, soak
 from healthchecks import judging, phases, untrusted, vocabulary
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
-VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed", "soak", "start")
+VOLATILE_ROW_KEYS = (
+    "started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed", "soak", "start", "quality",
+)  # fmt: skip
 #: evidence keys that are stable for the same outcome
 STABLE_EVIDENCE_KEYS = ("exit_code", "oom_killed", "requested", "effective", "server_version", "timeout_s")
 
