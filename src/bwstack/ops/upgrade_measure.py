@@ -27,11 +27,11 @@ from bwstack.errors import ExternalError, UserError
 from bwstack.host import stackproject
 from bwstack.quality import compare, show
 from bwstack.render import k8s
-from bwstack.stack import modelconfig
+from bwstack.stack import modelconfig, snapshots
 from bwstack.stack.schema import Stack
 from bwstack.sweep import plan, run
 from bwstack.sweep.streams import docker_client
-from healthchecks import imagelayout
+from healthchecks import common, imagelayout
 
 LABEL = "io.bwstack.upgrade-measure"
 
@@ -64,6 +64,26 @@ def measured_profile(stack: Stack, names: Sequence[str]) -> str:
     )
 
 
+def argv_for(argv: Sequence[str], snapshot: snapshots.Snapshot) -> tuple[list[str], list[str]]:
+    """``argv`` less the options ``snapshot``'s SGLang does not have (with their values), and what was left
+    out: the stack's extra args are spelled for its own variant (the CPU stack's for 0.5.23), and an older
+    release refuses an option it does not know."""
+    kept: list[str] = []
+    left: list[str] = []
+    index = 0
+    while index < len(argv):
+        item = argv[index]
+        option = item.partition("=")[0]
+        if item.startswith("--") and snapshot.flag(option) is None:
+            takes = "=" not in item and index + 1 < len(argv) and not argv[index + 1].startswith("--")
+            left += argv[index : index + 1 + takes]
+            index += 1 + takes
+            continue
+        kept.append(item)
+        index += 1
+    return kept, left
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -88,10 +108,22 @@ def _wait_ready(url: str, container: Any, deadline: float) -> None:
 
 
 @contextlib.contextmanager
-def serving(stack: Stack, profile: str, variant: str, client: Any, wait_s: float) -> Iterator[str]:
-    """``profile`` on ``variant``'s image in a container of its own on a free loopback port; its base URL.
-    The container is removed when the block ends."""
+def serving(
+    stack: Stack,
+    profile: str,
+    variant: str,
+    client: Any,
+    wait_s: float,
+    *,
+    echo: Callable[[str], None] = lambda _m: None,
+) -> Iterator[str]:
+    """``profile`` on ``variant``'s image in a container of its own on a free loopback port, the options
+    its SGLang lacks left out and fail-fast off; its base URL. The container and its JIT volume are removed
+    when the block ends."""
     spec = launch.launch_spec(stack, profile, variant)
+    argv, left = argv_for(spec.argv, stack.snapshot(variant))
+    if left:
+        echo(f"measure: {variant}'s SGLang has no {' '.join(left)}: left out")
     cache = stack.settings.model_cache_path
     if cache is None:
         raise UserError("--measure needs stack.model_cache_path (the CPU stacks set it)", file=stack.path)
@@ -102,10 +134,14 @@ def serving(stack: Stack, profile: str, variant: str, client: Any, wait_s: float
     jit = client.volumes.create(name=f"{name}-jit", labels={LABEL: variant})
     container = client.containers.run(
         spec.image,
-        command=spec.argv,
+        command=argv,
         detach=True,
         name=name,
-        environment={key: k8s.from_compose(value) for key, value in spec.env().items()},
+        # fail-fast off: a server its healthcheck judges broken keeps serving, so what is measured is its
+        # divergence, not its exit
+        environment={
+            key: k8s.from_compose(value) for key, value in spec.env({common.ENV_FAIL_FAST: "0"}).items()
+        },
         ports={f"{spec.port}/tcp": ("127.0.0.1", port)},
         shm_size=spec.shm_size,
         volumes={
@@ -148,8 +184,8 @@ def measure(
     wait_s = stackproject.default_wait_seconds(stack)
     echo(f"measure: {profile} on {variants[0]} and on {variants[1]}, both at once")
     with (
-        serving(_on(stack, profile, variants[0]), profile, variants[0], client, wait_s) as url_old,
-        serving(_on(stack, profile, variants[1]), profile, variants[1], client, wait_s) as url_new,
+        serving(_on(stack, profile, variants[0]), profile, variants[0], client, wait_s, echo=echo) as url_old,
+        serving(_on(stack, profile, variants[1]), profile, variants[1], client, wait_s, echo=echo) as url_new,
     ):
         report = compare.run(
             compare.Side(f"{profile}@{variants[0]}", url_old),
