@@ -27,11 +27,12 @@ from typing import Any
 import pytest
 
 from bwstack.host import calibrate
-from bwstack.quality import compare, retrieval
+from bwstack.quality import compare
 from bwstack.stack import loader
 from bwstack.sweep import quality
 from bwstack.tiny import tinycopy, tinymodel, tinytrain
 from healthchecks import common, judging, longprobe
+from support import compareproofs
 from support.realhc import healthcheck
 from support.realsglang import real_server
 from support.stack import ROOT
@@ -112,30 +113,11 @@ def drift(good: Path, target: Path) -> Path:
 def test_the_window_twin_diverges_only_where_the_copy_lies_past_its_window(
     twin_report: dict[str, Any],
 ) -> None:
-    report = twin_report["report"]
-    assert twin_report["code"] == 1 and report["passed"] is False
-    assert len(report["failures"]) == 3, report["failures"]
-    near = [p for p in report["prompts"] if p["distance"] <= tinycopy.BROKEN_WINDOW]
-    far = [p for p in report["prompts"] if p["distance"] > tinycopy.BROKEN_WINDOW]
-    assert near and far
-    for p in near:  # same weights, same engine: the twin's window changes nothing within it
-        assert p["max_kl"] < 1e-3 and p["top1_agreement"] == 1.0, p
-        assert p["first_position_over_p99_threshold"] is None, p
-    for p in far:
-        assert p["mean_kl"] > 1.0 and p["top1_agreement"] < 0.5, p
-        assert p["first_position_over_p99_threshold"] > tinycopy.BROKEN_WINDOW, p
-        assert p["score_a"] > -1.0 > -5.0 > p["score_b"], p  # the good model copies; the twin cannot
-    assert set(report["worst"][: len(far)]) == {p["id"] for p in far}
+    compareproofs.assert_twin_diverges_past_its_window(twin_report["code"], twin_report["report"])
 
 
 def test_retrieval_fails_for_the_twin_alone_and_only_past_its_window(twin_report: dict[str, Any]) -> None:
-    rows = twin_report["report"]["retrieval"]
-    assert [r["length"] for r in rows["a"]] == retrieval.lengths_for(None, 4096)
-    assert all(r["right"] == r["asked"] for r in rows["a"]), rows["a"]
-    for row in rows["b"]:  # every needle within the window is found, none further back
-        within = sum(1 for n in retrieval.needles(row["length"]) if n.distance <= tinycopy.BROKEN_WINDOW)
-        assert row["right"] == within, (row, within)
-    assert rows["b"][0]["accuracy"] == 1.0 > rows["b"][-1]["accuracy"]
+    compareproofs.assert_twin_retrieval(twin_report["report"])
 
 
 @pytest.fixture(scope="module")
