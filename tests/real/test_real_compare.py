@@ -30,7 +30,7 @@ from bwstack.host import calibrate
 from bwstack.quality import compare
 from bwstack.stack import loader
 from bwstack.sweep import quality
-from bwstack.tiny import tinycopy, tinymodel, tinytrain
+from bwstack.tiny import tinymodel
 from healthchecks import common, judging, longprobe
 from support import compareproofs
 from support.realhc import healthcheck
@@ -40,8 +40,6 @@ from support.stack import ROOT
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 PROFILES = ROOT / "profiles.cpu.yaml"
-#: the planted drift: noise of this fraction of each weight tensor's std
-DRIFT = 0.01
 
 
 def run_compare(a: str, b: str, url_a: str, url_b: str, *extra: str) -> tuple[int, dict[str, Any], str]:
@@ -87,7 +85,7 @@ def twin_report(copy_models: dict[str, Any], tmp_path_factory: pytest.TempPathFa
             common.ENV_HC_BASELINE: f"{judging.PASSAGE_ID}={good['score']:.4f}",
             common.ENV_HC_LONG_BASELINE: f"{good['long'][0]}={good['long'][1]:.4f}",
         }
-        drifted = drift(copy_models["good"], tmp / "drifted")
+        drifted = compareproofs.drift(copy_models["good"], tmp / "drifted")
         with real_server(drifted, tmp / "d.log") as d:
             out["drift_code"], out["drift"], _err = run_compare(
                 "cpu-long-copy", "cpu-long-copy", a.url, d.url, "--no-retrieval"
@@ -96,18 +94,8 @@ def twin_report(copy_models: dict[str, Any], tmp_path_factory: pytest.TempPathFa
     shown = {k: out["report"][k] for k in ("mean_kl", "p99_kl", "top1_agreement", "retrieval", "seconds")}
     print(f"\ncopy vs window twin: {json.dumps(shown)}")
     shown = {k: out["drift"][k] for k in ("mean_kl", "p99_kl", "top1_agreement", "seconds")}
-    print(f"copy vs drift {DRIFT}: {json.dumps(shown)}; its healthcheck: {out['drift_health']}")
+    print(f"copy vs drift {compareproofs.DRIFT}: {json.dumps(shown)}; its healthcheck: {out['drift_health']}")
     return out
-
-
-def drift(good: Path, target: Path) -> Path:
-    """The copying model's weights with Gaussian noise of :data:`DRIFT` x each tensor's std added (the tiny
-    models' ``noise`` fault, at a small scale): planted numerics drift of a known size."""
-    from safetensors.numpy import load_file
-
-    spec = tinymodel.TinySpec(**{**tinycopy.SPEC.__dict__, "fault": "noise", "noise_scale": DRIFT})
-    weights = load_file(str(good / "model.safetensors"))
-    return tinymodel.write(target, spec, weights=weights, corpus=tinytrain.corpus())
 
 
 def test_the_window_twin_diverges_only_where_the_copy_lies_past_its_window(
@@ -150,12 +138,9 @@ def test_the_same_model_on_sglang_0_5_9_and_0_5_23_is_within_the_thresholds(
 def test_planted_drift_is_caught_by_the_kl_gate_while_its_healthcheck_stands(
     twin_report: dict[str, Any],
 ) -> None:
-    report = twin_report["drift"]
-    code, line = twin_report["drift_health"]
-    assert code == 0 and line.startswith("healthy"), line  # the passage and the long probe: within the margin
-    assert line.count("(baseline ") == 2, line  # judged against the good model's calibrated baselines
-    assert twin_report["drift_code"] == 1 and not report["passed"], report
-    assert report["mean_kl"] > compare.MAX_MEAN_KL and report["p99_kl"] > compare.MAX_P99_KL, report
+    compareproofs.assert_drift_caught(
+        twin_report["drift_code"], twin_report["drift"], twin_report["drift_health"]
+    )
 
 
 def test_the_sweep_step_scores_the_twin_against_the_references_recorded_answers(

@@ -4,10 +4,14 @@ and the CPU images (tests/real/test_image_compare.py) must meet."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from bwstack.quality import retrieval
-from bwstack.tiny import tinycopy
+from bwstack.quality import compare, retrieval
+from bwstack.tiny import tinycopy, tinymodel, tinytrain
+
+#: the planted drift: noise of this fraction of each weight tensor's std
+DRIFT = 0.01
 
 
 def assert_twin_diverges_past_its_window(code: int, report: dict[str, Any]) -> None:
@@ -38,3 +42,25 @@ def assert_twin_retrieval(report: dict[str, Any]) -> None:
         within = sum(1 for n in retrieval.needles(row["length"]) if n.distance <= tinycopy.BROKEN_WINDOW)
         assert row["right"] == within, (row, within)
     assert rows["b"][0]["accuracy"] == 1.0 > rows["b"][-1]["accuracy"]
+
+
+def drift(good: Path, target: Path) -> Path:
+    """The copying model's weights with Gaussian noise of :data:`DRIFT` x each tensor's std added (the tiny
+    models' ``noise`` fault, at a small scale): planted numerics drift of a known size."""
+    from safetensors.numpy import load_file
+
+    spec = tinymodel.TinySpec(**{**tinycopy.SPEC.__dict__, "fault": "noise", "noise_scale": DRIFT})
+    weights = load_file(str(good / "model.safetensors"))
+    return tinymodel.write(target, spec, weights=weights, corpus=tinytrain.corpus())
+
+
+def assert_drift_caught(code: int, report: dict[str, Any], health: tuple[int, str]) -> None:
+    """The drifted model is past the KL gate (mean and p99) while its healthcheck, judged against the good
+    model's calibrated baselines, stays healthy."""
+    status, line = health
+    assert status == 0 and line.startswith("healthy"), (
+        line
+    )  # the passage and the long probe: within the margin
+    assert line.count("(baseline ") == 2, line  # judged against the good model's calibrated baselines
+    assert code == 1 and not report["passed"], report
+    assert report["mean_kl"] > compare.MAX_MEAN_KL and report["p99_kl"] > compare.MAX_P99_KL, report
