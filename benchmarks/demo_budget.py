@@ -95,7 +95,7 @@ def main() -> int:
     require_docker()
     with tempfile.TemporaryDirectory(prefix="bwstack-demo-bench-") as tmp:
         stack = ROOT / "profiles.yaml"
-        if args.smoke:  # warm only (no image removed), one real CPU profile and one stand-in profile
+        if args.smoke:  # warm only (no image removed), one stand-in profile
             args.skip_cold = True
             (Path(tmp) / "stack").mkdir()
             stack = smoke_stack(Path(tmp) / "stack")

@@ -90,6 +90,14 @@ def standin_refs(docker_engine: None) -> dict[str, str]:
     return dockerstack.standin_images()
 
 
+@pytest.fixture(scope="session")
+def real_sglang_python() -> Path:
+    """The host venv of the CPU variant's closure (real SGLang without Docker), built once per session."""
+    from support.realsglang import venv_python
+
+    return venv_python()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _prune_build_leftovers() -> Iterator[None]:
     """After the session: drop untagged bwstack images that rebuilds left behind (containers using them are gone)."""

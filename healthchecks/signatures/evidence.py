@@ -103,6 +103,48 @@ SIGNATURES: tuple[Signature, ...] = (
         "raise --mem-fraction-static above the minimum the error names, shard wider (--tp) or use a "
         "smaller/quantized model",
     ),
+    # --- round 5 (issue 36): written from its training batch (corpus, "issue 36 round 5 (training)") -------
+    # unsupported_arch: SGLang's own floor, "only supports smNN and above" (also as a user retypes it)
+    sig(
+        "unsupported_arch",
+        r"^(?!.*(?i:warn|fall(?:s|ing)?[ -]?back|instead))"
+        r".*?\b(?i:only) supports (?:sm|SM)[ _]?\d{2,3}[a-z]?"
+        r"(?:\+| +(?:and|or) +(?:above|newer|later|higher))",
+        ("only supports",),
+        "sglang srt/model_executor/model_runner.py load_model (later load_model_utils."
+        "maybe_downgrade_dtype_for_legacy_gpu): RuntimeError('SGLang only supports sm75 and above.') on a "
+        "GPU below compute capability 7.5; opendatalab/MinerU#3416 (V100, retyped 'SGlang only supports "
+        "sm 75 and  above')",
+        "a GPU the stack supports (SGLang: sm75 and newer), or a backend built for this arch",
+    ),
+    # crash (weak, like a Python traceback's frames): a native stack's frame as PyTorch's c10 backtrace prints
+    # it, also with the frame number turned into a markdown link by the issue tracker
+    sig(
+        "crash",
+        r"\bframe (?:#\d+|\[#\d+\]\([^)\s]*\)): [^\n]*?\+ 0x[0-9a-f]+ \(0x[0-9a-f]+ in [^)\n]+\)",
+        ("frame ",),
+        "PyTorch c10 backtraces (c10/util/Backtrace.cpp: 'frame #N: <function> + 0x<offset> (0x<address> in "
+        "<library>)', printed under an exception or std::terminate; the corpus's ProcessGroupNCCL watchdog "
+        "logs); zhaochenyang20/Awesome-ML-SYS-Tutorial#106 (a scheduler's native stack in Docker's JSON log "
+        "lines, 'frame [#44](..): + 0x29ac5d (0x55ba19095c5d in sglang::scheduler_TP0)')",
+        "read the exception the native stack belongs to (the lines above it)",
+        priority=96,
+        weak=True,
+    ),
+    # warmup_failed (weak, a traceback's frame): the exception went through SGLang's own warm-up thread
+    sig(
+        "warmup_failed",
+        r'File "[^"\n]*sglang/srt/(?:entrypoints/)?(?:http_)?server\.py", line \d+, in '
+        r"(?:_wait_and_warmup|_execute_server_warmup)\b",
+        ("_wait_and_warmup", "_execute_server_warmup"),
+        "sglang srt/entrypoints/http_server.py (srt/server.py before 0.4): the warm-up thread "
+        "(_wait_and_warmup, _execute_server_warmup) polls /model_info and posts one request before the ready "
+        "line; a traceback through it is the warm-up failing (SGLang logs it as 'Initialization failed. "
+        "warmup error: Traceback ..'); xorbitsai/inference#2126 (JSONDecodeError reading /get_model_info)",
+        "read the exception at the traceback's end: the server answered the warm-up with an error (a proxy, "
+        "an API key, a crashed scheduler)",
+        weak=True,
+    ),
 )
 
 #: SGLang's own words on a failure it recovered from: it logs a warning that ends 'To silence this warning,

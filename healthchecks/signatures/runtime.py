@@ -100,11 +100,12 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "nccl",
         r"\bNCCL WARN\b|ProcessGroupNCCL's watchdog got stuck|\bDistBackendError\b"
-        r"|gloo/transport/tcp/pair\.cc:\d+",
+        r"|gloo/transport/tcp/\w+\.cc:\d+",
         ("NCCL WARN", "watchdog got stuck", "DistBackendError", "gloo/transport"),
         "NCCL's own warnings (sgl-project/sglang#6246 'NCCL WARN Cuda failure', #16015); ProcessGroupNCCL "
-        "heartbeat monitor (sgl-project/sglang#1691); c10d store (sgl-project/sglang#4096); gloo TCP pair "
-        "(sgl-project/sglang#4205)",
+        "heartbeat monitor (sgl-project/sglang#1691); c10d store (sgl-project/sglang#4096); gloo's TCP "
+        "transport, pair.cc (sgl-project/sglang#4205) and unbound_buffer.cc ('Timed out waiting 1800000ms "
+        "for send operation to complete', sgl-project/sglang#5883)",
         "NCCL_DEBUG=INFO; check P2P/IOMMU and the other ranks",
     ),
     # --- health_timeout / timeout ------------------------------------------------------------------------

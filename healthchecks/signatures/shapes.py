@@ -211,5 +211,10 @@ SERVING: tuple[bytes, ...] = (
     b"prefill batch",
     b'/generate http/1.1" 200',
     b'/completions http/1.1" 200',
+    # round 5 (issue 36): a client's model listing; SGLang's own warm-up never asks for it (it polls
+    # GET /model_info, then posts /generate, /encode or, for a VLM, /v1/chat/completions: sglang
+    # srt/entrypoints/http_server.py _execute_server_warmup), so a 200 on it is a client served
+    # (sgl-project/sglang#30047: sglang.bench_serving against an NPU server)
+    b'/v1/models http/1.1" 200',
 )
 SERVING_MIN = 4

@@ -75,7 +75,8 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
     Frames and exceptions are read without the paste noise (:func:`paste.normalise`); ERROR lines as pasted
     (a logger's level is noise to the signatures, not to a person). A frame line opens a traceback also
     without its header (a paste that starts inside one). Lines up to ``since`` (the last start banner: an
-    earlier run's) are passed over."""
+    earlier run's) are passed over, unread (:func:`_after`)."""
+    text, first_line = _after(text, first_line, since)
     pasted = text.split("\n")
     text = paste.normalise(text)
     found = Structure()
@@ -126,6 +127,16 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
         if begin[1] is not None and last_stamp is not None:
             found.capture_seconds = float(last_stamp - begin[1])
     return found
+
+
+def _after(text: str, first_line: int, since: int) -> tuple[str, int]:
+    """``text`` from the line after ``since`` on, and that line's number (``text`` itself when it starts
+    later); paste noise keeps each line in its place, so the cut changes no line's number."""
+    if since < first_line:
+        return text, first_line
+    skip = since - first_line + 1
+    rest = text.split("\n", skip)
+    return (rest[skip] if len(rest) > skip else ""), since + 1
 
 
 def _capture(

@@ -67,7 +67,11 @@ def test_the_generated_block_replaces_only_itself() -> None:
 @pytest.mark.docker
 @pytest.mark.real
 @pytest.mark.slow
-def test_every_benchmark_runs_in_smoke_mode(docker_engine: None, tmp_path: Path) -> None:
+def test_every_benchmark_runs_in_smoke_mode(
+    standin_refs: dict[str, str], real_sglang_python: Path, tmp_path: Path
+) -> None:
+    """The smoke's own cost (CI's budget for it is 3 minutes): what it shares with other tests (the stand-in
+    images, the real SGLang host venv) is built by their session fixtures, in this test's setup."""
     status, output, found = run_benchmarks(tmp_path, "--smoke")
     summary = output[output.rfind("=== summary") :]
     assert status == 0, output[-6000:]

@@ -104,6 +104,20 @@ def test_serving_evidence_without_a_ready_line_reads_healthy_and_needs_enough_li
     assert signatures.scan_text(dead).verdict() == "crash"
 
 
+def test_a_clients_model_listing_counts_as_serving_and_warmup_requests_do_not() -> None:
+    """Round 5: a 200 on GET /v1/models is a client served (SGLang's warm-up polls /model_info, then posts
+    /generate), so the NPU benchmark log of sgl-project/sglang#30047 -- one prefill batch, one decode batch,
+    /v1/models, /model_info and /generate answered -- shows a serving server."""
+    bench = (CORPUS / "sglang30047_npu_bench_generate_prefill_decode.log").read_text(encoding="utf-8")
+    assert signatures.scan_text(bench).verdict() == "healthy"
+    assert (
+        classify_log_file(CORPUS / "sglang30047_npu_bench_generate_prefill_decode.log")["class"] == "healthy"
+    )
+    # without the client's model listing, what is left is no more than a warm-up shows
+    warmup = "".join(line for line in bench.splitlines(keepends=True) if "/v1/models" not in line)
+    assert signatures.scan_text(warmup).verdict() == "starting"
+
+
 def test_serving_and_host_arch_survive_the_saved_scan() -> None:
     scanner = signatures.scan_text(
         (CORPUS / "sglang22331_hisparse_decode_batches.log").read_text(encoding="utf-8")

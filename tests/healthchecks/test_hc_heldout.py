@@ -1,9 +1,11 @@
 """The held-out rounds: their logs and labels are pinned, their recorded scores are the catalog's.
 
-Round 3 (issue 36, ``heldout/README.md``): 45 public logs labelled and committed before the classifier saw
-them. Their bytes and labels are pinned by sha256 here, wherever the files now live (the held-out folder, or
-the corpus once the round is over), so no label or excerpt can be edited after its score was recorded. The
-score before the round's rule changes is ``heldout/SCORE-before.json``; docs/healthcheck.md keeps the table.
+Round 3 (issue 36, ``heldout/README.md``), round 5 (``heldout5/README.md``) and round 6 (``heldout6/README.md``):
+45 public logs each, labelled and committed before the classifier saw them. Their bytes and labels are pinned by
+sha256 here, wherever the files now live (the round's held-out folder, or the corpus once the round is over, where
+their entries carry ``"held_out": "round N"``), so no label or excerpt can be edited after its score was recorded.
+The score before the round's rule changes is the folder's ``SCORE-before.json``; docs/healthcheck.md keeps the
+table of rounds.
 """
 
 from __future__ import annotations
@@ -11,29 +13,64 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import NamedTuple
+
+import pytest
 
 from support import logscore
 from support.stack import ROOT
 
 HERE = Path(__file__).resolve().parent
-HELDOUT = HERE / "heldout"
 CORPUS = HERE / "corpus"
 
-#: sha256 over the round's files, one ``name sha256`` line each, sorted by name
-ROUND3_FILES = "afdebed98a1575c39bb9f6291dbe7a5dd3c6085cddbe8674a99dd126c2c3bc06"
-#: sha256 of the round's labels: json.dumps({name: {"class", "source"}}, sort_keys=True)
-ROUND3_LABELS = "9679bb5a90ee28f46e1679352481df3b555801f509aeddd3c0712238b1c04742"
-ROUND3_SIZE = 45
+
+class Round(NamedTuple):
+    """One held-out round: its folder, its size and the sha256 pins of its files and labels."""
+
+    number: int
+    folder: Path
+    size: int
+    #: sha256 over the round's files, one ``name sha256`` line each, sorted by name
+    files: str
+    #: sha256 of the round's labels: json.dumps({name: {"class", "source"}}, sort_keys=True)
+    labels: str
 
 
-def _round3() -> tuple[Path, dict[str, dict[str, str]]]:
+ROUNDS = (
+    Round(
+        3,
+        HERE / "heldout",
+        45,
+        "afdebed98a1575c39bb9f6291dbe7a5dd3c6085cddbe8674a99dd126c2c3bc06",
+        "9679bb5a90ee28f46e1679352481df3b555801f509aeddd3c0712238b1c04742",
+    ),
+    Round(
+        5,
+        HERE / "heldout5",
+        45,
+        "734735d4196a2d4b0f0f6c06e6a19789e95f53ddc2af8fa165b7ad7204d28c5d",
+        "6b17649a54b77370db434550cbcebd5f6f4de615281a0c7359f210daf16dc9bd",
+    ),
+    Round(
+        6,
+        HERE / "heldout6",
+        45,
+        "c6b8668ffe7c599dcfcc5e9bb6c27512193c3383fecc7f02d05f2b406fa21bf1",
+        "81588526af278d2b0201277652ecb00e4c2ac79d4ff713e5e5bef0a74334540b",
+    ),
+)
+ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
+
+
+def _where(held: Round) -> tuple[Path, dict[str, dict[str, str]]]:
     """Where the round's files live now, and their label entries (from that folder's EXPECTED.json)."""
-    for folder in (HELDOUT, CORPUS):
+    tag = f"round {held.number}"
+    for folder in (held.folder, CORPUS):
         entries = logscore.labels(folder) if (folder / "EXPECTED.json").exists() else {}
-        held = {n: e for n, e in entries.items() if folder is HELDOUT or e.get("added") == "issue 36"}
-        if held:
-            return folder, held
-    raise AssertionError("the round-3 held-out logs are neither in heldout/ nor in corpus/")
+        found = {n: e for n, e in entries.items() if folder == held.folder or e.get("held_out") == tag}
+        if found:
+            return folder, found
+    raise AssertionError(f"the {tag} held-out logs are neither in {held.folder.name}/ nor in corpus/")
 
 
 def _files_digest(folder: Path, names: list[str]) -> str:
@@ -41,24 +78,29 @@ def _files_digest(folder: Path, names: list[str]) -> str:
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
-def test_round3_logs_and_labels_are_the_ones_scored() -> None:
-    folder, entries = _round3()
-    assert len(entries) == ROUND3_SIZE
+@pytest.mark.parametrize("held", ROUNDS, ids=ROUND_IDS)
+def test_round_logs_and_labels_are_the_ones_scored(held: Round) -> None:
+    folder, entries = _where(held)
+    assert len(entries) == held.size
     labels = {n: {"class": e["class"], "source": e["source"]} for n, e in entries.items()}
-    assert hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest() == ROUND3_LABELS
-    assert _files_digest(folder, sorted(entries)) == ROUND3_FILES, logscore.digests(folder, sorted(entries))
+    assert hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest() == held.labels
+    assert _files_digest(folder, sorted(entries)) == held.files, logscore.digests(folder, sorted(entries))
 
 
-def test_round3_sources_are_new_to_the_corpus() -> None:
-    _folder, entries = _round3()
+@pytest.mark.parametrize("held", ROUNDS, ids=ROUND_IDS)
+def test_round_sources_are_new_to_the_corpus(held: Round) -> None:
+    _folder, entries = _where(held)
     corpus = logscore.labels(CORPUS)
     older = {e["source"].split()[0] for n, e in corpus.items() if n not in entries}
-    assert not {e["source"].split()[0] for e in entries.values()} & older
+    sources = [e["source"].split()[0] for e in entries.values()]
+    assert len(set(sources)) == len(sources)
+    assert not set(sources) & older
 
 
-def test_round3_recorded_score_before_is_in_the_scores_table() -> None:
-    before = json.loads((HELDOUT / "SCORE-before.json").read_text(encoding="utf-8"))
-    assert before["total"] == ROUND3_SIZE
+@pytest.mark.parametrize("held", ROUNDS, ids=ROUND_IDS)
+def test_round_recorded_score_before_is_in_the_scores_table(held: Round) -> None:
+    before = json.loads((held.folder / "SCORE-before.json").read_text(encoding="utf-8"))
+    assert before["total"] == held.size
     doc = (ROOT / "docs/healthcheck.md").read_text(encoding="utf-8")
-    row = next(line for line in doc.splitlines() if line.startswith("| 3 (issue 36)"))
+    row = next(line for line in doc.splitlines() if line.startswith(f"| {held.number} (issue 36)"))
     assert f"{before['right']}/{before['total']}" in row

@@ -192,6 +192,9 @@ EXAMPLES: list[tuple[str, str]] = [
     ("RuntimeError: No supported CUDA architectures found for major versions [12].", "unsupported_arch"),
     ("RuntimeError: No compiled cutlass_scaled_mm for CUDA device capability: 120", "unsupported_arch"),
     ("RuntimeError: FlashInfer requires sm75+", "unsupported_arch"),
+    # round 5: SGLang's own floor (model_runner.py), and as a user retyped it (opendatalab/MinerU#3416)
+    ("RuntimeError: SGLang only supports sm75 and above.", "unsupported_arch"),
+    ("报错信息：SGlang only supports sm 75 and  above ", "unsupported_arch"),  # noqa: RUF001
     (
         "RuntimeError: Sparse Attention Forward Kernel is only supported on SM90a and SM100f architectures.",
         "unsupported_arch",
@@ -215,6 +218,32 @@ EXAMPLES: list[tuple[str, str]] = [
     ("torch.distributed.DistBackendError: [1] is setting up NCCL communicator", "nccl"),
     (
         "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection cl",
+        "nccl",
+    ),
+    # round 5: a native stack's frame (c10 backtrace), also with the frame number made a markdown link
+    (
+        "frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x10c (0x7f3b6e7236fc in "
+        "/usr/local/lib/python3.10/dist-packages/torch/lib/libtorch_cuda.so)",
+        "crash",
+    ),
+    (
+        '{"log":"(WorkerDict pid=616, ip=192.168.149.159) frame [#45](https://github.com/o/r/pull/45): '
+        'PyEval_EvalCode + 0x9f (0x55ba1909539f in sglang::scheduler_TP0)"}',
+        "crash",
+    ),
+    # round 5: a traceback through SGLang's warm-up thread (xorbitsai/inference#2126)
+    (
+        '  File "/x/site-packages/sglang/srt/server.py", line 410, in _wait_and_warmup',
+        "warmup_failed",
+    ),
+    (
+        '  File "/x/site-packages/sglang/srt/entrypoints/http_server.py", line 1407, in _execute_server_warmup',
+        "warmup_failed",
+    ),
+    # round 5: gloo's other TCP transport file (sgl-project/sglang#5883)
+    (
+        "Exception: Capture cuda graph failed: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:133] "
+        "Timed out waiting 1800000ms for send operation to complete",
         "nccl",
     ),
     # kernel_compile
@@ -454,6 +483,10 @@ BENIGN = [
     "between these two devices. To silence this warning, specify --disable-custom-all-reduce explicitly.",
     "[t TP0] Setup Custom allreduce failed with invalid literal for int() with base 10: 'GPU-0e72'. To silence "
     "this warning, specify --disable-custom-all-reduce explicitly.",
+    # round 5: the floor rule reads a refusal, not a fallback nor a limit on something else
+    "[2025-09-01 10:00:00] FlashInfer only supports sm75+ kernels here, falling back to triton",
+    "DeepSeek DSA only supports bf16 here",
+    "[2026-05-01 10:00:00] Capture frame #3 of the video: 0x10 bytes",
 ]
 
 

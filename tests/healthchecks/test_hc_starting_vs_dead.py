@@ -140,7 +140,16 @@ def test_classify_log_and_the_in_container_scan_agree(
     with open(log, "ab") as fh:
         fh.write(data[cut:])
     in_container = _in_container(tmp_path, url, capsys)
-    host = classify_log_file(CORPUS / name)["class"]
+    found = classify_log_file(CORPUS / name)
+    host = found["class"]
+    if not data.endswith(b"\n") and found["line"] == data.count(b"\n") + 1:
+        # the verdict's line is the paste's unfinished last line (round 5: an excerpt cut mid-line, a lone error
+        # body): a finished file is read whole, a live scan waits for the line's end and reads the rest
+        finished = tmp_path / "finished.log"
+        finished.write_bytes(data[: data.rfind(b"\n") + 1])
+        before = classify_log_file(finished)["class"]
+        assert in_container == ("crash" if before == "healthy" else before)
+        return
     if name in PASTED_ABOVE_THE_COMMAND:
         # a finished log whose last run logged nothing after its banner: classify-log reads the error above it;
         # live, a fresh banner is a new run starting (a restarted container appends to the old log)

@@ -16,9 +16,6 @@ import pytest
 from support.stack import ROOT
 
 EVIDENCE = ROOT / "evidence"
-#: bundles made by a branch commit that was ported, not merged, so their commit is in no history here; they
-#: are re-made by a real CPU sweep (Docker) at a commit of this repository and leave this list then
-NOT_IN_HISTORY = {"53c02b7b2485afa1", "afdf2e3b974b4b56"}
 
 
 def _cited() -> dict[str, str]:
@@ -45,20 +42,10 @@ CITED = _cited()
 
 
 def test_there_is_shipped_evidence() -> None:
-    assert CITED and set(NOT_IN_HISTORY) <= set(CITED)
+    assert CITED
 
 
-@pytest.mark.parametrize(
-    "bundle",
-    [
-        pytest.param(
-            b, marks=pytest.mark.xfail(strict=True, reason="made by a ported branch commit; re-make it")
-        )
-        if b in NOT_IN_HISTORY
-        else b
-        for b in sorted(CITED)
-    ],
-)
+@pytest.mark.parametrize("bundle", sorted(CITED))
 def test_each_cited_commit_is_in_the_history(bundle: str) -> None:
     commit = CITED[bundle]
     assert re.fullmatch(r"[0-9a-f]{40}", commit), f"bundle {bundle} cites {commit!r}, not a full commit id"

@@ -311,3 +311,17 @@ def test_the_nightlys_flashinfer_warns_of_the_sm120_sparse_mla_livelock(tmp_path
     assert any("flashinfer-sm120-sparse-mla-livelock" in w for w in rules.check_stack(stack))
     shipped = rules.predict(loader.load_stack(PROFILES), "dense-fi-bf16", "sm120")  # FlashInfer 0.7.2
     assert not [n for n in shipped.notes if n.startswith("warning (")]
+
+
+def test_validate_predicts_no_gpu_verdict_for_the_shipped_cpu_profiles() -> None:
+    """The CPU stack runs no GPU kernel: validate says nothing of sm120 for its profiles (it warned that
+    cpu-flashinfer's import_error and cpu-long-window's garbage contradict a 'healthy on sm120'), while the
+    GPU stack's profiles still get their predictions."""
+    from support.stack import run_cli
+
+    cpu = run_cli(ROOT, "-f", "profiles.cpu.yaml", "validate")
+    assert cpu.returncode == 0, cpu.stderr
+    assert "predicts" not in cpu.stderr, cpu.stderr
+    cpu_stack = loader.load_stack(ROOT / "profiles.cpu.yaml")
+    assert all(cpu_stack.device_for(name) == "cpu" for name in cpu_stack.profiles)
+    assert rules.check_stack(cpu_stack) == []

@@ -27,10 +27,12 @@ from typing import Any
 import pytest
 
 from bwstack.host import calibrate
-from bwstack.quality import compare, retrieval
+from bwstack.quality import compare
 from bwstack.stack import loader
-from bwstack.tiny import tinycopy, tinymodel, tinytrain
+from bwstack.sweep import quality
+from bwstack.tiny import tinymodel
 from healthchecks import common, judging, longprobe
+from support import compareproofs
 from support.realhc import healthcheck
 from support.realsglang import real_server
 from support.stack import ROOT
@@ -38,14 +40,23 @@ from support.stack import ROOT
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 PROFILES = ROOT / "profiles.cpu.yaml"
-#: the planted drift: noise of this fraction of each weight tensor's std
-DRIFT = 0.01
 
 
 def run_compare(a: str, b: str, url_a: str, url_b: str, *extra: str) -> tuple[int, dict[str, Any], str]:
     done = subprocess.run(
         [sys.executable, "-m", "bwstack", "compare", a, b, "-f", str(PROFILES), "--url-a", url_a, "--url-b",
          url_b, "--json", *extra],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.stdout.strip(), done.stderr[-3000:]
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
+def run_compare_from(recording: Path, b: str, url_b: str) -> tuple[int, dict[str, Any], str]:
+    """``compare A B --a-from FILE``: B scored against A's recorded answers (A's server not asked)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bwstack", "compare", "cpu-long-copy", b, "-f", str(PROFILES), "--a-from",
+         str(recording), "--url-b", url_b, "--json"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert done.stdout.strip(), done.stderr[-3000:]
@@ -62,12 +73,19 @@ def twin_report(copy_models: dict[str, Any], tmp_path_factory: pytest.TempPathFa
     with real_server(copy_models["good"], tmp / "a.log") as a:
         with real_server(copy_models["good"], tmp / "b.log", extra_args=window_args) as b:
             out["code"], out["report"], _err = run_compare("cpu-long-copy", "cpu-long-window", a.url, b.url)
+            # the sweep's --compare-to step on the same two servers, one after the other: the reference's
+            # answers recorded to a file, the twin scored against the file; then the command's --a-from
+            step = quality.Step(loader.load_stack(PROFILES), tmp / "sweep", "cpu-long-copy")
+            out["quality"] = {name: step.measure(name, url, None)
+                              for name, url in (("cpu-long-copy", a.url), ("cpu-long-window", b.url))}  # fmt: skip
+            recording = step.answers_path("cpu-long-copy")
+            out["from_file"] = run_compare_from(recording, "cpu-long-window", b.url)
         good = calibrate.measure(a.url, window=longprobe.DEFAULT_WINDOW)
         out["env"] = {
             common.ENV_HC_BASELINE: f"{judging.PASSAGE_ID}={good['score']:.4f}",
             common.ENV_HC_LONG_BASELINE: f"{good['long'][0]}={good['long'][1]:.4f}",
         }
-        drifted = drift(copy_models["good"], tmp / "drifted")
+        drifted = compareproofs.drift(copy_models["good"], tmp / "drifted")
         with real_server(drifted, tmp / "d.log") as d:
             out["drift_code"], out["drift"], _err = run_compare(
                 "cpu-long-copy", "cpu-long-copy", a.url, d.url, "--no-retrieval"
@@ -76,47 +94,18 @@ def twin_report(copy_models: dict[str, Any], tmp_path_factory: pytest.TempPathFa
     shown = {k: out["report"][k] for k in ("mean_kl", "p99_kl", "top1_agreement", "retrieval", "seconds")}
     print(f"\ncopy vs window twin: {json.dumps(shown)}")
     shown = {k: out["drift"][k] for k in ("mean_kl", "p99_kl", "top1_agreement", "seconds")}
-    print(f"copy vs drift {DRIFT}: {json.dumps(shown)}; its healthcheck: {out['drift_health']}")
+    print(f"copy vs drift {compareproofs.DRIFT}: {json.dumps(shown)}; its healthcheck: {out['drift_health']}")
     return out
-
-
-def drift(good: Path, target: Path) -> Path:
-    """The copying model's weights with Gaussian noise of :data:`DRIFT` x each tensor's std added (the tiny
-    models' ``noise`` fault, at a small scale): planted numerics drift of a known size."""
-    from safetensors.numpy import load_file
-
-    spec = tinymodel.TinySpec(**{**tinycopy.SPEC.__dict__, "fault": "noise", "noise_scale": DRIFT})
-    weights = load_file(str(good / "model.safetensors"))
-    return tinymodel.write(target, spec, weights=weights, corpus=tinytrain.corpus())
 
 
 def test_the_window_twin_diverges_only_where_the_copy_lies_past_its_window(
     twin_report: dict[str, Any],
 ) -> None:
-    report = twin_report["report"]
-    assert twin_report["code"] == 1 and report["passed"] is False
-    assert len(report["failures"]) == 3, report["failures"]
-    near = [p for p in report["prompts"] if p["distance"] <= tinycopy.BROKEN_WINDOW]
-    far = [p for p in report["prompts"] if p["distance"] > tinycopy.BROKEN_WINDOW]
-    assert near and far
-    for p in near:  # same weights, same engine: the twin's window changes nothing within it
-        assert p["max_kl"] < 1e-3 and p["top1_agreement"] == 1.0, p
-        assert p["first_position_over_p99_threshold"] is None, p
-    for p in far:
-        assert p["mean_kl"] > 1.0 and p["top1_agreement"] < 0.5, p
-        assert p["first_position_over_p99_threshold"] > tinycopy.BROKEN_WINDOW, p
-        assert p["score_a"] > -1.0 > -5.0 > p["score_b"], p  # the good model copies; the twin cannot
-    assert set(report["worst"][: len(far)]) == {p["id"] for p in far}
+    compareproofs.assert_twin_diverges_past_its_window(twin_report["code"], twin_report["report"])
 
 
 def test_retrieval_fails_for_the_twin_alone_and_only_past_its_window(twin_report: dict[str, Any]) -> None:
-    rows = twin_report["report"]["retrieval"]
-    assert [r["length"] for r in rows["a"]] == retrieval.lengths_for(None, 4096)
-    assert all(r["right"] == r["asked"] for r in rows["a"]), rows["a"]
-    for row in rows["b"]:  # every needle within the window is found, none further back
-        within = sum(1 for n in retrieval.needles(row["length"]) if n.distance <= tinycopy.BROKEN_WINDOW)
-        assert row["right"] == within, (row, within)
-    assert rows["b"][0]["accuracy"] == 1.0 > rows["b"][-1]["accuracy"]
+    compareproofs.assert_twin_retrieval(twin_report["report"])
 
 
 @pytest.fixture(scope="module")
@@ -149,9 +138,34 @@ def test_the_same_model_on_sglang_0_5_9_and_0_5_23_is_within_the_thresholds(
 def test_planted_drift_is_caught_by_the_kl_gate_while_its_healthcheck_stands(
     twin_report: dict[str, Any],
 ) -> None:
-    report = twin_report["drift"]
-    code, line = twin_report["drift_health"]
-    assert code == 0 and line.startswith("healthy"), line  # the passage and the long probe: within the margin
-    assert line.count("(baseline ") == 2, line  # judged against the good model's calibrated baselines
-    assert twin_report["drift_code"] == 1 and not report["passed"], report
-    assert report["mean_kl"] > compare.MAX_MEAN_KL and report["p99_kl"] > compare.MAX_P99_KL, report
+    compareproofs.assert_drift_caught(
+        twin_report["drift_code"], twin_report["drift"], twin_report["drift_health"]
+    )
+
+
+def test_the_sweep_step_scores_the_twin_against_the_references_recorded_answers(
+    twin_report: dict[str, Any],
+) -> None:
+    """``sweep --compare-to``'s step: the reference's row holds its retrieval and no comparison, the twin's
+    row the comparison against the reference's file, with the live two-server report's figures."""
+    live = twin_report["report"]
+    ref, twin = twin_report["quality"]["cpu-long-copy"], twin_report["quality"]["cpu-long-window"]
+    print(f"\nsweep step: reference {quality.words(ref)}; twin {quality.words(twin)}")
+    assert ref.get("reference") is True and "compare" not in ref, ref
+    assert ref["answers"] == "quality/cpu-long-copy.json", ref
+    assert [(r["length"], r["right"]) for r in ref["retrieval"]] == [
+        (r["length"], r["right"]) for r in live["retrieval"]["a"]
+    ]
+    assert [(r["length"], r["right"]) for r in twin["retrieval"]] == [
+        (r["length"], r["right"]) for r in live["retrieval"]["b"]
+    ]
+    vs = twin["compare"]
+    assert vs is not None and vs["to"] == "cpu-long-copy" and vs["passed"] is False, twin
+    assert vs["positions"] == live["positions"] and vs["worst"] == live["worst"]
+    for key in ("mean_kl", "p99_kl", "top1_agreement"):  # the same greedy CPU prefill: the same numbers
+        assert vs[key] == pytest.approx(live[key], rel=1e-3, abs=1e-6), key
+    code, from_file, _err = twin_report["from_file"]
+    assert code == 1 and from_file["a"]["label"] == "cpu-long-copy" and not from_file["passed"]
+    assert from_file["positions"] == live["positions"]
+    assert from_file["mean_kl"] == pytest.approx(live["mean_kl"], rel=1e-3, abs=1e-6)
+    assert from_file["retrieval"]["a"] == live["retrieval"]["a"]

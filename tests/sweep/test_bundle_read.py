@@ -203,3 +203,14 @@ def test_bundle_takes_the_profiles_file_its_report_names(tmp_path: Path) -> None
     parts = bundleread.read_bundle(out).parts
     assert parts["profiles/profiles.cpu.yaml"] == (ROOT / "profiles.cpu.yaml").read_bytes()
     assert "profiles/profiles.yaml" not in parts
+
+
+def test_a_bundle_made_from_this_checkout_names_its_commit() -> None:
+    """The manifest's bwstack commit is this checkout's HEAD (it was None when the module moved a floor down
+    and its path to the checkout went one folder short)."""
+    from bwstack.sweep import bundle
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    found = bundle.source_commit()
+    assert found["commit"] == head.stdout.strip()
+    assert isinstance(found["dirty"], bool)

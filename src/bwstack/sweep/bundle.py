@@ -60,9 +60,10 @@ def default_output(report_dir: Path) -> Path:
 
 def source_commit() -> dict[str, Any]:
     """bwstack's version and, from a git checkout, its commit and whether the tree had changes."""
-    root = Path(__file__).resolve().parents[2]
     out: dict[str, Any] = {"version": __version__, "commit": None, "dirty": None}
-    if not (root / ".git").exists():
+    # the checkout this package runs from (src/bwstack/sweep/bundle.py): none when installed from a wheel
+    root = Path(__file__).resolve().parents[3]
+    if not (root / ".git").exists() or not (root / "src" / "bwstack" / "sweep").is_dir():
         return out
     out["commit"] = git(root, "rev-parse", "HEAD")
     status = git(root, "status", "--porcelain", "--untracked-files=no")

@@ -299,10 +299,16 @@ def _healthy(
 
 
 def check_stack(stack: Stack, *, explain_mode: ExplainMode = "cached") -> list[str]:
-    """Warnings for ``bwstack validate``: profiles whose prediction on their arch contradicts ``expect``."""
+    """Warnings for ``bwstack validate``: profiles whose prediction on their arch contradicts ``expect``.
+
+    A CPU profile (``device: cpu``) runs no GPU kernel: the rules and the kernel audit do not speak for it, so
+    it gets no prediction (its expect stands on its real runs and the shipped evidence).
+    """
     book = load_rules()
     warnings: list[str] = []
     for name, profile in stack.iter_profiles():
+        if stack.device_for(name) == "cpu":
+            continue
         pred = predict(stack, name, stack.arch_for(name), explain_mode=explain_mode, book=book)
         line = stack.line_of("profiles", name, "expect")
         where = f"{stack.path}:{line}" if line else str(stack.path)

@@ -1,0 +1,106 @@
+"""``bwstack compare`` on real SGLang inside the CPU image (issue 39's proofs in the image, not the host venv):
+the copying model (``cpu-long-copy``) and its sliding-window twin (``cpu-long-window``), each served by the
+v0.5.23-cpu image in a container of its own on a free loopback port (:func:`bwstack.ops.upgrade_measure.serving`,
+what ``upgrade --measure`` runs), both at once, from a scratch copy of the shipped profiles.cpu.yaml. The same
+judgement as on the host venv (:mod:`support.compareproofs`): divergence only past the twin's window, and
+retrieval that falls past it for the twin alone; and the copying model with planted drift (its weights with
+noise, served by the same profile from a second scratch stack's model cache) past the KL gate while its
+healthcheck stands. (0.5.9 against 0.5.23 in the images is tests/ops/test_upgrade_measure.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from bwstack.host import calibrate
+from bwstack.ops import upgrade_measure
+from bwstack.stack import loader
+from bwstack.sweep import plan, run
+from bwstack.sweep.streams import docker_client
+from healthchecks import common, judging, longprobe
+from support import compareproofs, dockerstack
+from support.realhc import healthcheck
+from support.stack import copy_stack
+
+pytestmark = [pytest.mark.docker, pytest.mark.real, pytest.mark.slow]
+
+VARIANT = "v0.5.23-cpu"
+PAIR = ("cpu-long-copy", "cpu-long-window")
+
+
+def compare_json(root: Path, url_a: str, url_b: str, b: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bwstack", "compare", PAIR[0], b, "-f", str(root / "profiles.cpu.yaml"),
+         "--url-a", url_a, "--url-b", url_b, "--json", *extra],
+        capture_output=True, text=True, timeout=900, cwd=root,
+    )  # fmt: skip
+    assert done.stdout.strip(), done.stderr[-3000:]
+    return done.returncode, json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def image_twin(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The copying model (up throughout) against its window twin, then against its drifted copy: a second
+    scratch stack whose model cache holds the copying model's weights with planted noise, served by the same
+    profile and image (and the drifted server's healthcheck, judged against the good model's calibrated
+    baselines)."""
+    root, other = tmp_path_factory.mktemp("image-compare"), tmp_path_factory.mktemp("image-drift")
+    copy_stack(root)
+    copy_stack(other)
+    stack = loader.load_stack(root / "profiles.cpu.yaml")
+    run.prepare_real_cpu(plan.Plan(stack=stack, names=list(PAIR)), Console(stderr=True))
+    cache = stack.settings.model_cache_path
+    assert cache is not None
+    good = root / cache / "copy"
+    compareproofs.drift(good, other / cache / "copy")
+    drifted = loader.load_stack(other / "profiles.cpu.yaml")
+    client, wait = docker_client(), 600.0
+    out: dict[str, Any] = {}
+    with upgrade_measure.serving(stack, PAIR[0], VARIANT, client, wait) as url_a:
+        with upgrade_measure.serving(stack, PAIR[1], VARIANT, client, wait) as url_b:
+            out["code"], out["report"] = compare_json(root, url_a, url_b, PAIR[1])
+        measured = calibrate.measure(url_a, window=longprobe.DEFAULT_WINDOW)
+        env = {
+            common.ENV_HC_BASELINE: f"{judging.PASSAGE_ID}={measured['score']:.4f}",
+            common.ENV_HC_LONG_BASELINE: f"{measured['long'][0]}={measured['long'][1]:.4f}",
+        }
+        with upgrade_measure.serving(drifted, PAIR[0], VARIANT, client, wait) as url_d:
+            out["drift_code"], out["drift"] = compare_json(root, url_a, url_d, PAIR[0], "--no-retrieval")
+            (other / "d.log").write_text("", encoding="utf-8")  # the server's log stays in its container
+            out["drift_health"] = healthcheck(url_d, other, other / "d.log", env=env)
+    report = out["report"]
+    shown = {k: report[k] for k in ("mean_kl", "p99_kl", "top1_agreement", "retrieval", "seconds")}
+    print(f"\nin the {VARIANT} image, copy vs window twin: {json.dumps(shown)}")
+    shown = {k: out["drift"][k] for k in ("mean_kl", "p99_kl", "top1_agreement", "seconds")}
+    print(f"copy vs drift {compareproofs.DRIFT}: {json.dumps(shown)}; its healthcheck: {out['drift_health']}")
+    out["left"] = dockerstack.docker("ps", "-aq", "--filter", f"label={upgrade_measure.LABEL}").stdout.split()
+    out["left"] += dockerstack.docker(
+        "volume", "ls", "-q", "--filter", f"label={upgrade_measure.LABEL}"
+    ).stdout.split()
+    return out
+
+
+def test_in_the_image_the_twin_diverges_only_past_its_window(image_twin: dict[str, Any]) -> None:
+    report = image_twin["report"]
+    assert (report["a"]["sglang"], report["b"]["sglang"]) == ("0.5.23", "0.5.23")
+    compareproofs.assert_twin_diverges_past_its_window(image_twin["code"], report)
+    assert image_twin["left"] == []  # both containers and their volumes removed
+
+
+def test_in_the_image_retrieval_falls_past_the_window_for_the_twin_alone(image_twin: dict[str, Any]) -> None:
+    compareproofs.assert_twin_retrieval(image_twin["report"])
+
+
+def test_in_the_image_planted_drift_is_caught_by_the_kl_gate_while_its_healthcheck_stands(
+    image_twin: dict[str, Any],
+) -> None:
+    compareproofs.assert_drift_caught(
+        image_twin["drift_code"], image_twin["drift"], image_twin["drift_health"]
+    )
