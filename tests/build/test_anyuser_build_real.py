@@ -25,11 +25,10 @@ from support import anyuser
 from support.anyuser import Operator, as_user
 from support.dockerstack import docker
 from support.registry import (
-    CPU_BASE_REPO,
-    CPU_BASE_TAG,
     CPU_REGISTRY_VARIANT,
     CPU_SOURCE,
     need_registry,
+    push_cpu_base,
     registry,
     registry_variant,
 )
@@ -70,14 +69,7 @@ def test_a_non_root_operator_inspects_and_builds_a_registry_variant(
     made = [target, f"{STAGE_REPO}:{re.sub(r'[^A-Za-z0-9_.-]', '_', target)}"]
     try:
         with registry(tmp_path / "reg") as reg:
-            remote = f"{reg.host}/{CPU_BASE_REPO}:{CPU_BASE_TAG}"
-            made.append(remote)
-            docker("tag", local_base, remote)
-            pushed = docker("push", remote, timeout=900)
-            found = re.search(r"digest: (sha256:[0-9a-f]{64})", pushed.stdout)
-            assert found, pushed.stdout
-            digest = found.group(1)
-            made.append(f"{reg.host}/{CPU_BASE_REPO}@{digest}")
+            remote, digest = push_cpu_base(reg, local_base, made)
             registry_variant(checkout, reg.host)
             operator.own(checkout)
 

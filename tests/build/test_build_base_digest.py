@@ -30,6 +30,7 @@ from support.registry import CPU_SOURCE as SOURCE
 from support.registry import (
     free_port,
     need_registry,
+    push_cpu_base,
     registry,
     registry_variant,
 )
@@ -119,41 +120,35 @@ def test_docker_builds_from_the_locked_digest_and_refuses_a_retagged_base(
     made: list[str] = [target]
     try:
         with registry(tmp_path / "reg") as reg:
-            remote = f"{reg.host}/{REPO}:{TAG}"
-            made.append(remote)
-            docker("tag", local_base, remote)
-            pushed = docker("push", remote, timeout=900)
-            digest = re.search(r"digest: (sha256:[0-9a-f]{64})", pushed.stdout)
-            assert digest, pushed.stdout
-            made.append(f"{reg.host}/{REPO}@{digest.group(1)}")
+            remote, pushed_digest = push_cpu_base(reg, local_base, made)
             registry_variant(root, reg.host)
             locked = _bwstack(stack, "lock", "--variant", NAME, "--no-python")
             assert locked.returncode == 0, locked.stdout + locked.stderr
-            assert pins.load_variant(root / "images", NAME).base_digest == digest.group(1)
+            assert pins.load_variant(root / "images", NAME).base_digest == pushed_digest
 
             built = _bwstack(stack, "build", "--variant", NAME, "--tag", target)
             assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-            assert f"base: {remote}@{digest.group(1)} (the tag still names it)" in built.stderr
+            assert f"base: {remote}@{pushed_digest} (the tag still names it)" in built.stderr
             assert "cpu base" not in built.stdout  # pulled by digest, no local base made
             inspect = json.loads(docker("image", "inspect", "--format", "{{json .}}", target).stdout)
             base_inspect = json.loads(docker("image", "inspect", "--format", "{{json .}}", remote).stdout)
             assert (
                 inspect["Config"]["Labels"]["org.opencontainers.image.base.name"]
-                == f"{remote}@{digest.group(1)}"
+                == f"{remote}@{pushed_digest}"
             )
             base_layers = base_inspect["RootFS"]["Layers"]
             assert inspect["RootFS"]["Layers"][: len(base_layers)] == base_layers  # built on that very base
-            assert f"{reg.host}/{REPO}@{digest.group(1)}" in base_inspect["RepoDigests"]
+            assert f"{reg.host}/{REPO}@{pushed_digest}" in base_inspect["RepoDigests"]
 
             docker("tag", rootfs.ROOTFS_IMAGE, remote)  # another image under the same tag
             moved = docker("push", remote, timeout=600)
             moved_to = re.search(r"digest: (sha256:[0-9a-f]{64})", moved.stdout)
-            assert moved_to and moved_to.group(1) != digest.group(1), moved.stdout
+            assert moved_to and moved_to.group(1) != pushed_digest, moved.stdout
             made.append(f"{reg.host}/{REPO}@{moved_to.group(1)}")
             refused = _bwstack(stack, "build", "--variant", NAME, "--tag", target)
             assert refused.returncode == 1
             assert refused.stderr.splitlines() == [
-                f"bwstack: images/{NAME}/pins.toml: base: {remote} moved: locked {digest.group(1)}, registry now "
+                f"bwstack: images/{NAME}/pins.toml: base: {remote} moved: locked {pushed_digest}, registry now "
                 f"{moved_to.group(1)}; run 'bwstack lock --variant {NAME}' to take the new base, or build the "
                 "locked digest with 'bwstack build --locked'"
             ]

@@ -12,6 +12,7 @@ import hashlib
 import html
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -178,6 +179,21 @@ def registry_variant(root: Path, host: str) -> Path:
     assert host in text
     pins_path.write_text(text, encoding="utf-8")
     return pins_path
+
+
+def push_cpu_base(reg: Registry, local_base: str, made: list[str]) -> tuple[str, str]:
+    """``docker push`` of the local CPU base as ``<reg>/CPU_BASE_REPO:CPU_BASE_TAG``; the remote tag and the
+    pushed digest (both references appended to ``made``, for the caller to remove)."""
+    from support.dockerstack import docker
+
+    remote = f"{reg.host}/{CPU_BASE_REPO}:{CPU_BASE_TAG}"
+    made.append(remote)
+    docker("tag", local_base, remote)
+    pushed = docker("push", remote, timeout=900)
+    found = re.search(r"digest: (sha256:[0-9a-f]{64})", pushed.stdout)
+    assert found, pushed.stdout
+    made.append(f"{reg.host}/{CPU_BASE_REPO}@{found.group(1)}")
+    return remote, found.group(1)
 
 
 @dataclass
