@@ -1,6 +1,6 @@
 """``bwstack compare`` refusals, run as a user would (a subprocess): one line, no traceback, exit 2 for bad
 input and exit 1 when a server does not answer. The comparison itself runs against real SGLang in
-tests/real/test_real_compare.py."""
+tests/real/test_image_compare.py."""
 
 from __future__ import annotations
 

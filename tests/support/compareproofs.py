@@ -1,6 +1,6 @@
 """The copying model against its sliding-window twin, judged (imported as ``support.compareproofs``): the
-assertions on ``bwstack compare --json``'s report that both the host-venv servers (tests/real/test_real_compare.py)
-and the CPU images (tests/real/test_image_compare.py) must meet."""
+assertions on ``bwstack compare --json``'s report that real SGLang in the CPU image must meet
+(tests/real/test_image_compare.py)."""
 
 from __future__ import annotations
 

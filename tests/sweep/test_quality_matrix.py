@@ -4,7 +4,7 @@ table as a real browser parses it (Debian's headless Chromium, ``--dump-dom``).
 The rows carry the figures the real CPU run measured (docs/compare.md: the copying model 8/8 at each length,
 its window twin 8/8 4/8 2/8 and, against the copying model, mean KL 5.217, p99 12.79, top-1 39.55 %);
 the sweep writes them this way (:mod:`bwstack.sweep.quality`; the step itself runs against real SGLang in
-tests/real/test_real_compare.py).
+tests/real/test_image_compare.py).
 """
 
 from __future__ import annotations
