@@ -1,9 +1,9 @@
 """The held-out rounds: their logs and labels are pinned, their recorded scores are the catalog's.
 
-Round 3 (issue 36, ``heldout/README.md``) and round 5 (issue 36, ``heldout5/README.md``): 45 public logs each,
-labelled and committed before the classifier saw them. Their bytes and labels are pinned by sha256 here,
-wherever the files now live (the round's held-out folder, or the corpus once the round is over, where their
-entries carry ``"held_out": "round N"``), so no label or excerpt can be edited after its score was recorded.
+Round 3 (issue 36, ``heldout/README.md``), round 5 (``heldout5/README.md``) and round 6 (``heldout6/README.md``):
+45 public logs each, labelled and committed before the classifier saw them. Their bytes and labels are pinned by
+sha256 here, wherever the files now live (the round's held-out folder, or the corpus once the round is over, where
+their entries carry ``"held_out": "round N"``), so no label or excerpt can be edited after its score was recorded.
 The score before the round's rule changes is the folder's ``SCORE-before.json``; docs/healthcheck.md keeps the
 table of rounds.
 """
@@ -50,6 +50,13 @@ ROUNDS = (
         45,
         "734735d4196a2d4b0f0f6c06e6a19789e95f53ddc2af8fa165b7ad7204d28c5d",
         "6b17649a54b77370db434550cbcebd5f6f4de615281a0c7359f210daf16dc9bd",
+    ),
+    Round(
+        6,
+        HERE / "heldout6",
+        45,
+        "c6b8668ffe7c599dcfcc5e9bb6c27512193c3383fecc7f02d05f2b406fa21bf1",
+        "81588526af278d2b0201277652ecb00e4c2ac79d4ff713e5e5bef0a74334540b",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]

@@ -44,7 +44,9 @@ def test_list_shows_the_recorded_cpu_verdicts_labelled_as_the_projects_own() -> 
         for r in json.loads(bwstack(ROOT, "-f", "profiles.cpu.yaml", "list", "--json").stdout)["profiles"]
     }
     assert rows["cpu-torch-native"]["seen"].startswith(CPU_LABEL)
-    assert rows["cpu-flashinfer"]["seen"].startswith(f"{CPU_LABEL}: import_error on 1 host (CPU, SGLang 0.5.23")
+    assert rows["cpu-flashinfer"]["seen"].startswith(
+        f"{CPU_LABEL}: import_error on 1 host (CPU, SGLang 0.5.23"
+    )
 
 
 def test_gpu_profiles_get_no_cpu_evidence() -> None:

@@ -359,3 +359,54 @@ def test_stand_in_and_other_arch_scores_never_steer_the_choice_and_bad_scores_ar
     result = up_dry_run(FIXTURES / "rtx-pro-6000-8x", profiles=stack_copy)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "weaker at length" not in result.stdout
+
+
+def _needles(*found: tuple[int, int]) -> dict[str, Any]:
+    """A row's ``quality`` as ``sweep --compare-to`` writes it: (length, right) of 8 needles each."""
+    return {
+        "window": None,
+        "answers": None,
+        "retrieval": [{"length": n, "right": r, "asked": 8, "accuracy": r / 8} for n, r in found],
+    }
+
+
+def test_a_profile_whose_retrieval_falls_with_length_ranks_after_one_that_holds(stack_copy: Path) -> None:
+    """The needle task's accuracy by length (``sweep --compare-to``) steers ``up`` like the long-context fact;
+    the figures are the real CPU run's (copying model 8/8 8/8 8/8, its window twin 8/8 4/8 2/8,
+    docs/compare.md)."""
+    root = stack_copy.parent
+    holds = _needles((1024, 8), (2048, 8), (4088, 8))
+    falls = _needles((1024, 8), (2048, 4), (4088, 2))
+    versus = {"to": "dsa-fi-sparse-fp8", "positions": 3740, "mean_kl": 5.217, "p99_kl": 12.79, "max_kl": 14.47,
+              "top1_agreement": 0.3955, "passed": False, "failures": ["mean KL 5.217 > 0.01"], "worst": []}  # fmt: skip
+    _scored(root, "20260701T000000Z", {
+        "dense-fi-bf16": {"speed": {"output_tokens_per_s": 2000.0}, "quality": {**falls, "compare": versus}},
+        "dsa-fi-sparse-fp8": {"quality": {**holds, "reference": True}},
+        "dense-triton-bf16": {"quality": holds},  # --retrieval only: no comparison
+    })  # fmt: skip
+    result = up_dry_run(FIXTURES / "rtx-pro-6000-8x", profiles=stack_copy)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = " ".join(result.stdout.split())
+    assert "choice: dsa-fi-sparse-fp8: " in text and "keeps its quality at length" in text, text
+    assert passed_over(result.stdout)["dense-fi-bf16"] == (
+        "usable, weaker at length: retrieval falls with length: 8/8 at 1024, 4/8 at 2048, 2/8 at 4088 "
+        "(reports/20260701T000000Z)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "BWSTACK_DOCTOR_FIXTURE"}
+    run = [sys.executable, "-m", "bwstack.cli", "list", "-f", str(stack_copy)]
+    shown = subprocess.run([*run, "--retrieval"], capture_output=True, text=True, timeout=120,
+                           env={**env, "COLUMNS": "200"})  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    table = shown.stdout.split("retrieval by length (newest real sweep", 1)[1].splitlines()[1:]
+    cells = {line.split()[0]: line.split() for line in table if line.strip()}
+    assert cells["profile"][:6] == ["profile", "@1024", "@2048", "@4088", "retrieval", "compared"]
+    assert cells["dense-fi-bf16"][:9] == ["dense-fi-bf16", "8/8", "4/8", "2/8", "falls", "DIVERGES", "vs",
+                                          "dsa-fi-sparse-fp8:", "mean"]  # fmt: skip
+    assert cells["dsa-fi-sparse-fp8"][:6] == ["dsa-fi-sparse-fp8", "8/8", "8/8", "8/8", "holds", "reference"]
+    assert cells["dense-triton-bf16"][:6] == ["dense-triton-bf16", "8/8", "8/8", "8/8", "holds", "-"]
+    plain = subprocess.run(run, capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "200"})
+    assert "retrieval by length" not in plain.stdout  # only with --retrieval
+    data = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, timeout=120).stdout)
+    rows = {row["profile"]: row for row in data["profiles"]}
+    assert rows["dense-fi-bf16"]["retrieval"]["report"] == "20260701T000000Z"
+    assert rows["legacy-dense-fi-bf16"]["retrieval"] is None

@@ -179,3 +179,23 @@ def test_an_equal_or_older_sglang_is_said_not_passed_over() -> None:
     assert len(same) == 1 and "same SGLang 0.5.23" in same[0]
     down = upgrade.direction_notes(new, old)
     assert len(down) == 1 and down[0].startswith("a downgrade: v0.5.9-cu130 (sglang 0.5.9)")
+
+
+def test_measure_leaves_out_what_the_older_sglang_does_not_know_and_a_gpu_variant_is_refused() -> None:
+    """``upgrade --measure`` starts the CPU profile on both variants: the stack's extra args are 0.5.23's
+    spelling, so on v0.5.9-cpu the options its parser lacks are left out (with their values), named; and a
+    side no CPU variant pins is one line naming the CPU variants."""
+    from bwstack import launch
+    from bwstack.ops import upgrade_measure
+
+    stack = loader.load_stack(ROOT / "profiles.cpu.yaml")
+    argv = launch.launch_spec(stack, "cpu-torch-native", "v0.5.9-cpu").argv
+    kept, left = upgrade_measure.argv_for(argv, stack.snapshot("v0.5.9-cpu"))
+    assert left == ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
+    assert kept == [a for a in argv if a not in left] and "--sleep-on-idle" in kept
+    new = launch.launch_spec(stack, "cpu-torch-native", "v0.5.23-cpu").argv
+    assert upgrade_measure.argv_for(new, stack.snapshot("v0.5.23-cpu")) == (new, [])
+    assert upgrade_measure.cpu_variant(stack, "sglang-0.5.23", "0.5.23") == "v0.5.23-cpu"
+    with pytest.raises(UserError, match=r"--measure runs CPU variants only; v0.5.23-cu130 is not one"):
+        upgrade_measure.cpu_variant(stack, "v0.5.23-cu130", "9.9.9")
+    assert upgrade_measure.measured_profile(stack, []) == "cpu-torch-native"

@@ -34,9 +34,10 @@ from markupsafe import escape
 from ruamel.yaml import YAML
 
 from bwstack.stack import loader
-from bwstack.sweep import bench, report, soak
+from bwstack.sweep import bench, quality, report, soak
 from support import dockerstack
 from support.dockerstack import TrackedContainer
+from support.headless import run_chromium, table_cells
 from support.realserve import hold
 from support.stack import copy_stack, edit_yaml
 
@@ -248,7 +249,7 @@ def test_a_nan_profile_under_restart_on_failure_loads_the_model_once(built: obje
 
 
 def test_sweep_matches_every_expect_from_the_real_server(
-    cpu_stack: Path, built: object, tmp_path: Path
+    cpu_stack: Path, built: object, tmp_path: Path, chromium: str
 ) -> None:
     out = tmp_path / "report"
     result = bwstack(
@@ -259,6 +260,8 @@ def test_sweep_matches_every_expect_from_the_real_server(
         "--bench",
         "--soak",
         str(SWEEP_SOAK_S),
+        "--compare-to",
+        REFERENCE,
         "--out",
         str(out),
     )
@@ -296,7 +299,63 @@ def test_sweep_matches_every_expect_from_the_real_server(
         evidence = html.split(f'id="profile-{name}"', 1)[1].split("</details>", 1)[0]
         assert f"<dt>scores</dt><dd>{escape(report.score_words(doc['results'][name]['scores']))}" in evidence
         assert f"<dt>soak</dt><dd>{escape(soak.words(doc['results'][name]['soak']))}</dd>" in evidence
+    assert_compared(doc, healthy)
+    assert_quality_table_in_chromium(out / "matrix.html", doc, chromium, tmp_path)
     assert dockerstack.leftovers(project_of(cpu_stack)) == {}
+
+
+#: the real sweep's --compare-to reference: the copying model, whose needle retrieval holds at every length
+REFERENCE = "cpu-long-copy"
+
+
+def assert_compared(doc: dict[str, Any], healthy: list[str]) -> None:
+    """--compare-to on the real server: the reference ran first and its answers were recorded; each other
+    healthy row holds its retrieval by length and its comparison with the reference's recorded answers."""
+    assert doc["mode"]["compare_to"] == REFERENCE and doc["mode"]["retrieval"] is True
+    assert REFERENCE in healthy and len(healthy) >= 2, healthy
+    first = min(doc["results"].values(), key=lambda row: row["started_at"])
+    assert first["profile"] == REFERENCE
+    ref = doc["results"][REFERENCE]["quality"]
+    print(f"\n{REFERENCE}: {quality.words(ref)}")
+    assert ref["reference"] is True and "compare" not in ref, ref
+    assert [r["right"] for r in ref["retrieval"]] == [r["asked"] for r in ref["retrieval"]], ref  # it copies
+    for name in healthy:
+        row = doc["results"][name]["quality"]
+        # half the window, the window, twice the window (2048), each capped by the model's served context
+        assert [r["length"] for r in row["retrieval"]][:2] == [1024, 2048] and len(row["retrieval"]) == 3, row
+        if name == REFERENCE:
+            continue
+        print(f"{name}: {quality.words(row)}")
+        vs = row["compare"]
+        assert vs is not None and vs["to"] == REFERENCE and vs["positions"] > 3000, row
+        # the tiny Llama is another model than the copying one: far past the gate
+        assert vs["passed"] is False and vs["mean_kl"] > 1.0, vs
+    for name, row in doc["results"].items():
+        if name not in healthy:
+            assert "quality" not in row, name  # only a healthy server is asked
+
+
+def assert_quality_table_in_chromium(page: Path, doc: dict[str, Any], chromium: str, tmp: Path) -> None:
+    """The real matrix.html's quality table, as headless Chromium parsed it, holds the rows' figures."""
+    dom = run_chromium(chromium, page, tmp, "--dump-dom").stdout
+    rows = table_cells(dom, "quality")
+    measured = {name: row["quality"] for name, row in doc["results"].items() if "quality" in row}
+    lengths = sorted({r["length"] for q in measured.values() for r in q["retrieval"]})
+    assert rows[0] == ["profile", *(f"retrieval @{n}" for n in lengths), "mean KL", "p99 KL", "top-1",
+                              "verdict"], rows  # fmt: skip
+    shown = {row[0]: row[1:] for row in rows[1:]}
+    for name in doc["results"]:
+        if name not in measured:
+            assert name not in shown
+            continue
+        quality = measured[name]
+        found = {r["length"]: f"{r['right']}/{r['asked']}" for r in quality["retrieval"]}
+        cells = [found.get(n, "-") for n in lengths]
+        vs = quality.get("compare")
+        tail = (["reference", "", "", ""] if name == REFERENCE else
+                [f"{vs['mean_kl']:.4g}", f"{vs['p99_kl']:.4g}", f"{vs['top1_agreement']:.2%}",
+                 "within" if vs["passed"] else "DIVERGES"])  # fmt: skip
+        assert shown[name] == [*cells, *tail], (name, shown[name])
 
 
 SWEEP_SOAK_S = 8  # seconds of soak on each healthy profile of the real sweep

@@ -244,8 +244,13 @@ def render(
 @click.option("--rules", "show_rules", is_flag=True, help="List the known-bad rules (with evidence) instead.")
 @click.option("--wide", is_flag=True, help="Details per profile: variant, backends, prediction, evidence.")
 @click.option("--phases", is_flag=True, help="Seconds per start-up phase (newest real sweep).")
+@click.option(
+    "--retrieval", is_flag=True, help="Needle retrieval by length and the comparison (newest real sweep)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, phases: bool, as_json: bool) -> None:
+def list_cmd(
+    file: Path, arch: str | None, show_rules: bool, wide: bool, phases: bool, retrieval: bool, as_json: bool
+) -> None:
     """List profiles grouped like NIM's list-model-profiles: expected to work / known to fail.
 
     One line per profile with its whole name, verdict and a short reason, at any terminal width.
@@ -263,7 +268,7 @@ def list_cmd(file: Path, arch: str | None, show_rules: bool, wide: bool, phases:
     if as_json:
         click.echo(json.dumps(listing.list_data(stack, arch=arch), indent=2))
     else:
-        listing.print_list(stack, arch=arch, wide=wide, phases=phases)
+        listing.print_list(stack, arch=arch, wide=wide, phases=phases, retrieval=retrieval)
 
 
 # --- knowledge before launch ----------------------------------------------------------------------------

@@ -45,6 +45,16 @@ from bwstack.cli.options import SoakSeconds, file_option, keep_option, standin_l
     default=0.0,
     help="Seconds of sustained load with a stall watchdog on each healthy profile (stack.soak settings).",
 )
+@click.option(
+    "--compare-to",
+    "compare_to",
+    default=None,
+    metavar="PROFILE",
+    help="Compare each healthy profile's token distributions and retrieval with this profile's (run first).",
+)
+@click.option(
+    "--retrieval", is_flag=True, help="Measure each healthy profile's needle retrieval accuracy by length."
+)
 def sweep(
     file: Path,
     profiles: Sequence[str],
@@ -59,6 +69,8 @@ def sweep(
     tags: Sequence[str],
     bench: bool,
     soak: float,
+    compare_to: str | None,
+    retrieval: bool,
 ) -> None:
     """Try every profile, stop each as soon as the verdict is decisive, and write a compatibility matrix.
 
@@ -72,7 +84,8 @@ def sweep(
     sys.exit(
         run_sweep(stack, [*profiles, *stack.tagged(tags)], variant=variant, fast=fast,
                             standin=standin, out=out, resume=resume, timeout=timeout, keep=keep,
-                            standin_load_seconds=standin_load_seconds, bench=bench, soak=soak)
+                            standin_load_seconds=standin_load_seconds, bench=bench, soak=soak,
+                            compare_to=compare_to, retrieval=retrieval)
     )  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -61,6 +62,8 @@ def variant_new(name: str, version: str, source: str | None, base: str | None, f
     "--arch", "archs", multiple=True, help="GPU arch(s) to resolve on (default: the profiles' own)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--measure", is_flag=True, help="CPU variants: run both, compare their token distributions on "
+              "the same prompts and add the measured divergence (Docker).")  # fmt: skip
 @click.option("--apply", "apply", is_flag=True, help="Rewrite the profiles file where a flag's spelling "
               "changed (comments kept), printing the diff.")  # fmt: skip
 @file_option
@@ -71,18 +74,41 @@ def upgrade(
     *,
     archs: tuple[str, ...],
     as_json: bool,
+    measure: bool,
     apply: bool,
     file: Path,
 ) -> None:
     """What moving PROFILES (default: all) from OLD to NEW does: OLD and NEW are variants (images/<name>/)
     or SGLang releases (the stack's variant with that release's wheel). Exit 1 when a profile is predicted to
-    get worse."""
+    get worse. --measure (CPU variants) runs both and adds the measured divergence; exit 1 also when it is
+    past compare's thresholds."""
+    from bwstack.errors import ExternalError
     from bwstack.ops import upgrade as upgrade_mod
     from bwstack.ops import upgrade_render
     from bwstack.stack import loader
 
     stack = loader.load_stack(file)
-    report = upgrade_mod.compare(stack, old, new, profiles=list(profiles), archs=list(archs))
+    try:
+        report = upgrade_mod.compare(stack, old, new, profiles=list(profiles), archs=list(archs))
+    except ExternalError as exc:
+        if not measure:
+            raise
+        # the prediction could not run (a CPU variant's resolution): the measurement still can
+        sides = upgrade_mod.side(stack, old), upgrade_mod.side(stack, new)
+        measured = measure_sides(stack, sides, profiles)
+        if as_json:
+            click.echo(json.dumps({"prediction_error": str(exc), "measured": measured}, indent=2))
+        else:
+            click.echo(f"# bwstack upgrade: {sides[0].label} -> {sides[1].label}\n")
+            click.echo(f"prediction: not available ({exc!s})\n")
+            click.echo("\n".join(upgrade_render.measured_lines(measured)).rstrip())
+        sys.exit(0 if measured["report"]["passed"] else 1)
+    if measure:
+        import dataclasses
+
+        report = dataclasses.replace(
+            report, measured=measure_sides(stack, (report.old, report.new), profiles)
+        )
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -90,4 +116,16 @@ def upgrade(
     if apply:
         diff = upgrade_mod.apply(file, report)
         click.echo(diff or "--apply: no spelling to rewrite", err=as_json)
-    sys.exit(1 if report.regressions else 0)
+    diverged = report.measured is not None and not report.measured["report"]["passed"]
+    sys.exit(1 if report.regressions or diverged else 0)
+
+
+def measure_sides(stack: Any, sides: Any, profiles: tuple[str, ...]) -> dict[str, Any]:
+    """``--measure``: both sides' CPU variants run, compared (:mod:`bwstack.ops.upgrade_measure`)."""
+    from bwstack.ops import upgrade_measure
+
+    old, new = sides
+    return upgrade_measure.measure(
+        stack, (old.variant, old.version), (new.variant, new.version), list(profiles),
+        echo=lambda m: click.echo(m, err=True),
+    )  # fmt: skip

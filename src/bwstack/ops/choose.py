@@ -19,7 +19,10 @@
    ``scores.long``; :func:`bwstack.sweep.report.long_facts`, "healthy, long context -X nats/token vs
    PROFILE") ranks after every profile without that fact. Serving long prompts is what a sparse-attention
    model is for, and the dense fallbacks lose exactly that; a faster profile that does not keep its quality at
-   length is passed over, with the figure.
+   length is passed over, with the figure. The needle task counts the same way: a profile whose newest such
+   report measured its retrieval by length (``sweep --compare-to`` / ``--retrieval``, the row's
+   ``quality.retrieval``) falling from its shortest length to its longest
+   (:func:`bwstack.sweep.qualityview.retrieval_falls`) ranks after the ones that hold.
 
 ``BWSTACK_PROFILE`` pins the choice (it must name a profile; a known-bad one still needs ``--force``).
 """
@@ -40,7 +43,7 @@ from bwstack.know import rules
 from bwstack.record import read
 from bwstack.record.types import Document, Row
 from bwstack.stack.schema import Stack
-from bwstack.sweep import report
+from bwstack.sweep import qualityview, report
 
 PIN_ENV = "BWSTACK_PROFILE"
 #: where a sweep records a measured speed in a results.json row: row[SPEED_KEY[0]][SPEED_KEY[1]]
@@ -169,6 +172,18 @@ def at_length(stack: Stack, arch: str) -> dict[str, AtLength]:
     return found
 
 
+def at_retrieval(stack: Stack, arch: str) -> dict[str, tuple[dict[str, Any], str]]:
+    """profile -> (its newest real ``quality`` record with a needle retrieval measured on ``arch``, the report
+    folder it is in): ``sweep --compare-to`` / ``--retrieval``."""
+    found: dict[str, tuple[dict[str, Any], str]] = {}
+    for folder, doc in _real_reports(stack, arch):
+        for name, row in _healthy_rows(doc):
+            quality = row.get("quality")
+            if name not in found and isinstance(quality, dict) and qualityview.retrieval_words(quality):
+                found[name] = (dict(quality), folder)
+    return found
+
+
 def start_phases(stack: Stack, arch: str) -> dict[str, dict[str, Any]]:
     """profile -> its newest real start on ``arch``: the row's ``start`` record (seconds per start-up
     phase, :mod:`healthchecks.phases`) with ``report``, the folder it is in; any verdict (a failed start shows
@@ -236,8 +251,7 @@ def choose(stack: Stack, probe: HostProbe, *, pinned: str | None = None) -> Choi
             passed,
         )
     speeds = measured_speeds(stack, host.arch)
-    length = at_length(stack, host.arch)
-    weaker = {n for n in usable if n in length and length[n].weaker_at_length}
+    weaker = weaker_at_length(stack, host.arch, usable)
     order = {name: index for index, name in enumerate(stack.profiles)}
     ranked = sorted(
         usable, key=lambda n: (n in weaker, n not in speeds, -speeds.get(n, (0.0, ""))[0], order[n])
@@ -249,12 +263,12 @@ def choose(stack: Stack, probe: HostProbe, *, pinned: str | None = None) -> Choi
     else:
         why = f"{fits}; first usable in profiles.yaml order (no measured speed)"
     if best in weaker:
-        why += f"; every usable profile is weaker at length, this one: {_at_length_words(length[best])}"
+        why += f"; every usable profile is weaker at length, this one: {weaker[best]}"
     elif weaker:
         why += "; keeps its quality at length (profiles weaker at length rank last)"
     for name in ranked[1:]:
         if name in weaker and best not in weaker:
-            reason = f"usable, weaker at length: {_at_length_words(length[name])}"
+            reason = f"usable, weaker at length: {weaker[name]}"
         elif name in speeds:
             reason = f"usable, slower: {speeds[name][0]:g} output tokens/s (reports/{speeds[name][1]})"
         elif best in speeds:
@@ -264,6 +278,18 @@ def choose(stack: Stack, probe: HostProbe, *, pinned: str | None = None) -> Choi
         passed.append((name, reason))
     passed.sort(key=lambda item: order[item[0]])
     return Choice(host, best, why, passed)
+
+
+def weaker_at_length(stack: Stack, arch: str, usable: list[str]) -> dict[str, str]:
+    """usable profile -> why it is weaker at length on ``arch``: the long-context fact, else retrieval that
+    falls with length (see the module docstring)."""
+    length = at_length(stack, arch)
+    weaker = {n: _at_length_words(length[n]) for n in usable if n in length and length[n].weaker_at_length}
+    for name, (quality, folder) in at_retrieval(stack, arch).items():
+        falls = qualityview.retrieval_falls(quality)
+        if name in usable and falls and name not in weaker:
+            weaker[name] = f"{falls} (reports/{folder})"
+    return weaker
 
 
 def _at_length_words(found: AtLength) -> str:

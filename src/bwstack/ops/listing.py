@@ -23,10 +23,10 @@ from healthchecks.phases import record_words as phase_words
 
 from bwstack import textlayout
 from bwstack.know import evidence, rules
-from bwstack.ops.choose import at_length, measured, start_phases
+from bwstack.ops.choose import at_length, at_retrieval, measured, start_phases
 from bwstack.stack.baselines import describe, load_baseline
 from bwstack.stack.schema import Stack
-from bwstack.sweep import soak
+from bwstack.sweep import qualityview, soak
 from bwstack.sweep.bench import short_words, speed_words
 from bwstack.sweep.report import score_words
 
@@ -38,6 +38,7 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
     speeds = measured(stack, measured_on)
     length = at_length(stack, measured_on)
     started = start_phases(stack, measured_on)
+    retrieved = at_retrieval(stack, measured_on)
     shipped = evidence.load(stack.root)
     rows = []
     for name, profile in stack.profiles.items():
@@ -53,6 +54,9 @@ def list_data(stack: Stack, *, arch: str | None) -> dict[str, Any]:
             "seen": evidence.seen_words(evidence.cells_for(stack, name, shipped)),
             "at_length": length[name].to_json() if name in length else None,
             "start": started.get(name),
+            "retrieval": (
+                {**retrieved[name][0], "report": retrieved[name][1]} if name in retrieved else None
+            ),
         }
         if arch is not None:
             row["prediction"] = _predict(stack, name, arch)
@@ -87,14 +91,52 @@ def _predict(stack: Stack, profile_name: str, arch: str) -> dict[str, Any]:
 
 
 def print_list(
-    stack: Stack, *, arch: str | None, wide: bool = False, width: int | None = None, phases: bool = False
+    stack: Stack,
+    *,
+    arch: str | None,
+    wide: bool = False,
+    width: int | None = None,
+    phases: bool = False,
+    retrieval: bool = False,
 ) -> None:
     """Print the listing: one line per profile (whole name, verdict, short reason); ``wide`` adds details,
-    ``phases`` the seconds per start-up phase of each profile's newest real start."""
+    ``phases`` the seconds per start-up phase of each profile's newest real start, ``retrieval`` the table of
+    needle retrieval by length (and the comparison) of each profile's newest real measurement."""
     import click
 
-    for line in list_lines(list_data(stack, arch=arch), wide=wide, width=width, phases=phases):
+    data = list_data(stack, arch=arch)
+    for line in list_lines(data, wide=wide, width=width, phases=phases):
         click.echo(line)
+    if retrieval:
+        for line in retrieval_lines(data, width=width):
+            click.echo(line)
+
+
+def retrieval_lines(data: dict[str, Any], *, width: int | None = None) -> list[str]:
+    """``list --retrieval``: one table row per measured profile, a column per prompt length, the comparison
+    with the sweep's reference and the retrieval fact ``up``'s choice ranks by."""
+    width = width or textlayout.terminal_width()
+    rows = [r for r in data["profiles"] if r.get("retrieval")]
+    if not rows:
+        return textlayout.wrap(
+            "retrieval by length: not measured yet (bwstack sweep --compare-to PROFILE or --retrieval)", width
+        )
+    lengths = sorted({int(a["length"]) for r in rows for a in r["retrieval"].get("retrieval") or []})
+    cells = []
+    for row in rows:
+        quality = row["retrieval"]
+        found = {a["length"]: f"{a['right']}/{a['asked']}" for a in quality.get("retrieval") or []}
+        vs = quality.get("compare")
+        versus = (
+            f"{'within' if vs.get('passed') else 'DIVERGES'} vs {vs.get('to')}: mean KL {vs.get('mean_kl')}"
+            if isinstance(vs, dict) else "reference" if quality.get("reference") is True else "-"
+        )  # fmt: skip
+        falls = "falls" if qualityview.retrieval_falls(quality) else "holds"
+        cells.append([row["profile"], *(found.get(n, "-") for n in lengths), falls, versus,
+                      f"reports/{quality['report']}"])  # fmt: skip
+    header = ["profile", *(f"@{n}" for n in lengths), "retrieval", "compared", "report"]
+    return ["", "retrieval by length (newest real sweep; bwstack sweep --compare-to / --retrieval):",
+            *textlayout.table(cells, width, header=header)]  # fmt: skip
 
 
 def list_lines(

@@ -59,13 +59,17 @@ class Side:
         how = f", {self.made_from} with sglang {self.version}'s wheel" if self.made_from else ""
         return f"{self.variant} (sglang {self.version or '?'}{how})"
 
+    def _replace_asked(self, asked: str) -> Side:
+        return dataclasses.replace(self, asked=asked)
+
     def to_json(self) -> dict[str, Any]:
         return {"asked": self.asked, "variant": self.variant, "sglang_version": self.version,
                 "made_from": self.made_from, "parser": self.snapshot.provenance.get("source")}  # fmt: skip
 
 
 def side(stack: Stack, asked: str) -> Side:
-    """A variant folder by name, else an SGLang release on the stack's variant; UserError otherwise."""
+    """A variant folder by name, else an SGLang release on the stack's variant (a CPU stack: the CPU variant
+    of images/ that pins that release); UserError otherwise."""
     if (stack.images_dir / asked / pins.PINS_FILE).is_file():
         variant = stack.variant(asked)
         snapshot = stack.snapshot(asked)
@@ -76,6 +80,17 @@ def side(stack: Stack, asked: str) -> Side:
             f"{asked!r} is neither a variant ({known}) nor an SGLang release version (e.g. 0.5.17)"
         )
     source = stack.variant(stack.settings.variant)
+    if (
+        source.device == "cpu"
+    ):  # a CPU closure is found by hand, never made from a wheel: the one that pins it
+        pinned = [
+            n for n in pins.list_variants(stack.images_dir)
+            if stack.variant(n).device == "cpu" and stack.variant(n).sglang_version == asked
+        ]  # fmt: skip
+        if not pinned:
+            raise UserError(f"no CPU variant of images/ pins sglang {asked}; name one: "
+                            f"{', '.join(pins.list_variants(stack.images_dir))}")  # fmt: skip
+        return side(stack, pinned[0])._replace_asked(asked)
     folder = _release_variant(source, asked)
     name = folder.name
     stack.variants[name] = pins.load_variant(folder.parent, name)
@@ -364,6 +379,8 @@ class Report:
     profiles: tuple[ProfileUpgrade, ...]
     defaults: tuple[dict[str, Any], ...]
     notes: tuple[str, ...] = field(default=())
+    #: ``--measure``: the measured divergence (:func:`bwstack.ops.upgrade_measure.measure`; None: not asked)
+    measured: dict[str, Any] | None = None
 
     @property
     def regressions(self) -> int:
@@ -379,6 +396,9 @@ class Report:
             "profiles": [p.to_json() for p in self.profiles],
             "defaults_changed": list(self.defaults),
             "notes": list(self.notes),
+            "measured": None
+            if self.measured is None
+            else {k: v for k, v in self.measured.items() if k != "lines"},
         }
 
 

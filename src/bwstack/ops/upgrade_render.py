@@ -33,6 +33,8 @@ def render_markdown(report: Report) -> str:
                 f"| {prof.profile} | {arch.arch} | {_verdict(arch.old)} | {_verdict(arch.new)} | {kind} |"
             )
     lines += ["", f"{report.regressions} regression(s) predicted.", ""]
+    if report.measured is not None:
+        lines += measured_lines(report.measured)
     for prof in report.profiles:
         lines += _profile(prof)
     if report.defaults:
@@ -45,6 +47,19 @@ def render_markdown(report: Report) -> str:
             lines.append(f"- ... and {len(report.defaults) - DEFAULTS_SHOWN} more (--json)")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def measured_lines(measured: dict[str, Any]) -> list[str]:
+    """``--measure``'s section: the profile, the two CPU variants and ``bwstack compare``'s report."""
+    return [
+        f"## Measured divergence (--measure): {measured['profile']} on {measured['variants'][0]} and "
+        f"{measured['variants'][1]}, real SGLang on the CPU",
+        "",
+        "```",
+        *measured["lines"],
+        "```",
+        "",
+    ]
 
 
 def _profile(prof: ProfileUpgrade) -> list[str]:

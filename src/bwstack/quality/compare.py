@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bwstack.errors import ExternalError
-from bwstack.quality import divergence, prompts, retrieval
+from bwstack.quality import divergence, prompts, recorded, retrieval
 from healthchecks import untrusted
 
 #: top-k logprobs asked per position (SGLang returns at most this many)
@@ -192,8 +192,59 @@ def retrieval_accuracy(side: Side, lengths: list[int], timeout: float = TIMEOUT)
     return out
 
 
+def record(
+    side: Side,
+    *,
+    window: int | None,
+    context: int | None = None,
+    top_k: int = TOP_K,
+    with_retrieval: bool = True,
+    echo: Callable[[str], None] = lambda _m: None,
+    timeout: float = TIMEOUT,
+    facts: dict[str, Any] | None = None,
+) -> recorded.Answers:
+    """One server's answers on the seeded prompt set (and the needle task): what :func:`score` compares.
+    ``context`` caps the prompts' lengths (default: the server's own)."""
+    facts = facts or server_facts(side)
+    context = context or facts["context"]
+    answers = recorded.Answers(facts, window, top_k)
+    for prompt in prompts.prompt_set(window, context):
+        if prompt.text is not None:
+            echo(f"{side.label}: {prompt.id}: text, scored from its second token")
+        else:
+            echo(f"{side.label}: {prompt.id}: {prompt.length} tokens, continuation from {prompt.start}")
+        scored = teacher_forced(side, prompt, top_k, timeout)
+        length = prompt.length or scored[-1][0] + 1
+        answers.prompts.append(recorded.PromptAnswers(prompt.id, length, prompt.distance, scored))
+    if with_retrieval:
+        lengths = retrieval.lengths_for(window, context)
+        echo(f"{side.label}: needle retrieval at {', '.join(map(str, lengths))} tokens")
+        answers.retrieval = retrieval_accuracy(side, lengths, timeout)
+    return answers
+
+
+def score(a: recorded.Answers, b: recorded.Answers, thresholds: Thresholds | None = None) -> Report:
+    """Compare two sides' answers on the prompts both answered (matched by id: the same seeded tokens)."""
+    at_b = {p.id: p for p in b.prompts}
+    stats = [
+        divergence.compare_prompt(p.id, p.length, p.distance, p.positions, at_b[p.id].positions)
+        for p in a.prompts
+        if p.id in at_b
+    ]
+    report = Report(
+        a.facts,
+        b.facts,
+        min(a.top_k, b.top_k),
+        stats,
+        divergence.summarize(stats),
+        thresholds or Thresholds(),
+    )
+    report.retrieval = {key: side.retrieval for key, side in (("a", a), ("b", b)) if side.retrieval}
+    return report
+
+
 def run(
-    a: Side,
+    a: Side | recorded.Answers,
     b: Side,
     *,
     window: int | None,
@@ -202,27 +253,25 @@ def run(
     with_retrieval: bool = True,
     echo: Callable[[str], None] = lambda _m: None,
     timeout: float = TIMEOUT,
+    save_a: Callable[[recorded.Answers], None] | None = None,
 ) -> Report:
-    """Compare two running servers on the seeded prompt set (and the needle task on each)."""
+    """Compare two running servers on the seeded prompt set (and the needle task on each); or B against A's
+    recorded answers (``a`` an :class:`recorded.Answers`, the prompts made for A's window and context)."""
     started = time.monotonic()
-    facts_a, facts_b = server_facts(a), server_facts(b)
-    contexts = [c for c in (facts_a["context"], facts_b["context"]) if c]
-    context = min(contexts) if contexts else None
-    stats = []
-    for prompt in prompts.prompt_set(window, context):
-        if prompt.text is not None:
-            echo(f"{prompt.id}: text, scored from its second token")
-        else:
-            echo(f"{prompt.id}: {prompt.length} tokens, continuation from {prompt.start}")
-        scored_a = teacher_forced(a, prompt, top_k, timeout)
-        scored_b = teacher_forced(b, prompt, top_k, timeout)
-        length = prompt.length or scored_a[-1][0] + 1
-        stats.append(divergence.compare_prompt(prompt.id, length, prompt.distance, scored_a, scored_b))
-    report = Report(facts_a, facts_b, top_k, stats, divergence.summarize(stats), thresholds or Thresholds())
-    if with_retrieval:
-        lengths = retrieval.lengths_for(window, context)
-        for key, side in (("a", a), ("b", b)):
-            echo(f"{side.label}: needle retrieval at {', '.join(map(str, lengths))} tokens")
-            report.retrieval[key] = retrieval_accuracy(side, lengths, timeout)
+    facts_a = a.facts if isinstance(a, recorded.Answers) else server_facts(a)
+    facts_b = server_facts(b)
+    if isinstance(a, recorded.Answers):
+        answers_a = a
+        window = a.window
+        context = min((c for c in (a.facts.get("context"), facts_b["context"]) if c), default=None)
+    else:
+        context = min((c for c in (facts_a["context"], facts_b["context"]) if c), default=None)
+        answers_a = record(a, window=window, context=context, top_k=top_k, with_retrieval=with_retrieval,
+                           echo=echo, timeout=timeout, facts=facts_a)  # fmt: skip
+        if save_a is not None:
+            save_a(answers_a)
+    answers_b = record(b, window=window, context=context, top_k=answers_a.top_k,
+                       with_retrieval=with_retrieval, echo=echo, timeout=timeout, facts=facts_b)  # fmt: skip
+    report = score(answers_a, answers_b, thresholds)
     report.seconds = time.monotonic() - started
     return report

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from bwstack.quality.compare import Report
 from bwstack.quality.divergence import PromptStats
+from bwstack.quality.recorded import Answers
 from bwstack.quality.retrieval import Accuracy
 
 
@@ -87,3 +89,11 @@ def lines(report: Report) -> list[str]:
     out.append(f"{'DIVERGES' if failures else 'within'} ({thresholds}" + (f": {'; '.join(failures)})"
                if failures else ")") + f" in {report.seconds:.0f} s")  # fmt: skip
     return out
+
+
+def recorded_line(answers: Answers, path: Path) -> str:
+    """What ``compare A --save-a FILE`` prints: what it kept, and where."""
+    positions = sum(len(p.positions) for p in answers.prompts)
+    found = ", ".join(f"{r.right}/{r.asked} at {r.length}" for r in answers.retrieval) or "not asked"
+    return (f"recorded A = {_side(answers.facts)}: {len(answers.prompts)} prompts, {positions} positions, "
+            f"top-{answers.top_k} logprobs; needle retrieval {found}; in {path}")  # fmt: skip

@@ -53,6 +53,10 @@ class Mode(TypedDict):
     """``--bench``: healthy profiles were measured"""
     soak_s: NotRequired[float]
     """``--soak``: seconds of load on each healthy profile (0: none)"""
+    compare_to: NotRequired[str | None]
+    """``--compare-to``: the reference profile each healthy row was compared with"""
+    retrieval: NotRequired[bool]
+    """``--retrieval`` or ``--compare-to``: each healthy row's needle retrieval was measured"""
 
 
 class Summary(TypedDict):
@@ -120,6 +124,62 @@ class NextTry(TypedDict):
     """why, in words"""
 
 
+class RetrievalAt(TypedDict):
+    """The needle task at one prompt length (:mod:`bwstack.quality.retrieval`)."""
+
+    length: int
+    """the prompt's length in tokens"""
+    right: int
+    """needles whose value was the greedy next token"""
+    asked: int
+    """needles asked"""
+    accuracy: float
+    """right / asked"""
+
+
+class Comparison(TypedDict):
+    """A healthy row's token distributions against the reference profile's, on the same seeded prompts,
+    teacher-forced (``sweep --compare-to``; :mod:`bwstack.quality.compare`)."""
+
+    to: str
+    """the reference profile"""
+    positions: int
+    """teacher-forced positions compared"""
+    mean_kl: float
+    """mean KL(reference || this row) over the positions, nats"""
+    p99_kl: float
+    """its 99th percentile"""
+    max_kl: float
+    """its largest value"""
+    top1_agreement: float
+    """the share of positions whose most likely token is the same (0-1)"""
+    passed: bool
+    """within every threshold (docs/compare.md)"""
+    failures: list[str]
+    """each threshold passed, in words"""
+    worst: list[str]
+    """the prompts of largest mean KL"""
+
+
+class Quality(TypedDict):
+    """What a healthy row's server answered on the comparison's seeded prompts (``sweep --compare-to`` or
+    ``--retrieval``)."""
+
+    window: int | None
+    """the sparse window the prompt lengths were made for (null: the default, 2048)"""
+    retrieval: list[RetrievalAt]
+    """the needle task's accuracy at half the window, the window and twice it (capped by the context)"""
+    answers: str | None
+    """the file of its recorded answers in the report folder (``quality/<profile>.json``; null: none)"""
+    reference: NotRequired[bool]
+    """this row is the ``--compare-to`` reference the others were scored against"""
+    compare: NotRequired[Comparison | None]
+    """against the reference profile (null: the reference has no recorded answers; absent: this row is the
+    reference, or no ``--compare-to``)"""
+    note: NotRequired[str]
+    """why there is no comparison or no measurement"""
+
+
 class Row(TypedDict):
     """One decided profile (a value of the document's ``results``)."""
 
@@ -168,6 +228,8 @@ class Row(TypedDict):
     """the probe's scores, nats/token: ``short``, ``long``, ``long_tokens``"""
     next_try: NotRequired[NextTry | None]
     """a failed row: the profile worth trying next"""
+    quality: NotRequired[Quality]
+    """a healthy row with ``--compare-to`` or ``--retrieval``: retrieval by length and the comparison"""
 
 
 class Part(TypedDict):

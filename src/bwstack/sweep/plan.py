@@ -118,6 +118,11 @@ class Options:
     #: ``--soak SECONDS``: sustained load with a stall watchdog on each healthy profile
     # (:mod:`bwstack.sweep.soak`)
     soak_s: float = 0.0
+    #: ``--compare-to PROFILE``: each healthy row scored against this profile's recorded answers
+    # (:mod:`bwstack.sweep.quality`)
+    compare_to: str | None = None
+    #: ``--retrieval`` (or ``--compare-to``): each healthy row's answers and needle retrieval recorded
+    retrieval: bool = False
 
 
 #: what a stand-in row's load and long-context checks are worth (report rows say it beside the verdict)

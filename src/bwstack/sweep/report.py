@@ -28,11 +28,13 @@ from bwstack.record import (
     types,
     utc_now,
 )
-from bwstack.sweep import bench, soak
+from bwstack.sweep import bench, qualityview, soak
 from healthchecks import judging, phases, untrusted, vocabulary
 
 #: keys of a row that change from run to run for the same outcome (ignored by :func:`decided_content`)
-VOLATILE_ROW_KEYS = ("started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed", "soak", "start")
+VOLATILE_ROW_KEYS = (
+    "started_at", "finished_at", "elapsed_s", "reason", "next_try", "speed", "soak", "start", "quality",
+)  # fmt: skip
 #: evidence keys that are stable for the same outcome
 STABLE_EVIDENCE_KEYS = ("exit_code", "oom_killed", "requested", "effective", "server_version", "timeout_s")
 
@@ -287,6 +289,7 @@ def render_markdown(doc: Document) -> str:
         out.append(f"- variant **{name}**: {_cell(pins, 600)}")
     out += _markdown_grids(doc)
     out += _markdown_speed(doc)
+    out += qualityview.markdown(doc)
     out += [
         "",
         "## Profiles",
@@ -591,6 +594,7 @@ def html_context(doc: Document) -> dict[str, Any]:
         "grids": grids(doc),
         "speed_rows": speed_rows(doc),
         "speed_titles": SPEED_TITLES,
+        "quality": qualityview.html_rows(doc),
         "figure_keys": bench.FIGURES,
         "bucket_columns": soak.BUCKET_COLUMNS,
         "variants": [

@@ -26,7 +26,7 @@ from bwstack.record import read
 from bwstack.record.types import NextTry, Row
 from bwstack.render import compose
 from bwstack.stack.schema import Stack
-from bwstack.sweep import report
+from bwstack.sweep import quality, report
 from bwstack.sweep.display import Display, print_summary
 from bwstack.sweep.fast import fast_override
 from bwstack.sweep.plan import Options, Plan, make_plan, source_label, standin_fault
@@ -97,6 +97,8 @@ def document_for(plan: Plan, options: Options, variant: str | None) -> report.Do
             "fast": options.fast,
             "bench": options.bench,
             "soak_s": options.soak_s,
+            "compare_to": options.compare_to,
+            "retrieval": options.retrieval,
             "variant": variant,
             "timeout_s": options.timeout_s,
         },
@@ -317,6 +319,8 @@ def run_sweep(
     bench: bool = False,
     console: Any = None,
     soak: float = 0.0,
+    compare_to: str | None = None,
+    retrieval: bool = False,
 ) -> int:
     """Sweep ``profiles`` (all when empty): 0 when every verdict matches, 1 otherwise, 128+N on a signal.
 
@@ -334,14 +338,26 @@ def run_sweep(
         load_seconds=standin_load_seconds,
         bench=bench,
         soak_s=soak,
+        compare_to=compare_to,
+        retrieval=retrieval or compare_to is not None,
     )
+    if compare_to is not None:
+        stack.profile(compare_to)  # a UserError naming the profiles when unknown
+        if standin:
+            raise UserError(
+                "the stand-in serves no logprobs to compare; drop --standin", field="--compare-to"
+            )
+        if profiles and compare_to not in profiles:
+            profiles = [compare_to, *profiles]
+    if retrieval and standin:
+        raise UserError("the stand-in serves no logprobs to score; drop --standin", field="--retrieval")
     out_dir = out if out is not None else default_out(stack)
     plan, doc = open_document(stack, profiles, options, out_dir, resume=resume, variant=variant)
     if not standin:
         model_env(stack, options)  # refuse before any report or container when the model is not fetched
     for skipped in plan.skipped:
         console.print(f"bwstack: warning: skipped {skipped}", markup=False)
-    todo = [name for name in plan.names if name not in doc["results"]]
+    todo = quality.ordered([name for name in plan.names if name not in doc["results"]], compare_to)
     report.write_report(out_dir, doc)
     where = (
         "the CPU stand-in" if standin else ("real SGLang on the CPU" if stack.is_cpu else "this host's GPUs")
@@ -374,7 +390,8 @@ def execute(
             if adjustments:
                 doc["host_adjustments"] = adjustments
             with Display(console, len(todo)) as display:
-                runner = Runner(plan.stack, project, client, options, display)
+                step = quality.Step(plan.stack, out, options.compare_to) if options.retrieval else None
+                runner = Runner(plan.stack, project, client, options, display, quality=step)
                 runner.remove_leftovers()
                 for index, name in enumerate(todo, 1):
                     display.begin(index, name, profile_detail(plan.stack, name, options))
@@ -416,4 +433,5 @@ def profile_detail(stack: Stack, name: str, options: Options) -> str:
     if options.standin:
         detail += f", fault {standin_fault(stack, name)}"
     detail += (", fast" if options.fast else "") + (", bench" if options.bench else "")
+    detail += f", compare to {options.compare_to}" if options.compare_to else ""
     return detail + (f", soak {options.soak_s:g} s" if options.soak_s else "")

@@ -14,12 +14,14 @@ from bwstack.errors import ExternalError
 from bwstack.host import stackproject
 from bwstack.host.dockercompose import Project
 from bwstack.launch import launch_spec
-from bwstack.record.types import Evidence, Row
+from bwstack.record.types import Evidence, Quality, Row
 from bwstack.stack.schema import Stack
 from bwstack.sweep import bench, soak
 from bwstack.sweep.display import Display, status_text
 from bwstack.sweep.judge import Exited, HealthChange, Judge, LogEnd, LogLine, Outcome, Probe
 from bwstack.sweep.plan import STANDIN_IMITATES, Options, source_label, standin_fault
+from bwstack.sweep.quality import Step as QualityStep
+from bwstack.sweep.quality import words as quality_words
 from bwstack.sweep.streams import (
     Streams,
     effective_from,
@@ -70,7 +72,14 @@ class Runner:
     """Runs the profiles of one sweep against one compose project."""
 
     def __init__(
-        self, stack: Stack, project: Project, client: Any, options: Options, display: Display
+        self,
+        stack: Stack,
+        project: Project,
+        client: Any,
+        options: Options,
+        display: Display,
+        *,
+        quality: QualityStep | None = None,
     ) -> None:
         self.stack = stack
         self.project = project
@@ -79,6 +88,7 @@ class Runner:
         self.display = display
         self.current: str | None = None
         self.bench = bench.Bench(stack, options.standin) if options.bench else None
+        self.quality = quality
 
     # -- lifecycle --
 
@@ -124,6 +134,7 @@ class Runner:
         watch = Watch(name, judge, Streams(self.client))
         speed: dict[str, Any] | None = None
         soaked: dict[str, Any] | None = None
+        measured: Quality | None = None
         try:
             self.start(watch)
             self.follow(watch)
@@ -131,6 +142,8 @@ class Runner:
             outcome = watch.judge.verdict()
             if self.bench is not None and outcome.cls == "healthy":
                 speed = self.measure(watch)
+            if self.quality is not None and outcome.cls == "healthy":
+                measured = self.measure_quality(watch)
             if self.options.soak_s > 0 and outcome.cls == "healthy":
                 soaked = self.soak(watch)
                 outcome = soak.row_verdict(outcome, soaked)
@@ -146,6 +159,8 @@ class Runner:
             row["speed"] = speed
         if soaked is not None:
             row["soak"] = soaked
+        if measured is not None:
+            row["quality"] = measured
         if self.options.standin:
             row["imitated"] = STANDIN_IMITATES
         if outcome.cls == "healthy":
@@ -166,6 +181,15 @@ class Runner:
             )  # fmt: skip
         except (OSError, ValueError) as exc:
             return {"verdict": "error", "reason": f"soak step failed: {' '.join(str(exc).split())[:300]}"}
+
+    def measure_quality(self, watch: Watch) -> Quality:
+        """The quality step (``--compare-to``, ``--retrieval``) against the healthy, still running server."""
+        assert self.quality is not None
+        self.display.status("healthy; recording answers on the seeded prompts and the needle task")
+        url, key = self.server_address()
+        measured = self.quality.measure(watch.name, url, key)
+        self.display.note(f"{watch.name}: {quality_words(measured)}")
+        return measured
 
     def measure(self, watch: Watch) -> dict[str, Any]:
         """The bench step (``--bench``) against the healthy, still running container."""
@@ -292,7 +316,8 @@ class Runner:
                 return found
         return None
 
-    def server_info(self) -> dict[str, Any] | None:
+    def host_and_key(self) -> tuple[str, str | None]:
+        """The running profile's address on this host and the API key (None without one)."""
         settings = self.stack.settings
         host = "127.0.0.1" if settings.bind_address in ("0.0.0.0", "::") else settings.bind_address  # noqa: S104
         api_key = None
@@ -301,7 +326,17 @@ class Runner:
                 api_key = (
                     (self.stack.root / settings.secrets_dir / "api_key").read_text(encoding="utf-8").strip()
                 )
-        return fetch_server_info(host, settings.port, api_key or None)
+        return host, api_key or None
+
+    def server_address(self) -> tuple[str, str | None]:
+        """The running profile's base URL and the API key."""
+        host, api_key = self.host_and_key()
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.stack.settings.port}", api_key
+
+    def server_info(self) -> dict[str, Any] | None:
+        host, api_key = self.host_and_key()
+        return fetch_server_info(host, self.stack.settings.port, api_key)
 
     def row(self, name: str, outcome: Outcome, evidence: Evidence, started_at: str, elapsed: float) -> Row:
         profile = self.stack.profile(name)

@@ -1,0 +1,204 @@
+"""``bwstack upgrade OLD NEW --measure``: the divergence an upgrade brings, measured, not predicted. For CPU
+variants (``images/<v>/`` with ``device = "cpu"``), the old and the new variant's image each serve one
+healthy profile (the first of the named ones whose ``expect`` is ``healthy``) in a container of their own on a
+free loopback port, both at once; :mod:`bwstack.quality.compare` puts the same seeded prompts through both
+(teacher-forced KL divergence, top-1 agreement, retrieval by length) and the upgrade report gets the figures.
+Both containers are removed afterwards, also on failure or Ctrl-C.
+
+A side given as a bare SGLang version is measured on the CPU variant of ``images/`` that pins that release.
+A GPU variant is refused (one line, exit 2): on a GPU host run both with ``bwstack up`` on two ports and
+``bwstack compare``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import socket
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from bwstack import launch
+from bwstack.errors import ExternalError, UserError
+from bwstack.host import stackproject
+from bwstack.quality import compare, show
+from bwstack.render import k8s
+from bwstack.stack import modelconfig, snapshots
+from bwstack.stack.schema import Stack
+from bwstack.sweep import plan, run
+from bwstack.sweep.streams import docker_client
+from healthchecks import common, imagelayout
+
+LABEL = "io.bwstack.upgrade-measure"
+
+
+def cpu_variant(stack: Stack, variant: str, version: str) -> str:
+    """The CPU variant of images/ that measures one side: the side's own variant when it is a CPU variant of
+    images/, else the one pinning SGLang ``version``; UserError otherwise."""
+    names = sorted(p.parent.name for p in stack.images_dir.glob("*/pins.toml"))
+    if variant in names and stack.variant(variant).device == "cpu":
+        return variant
+    for name in names:
+        if stack.variant(name).device == "cpu" and stack.variant(name).sglang_version == version:
+            return name
+    cpu = [n for n in names if stack.variant(n).device == "cpu"]
+    raise UserError(
+        f"--measure runs CPU variants only; {variant} is not one and no CPU variant pins sglang {version} "
+        f"(CPU variants: {', '.join(cpu) or 'none'}); on a GPU host run both with bwstack up on two ports "
+        "and bwstack compare",
+        field="--measure",
+    )
+
+
+def measured_profile(stack: Stack, names: Sequence[str]) -> str:
+    """The profile both variants serve: the first of ``names`` (default all) that is expected healthy."""
+    for name in list(names) or list(stack.profiles):
+        if stack.profile(name).expect == "healthy":
+            return name
+    raise UserError(
+        "--measure needs a profile whose expect is healthy among the named ones", field="PROFILES"
+    )
+
+
+def argv_for(argv: Sequence[str], snapshot: snapshots.Snapshot) -> tuple[list[str], list[str]]:
+    """``argv`` less the options ``snapshot``'s SGLang does not have (with their values), and what was left
+    out: the stack's extra args are spelled for its own variant (the CPU stack's for 0.5.23), and an older
+    release refuses an option it does not know."""
+    kept: list[str] = []
+    left: list[str] = []
+    index = 0
+    while index < len(argv):
+        item = argv[index]
+        option = item.partition("=")[0]
+        if item.startswith("--") and snapshot.flag(option) is None:
+            takes = "=" not in item and index + 1 < len(argv) and not argv[index + 1].startswith("--")
+            left += argv[index : index + 1 + takes]
+            index += 1 + takes
+            continue
+        kept.append(item)
+        index += 1
+    return kept, left
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(url: str, container: Any, deadline: float) -> None:
+    """Until ``/v1/models`` answers 200; ExternalError when the container stops or the deadline passes."""
+    while time.monotonic() < deadline:
+        with (
+            contextlib.suppress(OSError, urllib.error.URLError),
+            urllib.request.urlopen(url + "/v1/models", timeout=5) as answer,  # noqa: S310 (loopback http)
+        ):
+            if answer.status == 200:
+                return
+        container.reload()
+        if container.status in ("exited", "dead"):
+            tail = container.logs(tail=5).decode("utf-8", "replace").strip().splitlines()
+            raise ExternalError(f"{container.name} stopped before it served: {' | '.join(tail)[-400:]}")
+        time.sleep(2)
+    raise ExternalError(f"{container.name} did not answer {url}/v1/models in time")
+
+
+@contextlib.contextmanager
+def serving(
+    stack: Stack,
+    profile: str,
+    variant: str,
+    client: Any,
+    wait_s: float,
+    *,
+    echo: Callable[[str], None] = lambda _m: None,
+) -> Iterator[str]:
+    """``profile`` on ``variant``'s image in a container of its own on a free loopback port, the options
+    its SGLang lacks left out and fail-fast off; its base URL. The container and its JIT volume are removed
+    when the block ends."""
+    spec = launch.launch_spec(stack, profile, variant)
+    argv, left = argv_for(spec.argv, stack.snapshot(variant))
+    if left:
+        echo(f"measure: {variant}'s SGLang has no {' '.join(left)}: left out")
+    cache = stack.settings.model_cache_path
+    if cache is None:
+        raise UserError("--measure needs stack.model_cache_path (the CPU stacks set it)", file=stack.path)
+    port = _free_port()
+    name = f"bwstack-measure-{variant}-{uuid.uuid4().hex[:8]}"
+    # a fresh named volume at the JIT cache: Docker fills it from the image's folder, owner included (as the
+    # rendered services' per-variant volume); removed with the container
+    jit = client.volumes.create(name=f"{name}-jit", labels={LABEL: variant})
+    container = client.containers.run(
+        spec.image,
+        command=argv,
+        detach=True,
+        name=name,
+        # fail-fast off: a server its healthcheck judges broken keeps serving, so what is measured is its
+        # divergence, not its exit
+        environment={
+            key: k8s.from_compose(value) for key, value in spec.env({common.ENV_FAIL_FAST: "0"}).items()
+        },
+        ports={f"{spec.port}/tcp": ("127.0.0.1", port)},
+        shm_size=spec.shm_size,
+        volumes={
+            str((stack.root / cache).resolve()): {"bind": imagelayout.HF_HOME, "mode": "rw"},
+            jit.name: {"bind": imagelayout.JIT_CACHE, "mode": "rw"},
+        },
+        labels={LABEL: variant},
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(url, container, time.monotonic() + wait_s)
+        yield url
+    finally:
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+        with contextlib.suppress(Exception):
+            jit.remove(force=True)
+
+
+def measure(
+    stack: Stack,
+    old: tuple[str, str],
+    new: tuple[str, str],
+    names: Sequence[str],
+    echo: Callable[[str], None],
+) -> dict[str, Any]:
+    """The comparison of ``old`` and ``new`` ((variant, SGLang version) each) on real servers: the CPU
+    variants measured, the profile, and ``compare``'s report as JSON (:func:`bwstack.quality.show.to_json`)
+    and as text."""
+    variants = cpu_variant(stack, *old), cpu_variant(stack, *new)
+    profile = measured_profile(stack, names)
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    for variant in variants:  # the tiny models in the cache and each image (built once)
+        run.prepare_real_cpu(
+            plan.Plan(stack=_on(stack, profile, variant), names=[profile], skipped=[]), console
+        )
+    client = docker_client()
+    wait_s = stackproject.default_wait_seconds(stack)
+    echo(f"measure: {profile} on {variants[0]} and on {variants[1]}, both at once")
+    with (
+        serving(_on(stack, profile, variants[0]), profile, variants[0], client, wait_s, echo=echo) as url_old,
+        serving(_on(stack, profile, variants[1]), profile, variants[1], client, wait_s, echo=echo) as url_new,
+    ):
+        report = compare.run(
+            compare.Side(f"{profile}@{variants[0]}", url_old),
+            compare.Side(f"{profile}@{variants[1]}", url_new),
+            window=modelconfig.sparse_window(stack),
+            echo=echo,
+        )
+    return {"profile": profile, "variants": list(variants), "report": show.to_json(report),
+            "lines": show.lines(report)}  # fmt: skip
+
+
+def _on(stack: Stack, profile: str, variant: str) -> Stack:
+    """The stack with ``profile`` on ``variant``."""
+    profiles = dict(stack.profiles)
+    profiles[profile] = profiles[profile].model_copy(update={"variant": variant})
+    return dataclasses.replace(stack, profiles=profiles)

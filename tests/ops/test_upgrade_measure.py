@@ -1,0 +1,59 @@
+"""``bwstack upgrade v0.5.9-cpu 0.5.23 --measure``: both CPU variants' real images serve the CPU profiles'
+tiny Llama at once, in containers of their own on free loopback ports; ``compare`` measures them on the same
+seeded prompts and the upgrade report prints the measured divergence. Real Docker, real SGLang, the shipped
+profiles.cpu.yaml (a scratch copy); the containers are gone afterwards.
+
+The prediction half of ``upgrade`` cannot run for the CPU variants yet (SGLang 0.5.23's
+``handle_attention_backend_compatibility`` fails in the explain harness on a CPU profile); the command says so
+in one line and prints the measurement, which needs no prediction.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bwstack.ops import upgrade_measure
+from bwstack.quality import compare
+from support import dockerstack
+from support.stack import copy_stack
+
+pytestmark = [pytest.mark.docker, pytest.mark.real, pytest.mark.slow]
+
+
+def test_upgrade_measure_prints_the_measured_divergence_of_0_5_9_and_0_5_23(
+    docker_engine: None, tmp_path: Path
+) -> None:
+    copy_stack(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "bwstack.cli", "upgrade", "v0.5.9-cpu", "0.5.23", "--measure", "-f",
+         "profiles.cpu.yaml"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    print(f"\n{done.stdout}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert (
+        "## Measured divergence (--measure): cpu-torch-native on v0.5.9-cpu and v0.5.23-cpu, real SGLang on "
+        "the CPU"
+    ) in out
+    assert (
+        "compare A = cpu-torch-native@v0.5.9-cpu (SGLang 0.5.9), B = cpu-torch-native@v0.5.23-cpu "
+        "(SGLang 0.5.23)"
+    ) in out
+    figures = re.search(r"KL\(A\|\|B\) mean (\S+), p99 (\S+), max \S+ nats; top-1 agreement (\S+)%", out)
+    assert figures, out
+    mean, p99, top1 = (float(figures.group(i).rstrip(",")) for i in (1, 2, 3))
+    # the same model and the same torch_native attention on both releases: float rounding only
+    assert mean < compare.MAX_MEAN_KL / 100 and p99 < compare.MAX_P99_KL / 100 and top1 >= 99.0, out
+    assert "\nwithin (thresholds: " in out
+    left = dockerstack.docker("ps", "-aq", "--filter", f"label={upgrade_measure.LABEL}").stdout.split()
+    assert left == [], left
+    volumes = dockerstack.docker(
+        "volume", "ls", "-q", "--filter", f"label={upgrade_measure.LABEL}"
+    ).stdout.split()
+    assert volumes == [], volumes
