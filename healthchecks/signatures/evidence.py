@@ -147,11 +147,12 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # crash (weak, like a Python traceback's frames): several processes' tracebacks written to one stream at
     # once, mixed within lines, so no frame line nor exception line is whole; a line still holds pieces of two
-    # frames ('File', 'File', ', line'), which no other log line does
+    # frames ('File', 'File', ', line'), one 'File' run into another writer's indentation ('File  '), which no
+    # whole frame line ('  File "') nor other log line does
     sig(
         "crash",
-        r"\bFile\b[^\n]*\bFile\b[^\n]*, line\b|, line\b[^\n]*\bFile\b[^\n]*\bFile\b",
-        ("File ",),
+        r"^(?=[^\n]*, line\b)(?=[^\n]*\bFile  )[^\n]*\bFile\b[^\n]*\bFile\b",
+        ("File  ",),
         "processes (ranks) printing their tracebacks at once: sgl-project/sglang#6017 (a PD/EP deployment's "
         "schedulers dying together, their 'File \"..scheduler.py\", line N, in run_scheduler_process' frames "
         "mixed character by character)",
