@@ -539,6 +539,7 @@ class Scanner:
         low = raw.lower()
         if counting:
             self.serving += sum(low.count(word, last_start + 1) for word in SERVING)
+            self.serving += SERVING_MIN if shapes.served(low, last_start + 1) else 0
         if may_stop:
             self.stopped += sum(low.count(word, last_start + 1) for word in STOPPED)
 

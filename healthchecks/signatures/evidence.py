@@ -145,6 +145,36 @@ SIGNATURES: tuple[Signature, ...] = (
         "an API key, a crashed scheduler)",
         weak=True,
     ),
+    # crash (weak, like a Python traceback's frames): several processes' tracebacks written to one stream at
+    # once, mixed within lines, so no frame line nor exception line is whole; a line still holds pieces of two
+    # frames ('File', 'File', ', line'), one 'File' run into another writer's indentation ('File  '), which no
+    # whole frame line ('  File "') nor other log line does
+    sig(
+        "crash",
+        r"^(?=[^\n]*, line\b)(?=[^\n]*\bFile  )[^\n]*\bFile\b[^\n]*\bFile\b",
+        ("File  ",),
+        "processes (ranks) printing their tracebacks at once: sgl-project/sglang#6017 (a PD/EP deployment's "
+        "schedulers dying together, their 'File \"..scheduler.py\", line N, in run_scheduler_process' frames "
+        "mixed character by character)",
+        "several processes died together: read one rank's output (torchrun --local-ranks-filter, one "
+        "container's logs) for the first exception",
+        priority=96,
+        weak=True,
+    ),
+    # kernel_compile: the CUDA compiler itself refused (round 5, issue 36): nvcc's own fatal diagnostic
+    # ('nvcc fatal   : Unsupported gpu architecture ..', 'nvcc fatal   : Value .. is not defined for option'),
+    # and a JIT quoting it ('NVCC compilation failed: ' + nvcc's output: DeepGEMM, sgl-project/sglang#9340)
+    sig(
+        "kernel_compile",
+        r"\bnvcc fatal\s*:|\bNVCC compilation failed\b",
+        ("nvcc fatal", "NVCC compilation failed"),
+        "nvcc's fatal diagnostic when the toolkit does not know the arch a JIT or build asks for "
+        "(mit-han-lab/Block-Sparse-Attention#15 'nvcc fatal   : Unsupported gpu architecture compute_120', "
+        "thu-ml/TurboDiffusion#80 'compute_120a'); DeepGEMM's JIT in the SGLang image "
+        "(sgl-project/sglang#9340: 'NVCC compilation failed: nvcc fatal   : Unsupported gpu architecture "
+        "sm_100f' from an NVCC older than 12.9)",
+        "a CUDA toolkit that knows the arch (sm_100f/sm_120f: CUDA >= 12.9) in the image, or the AOT kernels",
+    ),
 )
 
 #: SGLang's own words on a failure it recovered from: it logs a warning that ends 'To silence this warning,

@@ -11,8 +11,8 @@ container runtime carries text around SGLang's own line that no signature should
   ``[pod/name/container]``, journald's ``Mon DD HH:MM:SS host unit[pid]: ``, the kernel's ``[  12.345678]``
   and ``dmesg -T``'s ``[Fri Jun  5 01:02:42 2026]``, Kibana's ``Dec 3, 2025 @ 10:00:00.000``, ISO time
   stamps (also CRI's ``… stdout F``), a Python-logging or loguru ``- name - LEVEL -`` / ``| LEVEL | name |``
-  after them, Ray's ``(Worker pid=N, ip=…)``; several in a row (a viewer's time stamp before the runtime's
-  before SGLang's);
+  after them, Ray's ``(Worker pid=N, ip=…)``, torchrun's ``[rank0]:`` (``--tee``'s ``[default0]:``); several
+  in a row (a viewer's time stamp before the runtime's before SGLang's);
 - a line wrapped in two: a long line cut mid-sentence whose rest starts the next line in lower case.
 
 Each line keeps its place (nothing is added or removed, so line numbers stay the log's): a wrapped line is
@@ -42,6 +42,7 @@ _PIECE = (
     r"|[A-Z][a-z]{2} \d{1,2}, \d{4} @ \d\d:\d\d:\d\d(?:\.\d+)?[ \t]*"  # Kibana
     r"|" + _STAMP + r"[ \t]*"
     r"|\([\w.-]+ pid=\d+[^)\n]*\)[ \t]?"  # Ray
+    r"|\[(?:rank|default)\d+\]:[ \t]?"  # torchrun's per-rank prefix ([rank0]:, --tee's [default0]:)
     r"|[\w.-]+[ \t]+\|[ \t]?"  # Compose service, loguru field
     r"|\|[ \t]?"  # loguru's field separator after a stripped time stamp
     r")"

@@ -218,3 +218,28 @@ SERVING: tuple[bytes, ...] = (
     b'/v1/models http/1.1" 200',
 )
 SERVING_MIN = 4
+#: serving evidence that is decisive alone (an excerpt may hold one line of it; issue 36 round 5):
+#: - a decode batch line: SGLang logs one every --decode-log-interval (40) decode steps of the scheduler
+#:   (sglang 0.5.19 wheel scheduler_components/batch_result_processor.py counts forward_ct_decode,
+#:   metrics_reporter.py report_decode_stats logs when forward_ct_decode % decode_log_interval == 0), and its
+#:   warm-up asks for max_new_tokens=8 (srt/entrypoints/http_server.py _execute_server_warmup): at most 7
+#:   decode steps, never a decode batch line;
+#: - a prefill batch that reused cached tokens (``#cached-token: 12``): the radix cache starts empty and the
+#:   warm-up is the run's first request, so a prefix hit is a later request's.
+#: A 200 on /generate or /v1/chat/completions is not decisive: the warm-up posts one and is answered 200.
+SERVED: tuple[bytes, ...] = (b"decode batch",)
+_CACHED = b"#cached-token: "
+
+
+def served(low: bytes, start: int) -> bool:
+    """Whether lower-cased log text ``low`` holds decisive serving evidence (:data:`SERVED`, a prefix-cache
+    hit) from offset ``start`` on (C-speed finds only)."""
+    if any(low.find(word, start) >= 0 for word in SERVED):
+        return True
+    at = low.find(_CACHED, start)
+    while at >= 0:
+        digit = low[at + len(_CACHED) : at + len(_CACHED) + 1]
+        if digit.isdigit() and digit != b"0":
+            return True
+        at = low.find(_CACHED, at + 1)
+    return False

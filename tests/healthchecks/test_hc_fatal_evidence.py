@@ -20,6 +20,7 @@ from support.hc_fakes import FakeSGLang
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 EXPECTED: dict[str, dict[str, str]] = json.loads((CORPUS / "EXPECTED.json").read_text(encoding="utf-8"))
+START = "[2026-04-08 14:05:00] server_args=ServerArgs(model_path='m')\n"
 ADDED = sorted(name for name, entry in EXPECTED.items() if entry.get("added") == "issue 27")
 #: a log read wrong when its held-out round was scored after the rules keeps its "missed" note (the score stays
 #: recorded, docs/healthcheck.md); it is not held to this rule until a later round's rules read it right
@@ -89,10 +90,15 @@ def test_an_arch_gate_names_the_host_arch_the_log_states() -> None:
 def test_serving_evidence_without_a_ready_line_reads_healthy_and_needs_enough_lines() -> None:
     serving = (CORPUS / "sglang22331_hisparse_decode_batches.log").read_text(encoding="utf-8")
     assert signatures.scan_text(serving).verdict() == "healthy"
-    lines = serving.splitlines(keepends=True)
-    # SGLang's own warmup logs a prefill batch and one POST /generate 200 before the ready line: not serving
-    few = "".join(lines[: signatures.SERVING_MIN - 1])
-    assert signatures.scan_text(few).verdict() == "starting"
+    # SGLang's own warm-up logs one prefill batch (no cached token) and one 200 before the ready line (a VLM's
+    # on /v1/chat/completions): not serving, whatever the endpoint
+    for endpoint in ("/generate", "/v1/chat/completions"):
+        warmup = (
+            "[2026-04-08 14:05:20 TP0] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token "
+            "usage: 0.00, #running-req: 0, #queue-req: 0\n"
+            f'[2026-04-08 14:05:20] INFO:     127.0.0.1:40052 - "POST {endpoint} HTTP/1.1" 200 OK\n'
+        )
+        assert signatures.scan_text(warmup).verdict() == "starting"
     # a new start banner forgets the serving of the run before it
     restarted = serving + "[2026-04-08 14:06:00] server_args=ServerArgs(model_path='m')\n"
     assert signatures.scan_text(restarted).verdict() == "starting"
@@ -104,6 +110,27 @@ def test_serving_evidence_without_a_ready_line_reads_healthy_and_needs_enough_li
     assert signatures.scan_text(dead).verdict() == "crash"
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # one decode batch line is 40 decode steps (--decode-log-interval); the warm-up asks for 8 tokens
+        "[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 1, #token: 208, token usage: 0.00, cuda graph: "
+        "True, gen throughput (token/s): 44.95, #queue-req: 0",
+        # a prefix-cache hit: an earlier request's tokens were reused (the warm-up is the run's first request)
+        "[2026-05-28 08:41:19] Prefill batch, #new-seq: 1, #new-token: 11, #cached-token: 12, token usage: "
+        "0.00, #running-req: 0, #queue-req: 0",
+    ],
+)
+def test_one_decisive_serving_line_reads_healthy_in_a_short_excerpt(line: str) -> None:
+    """Round 5 (sgl-project/sglang#3699, #26082): an excerpt with fewer than SERVING_MIN serving lines."""
+    assert signatures.scan_text(line + "\n").verdict() == "healthy"
+    assert signatures.scan_text(START + line + "\n").verdict() == "healthy"
+    # a later start banner forgets it; fatal evidence after it wins (a dead server never reads healthy)
+    assert signatures.scan_text(line + "\n" + START).verdict() == "starting"
+    died = "[2026-04-08 14:06:01] Received sigquit from a child process. It usually means the child failed.\n"
+    assert signatures.scan_text(line + "\n" + died).verdict() == "crash"
+
+
 def test_a_clients_model_listing_counts_as_serving_and_warmup_requests_do_not() -> None:
     """Round 5: a 200 on GET /v1/models is a client served (SGLang's warm-up polls /model_info, then posts
     /generate), so the NPU benchmark log of sgl-project/sglang#30047 -- one prefill batch, one decode batch,
@@ -113,8 +140,11 @@ def test_a_clients_model_listing_counts_as_serving_and_warmup_requests_do_not() 
     assert (
         classify_log_file(CORPUS / "sglang30047_npu_bench_generate_prefill_decode.log")["class"] == "healthy"
     )
-    # without the client's model listing, what is left is no more than a warm-up shows
-    warmup = "".join(line for line in bench.splitlines(keepends=True) if "/v1/models" not in line)
+    # what a warm-up shows (its /model_info poll and one /generate answered) is no serving; the log's decode
+    # batch and its prefix-cache hit are (a warm-up logs neither: test_one_decisive_serving_line_...)
+    warmup = "".join(
+        line for line in bench.splitlines(keepends=True) if "/model_info" in line or "/generate" in line
+    )
     assert signatures.scan_text(warmup).verdict() == "starting"
 
 

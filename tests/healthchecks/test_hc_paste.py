@@ -38,6 +38,10 @@ FORMS = {
     "python logging": lambda line: "2025-03-07 23:50:27,531 - __main__ - INFO - " + line,
     "loguru": lambda line: "2025-07-02 16:41:32 | ERROR | stderr | " + line,
     "ray": lambda line: " (SGLangEngine pid=952, ip=10.0.0.1) " + line,
+    # round 5: torchrun's per-rank prefix after a GitHub Actions time stamp (flashinfer-ai/flashinfer#1892's
+    # SGLang CI log; pytorch/pytorch#117383 '[rank1]:', #75087 --tee's '[default3]:')
+    "actions + torchrun rank": lambda line: "2025-10-09T04:13:06.6371779Z [rank0]: " + line,
+    "torchrun --tee": lambda line: "[default3]:" + line,
     "ansi": lambda line: "\x1b[31m" + line + "\x1b[0m",
     "crlf": lambda line: line + "\r",
 }
@@ -59,6 +63,22 @@ def test_serving_lines_read_as_serving_through_each_noise_form(form: str) -> Non
     assert (
         signatures.scan_text("\n".join(FORMS[form](DECODE) for _ in range(6)) + "\n").verdict() == "healthy"
     )
+
+
+def test_a_ranks_traceback_frames_keep_their_indentation_under_the_prefix() -> None:
+    """The frames of a traceback behind ``<time>Z [rank0]:`` read as frames (a cut traceback is crash)."""
+    pasted = (
+        '2025-10-09T04:13:06.6371779Z [rank0]:   File "/sgl/srt/model_executor/cuda_graph_runner.py", line 485, '
+        "in capture\n2025-10-09T04:13:06.6372391Z [rank0]:     ) = self.capture_one_batch_size(bs, forward)\n"
+    )
+    assert paste.normalise(pasted).splitlines() == [
+        '  File "/sgl/srt/model_executor/cuda_graph_runner.py", line 485, in capture',
+        "    ) = self.capture_one_batch_size(bs, forward)",
+    ]
+    match = signatures.scan_text(pasted).result()
+    assert match is not None and (match.cls, match.line) == ("crash", 1)
+    # a rank tag inside a line is no prefix
+    assert paste.normalise("Loaded [rank0]: done\n") == "Loaded [rank0]: done\n"
 
 
 def test_a_wrapped_line_is_read_joined_and_keeps_its_place() -> None:

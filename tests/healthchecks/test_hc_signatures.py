@@ -267,6 +267,15 @@ EXAMPLES: list[tuple[str, str]] = [
     ("RuntimeError: Error building extension 'flashinfer_jit'", "kernel_compile"),
     ("triton.compiler.errors.CompilationError: at 12:4:", "kernel_compile"),
     ("error: command '/usr/local/cuda/bin/nvcc' failed with exit code 1", "kernel_compile"),
+    # round 5: nvcc's own fatal diagnostic, and a JIT quoting it (sgl-project/sglang#9340, DeepGEMM on B200)
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_120'", "kernel_compile"),
+    (
+        "Warning: please use at least NVCC 12.9 for the best DeepGEMM performanceNVCC compilation failed: "
+        "nvcc fatal   : Unsupported gpu architecture 'sm_100f'",
+        "kernel_compile",
+    ),
+    # round 5: several ranks' frames mixed within lines (sgl-project/sglang#6017), weak crash evidence
+    ('/sgl/srt/managers/scheduler.py, line "2209  File  in   File ', "crash"),
     # import_error, also behind launcher prefixes
     ("ModuleNotFoundError: No module named 'pybase64'", "import_error"),
     (
@@ -487,6 +496,9 @@ BENIGN = [
     "[2025-09-01 10:00:00] FlashInfer only supports sm75+ kernels here, falling back to triton",
     "DeepSeek DSA only supports bf16 here",
     "[2026-05-01 10:00:00] Capture frame #3 of the video: 0x10 bytes",
+    # round 5: nvcc named without a fatal diagnostic; a line naming files, not frames
+    "nvcc: NVIDIA (R) Cuda compiler driver",
+    "[2026-05-01 10:00:00] File /models/a.safetensors loaded; File /models/b.safetensors queued",
 ]
 
 
