@@ -20,7 +20,7 @@ import pytest
 
 from bwstack.build import cpubase
 from bwstack.build.dockerbuild import STAGE_REPO
-from bwstack.stack import pins
+from bwstack.stack import loader, pins
 from support import anyuser
 from support.anyuser import Operator, as_user
 from support.dockerstack import docker
@@ -67,6 +67,10 @@ def test_a_non_root_operator_inspects_and_builds_a_registry_variant(
     edit_yaml(stack_file, lambda data: data["stack"].update({"image_repo": image_repo}))
     target = f"{image_repo}:{CPU_REGISTRY_VARIANT}"
     made = [target, f"{STAGE_REPO}:{re.sub(r'[^A-Za-z0-9_.-]', '_', target)}"]
+    # doctor --image mounts the stack's own volumes (the shipped project's JIT cache of this variant): the ones
+    # the test made go at the end, any the machine had before stay
+    project = loader.load_stack(stack_file).settings.project
+    volumes_before = set(_project_volumes(project))
     try:
         with registry(tmp_path / "reg") as reg:
             remote, digest = push_cpu_base(reg, local_base, made)
@@ -111,3 +115,11 @@ def test_a_non_root_operator_inspects_and_builds_a_registry_variant(
     finally:
         for ref in made:
             docker("rmi", ref, check=False)
+        for volume in set(_project_volumes(project)) - volumes_before:
+            docker("volume", "rm", volume, check=False)
+
+
+def _project_volumes(project: str) -> list[str]:
+    """The named volumes Compose labels with ``project``."""
+    listed = docker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={project}")
+    return listed.stdout.split()
