@@ -36,21 +36,11 @@ VARIANT = "v0.5.23-cpu"
 PAIR = ("cpu-long-copy", "cpu-long-window")
 
 
-def compare_json(root: Path, url_a: str, url_b: str, b: str, *extra: str) -> tuple[int, dict[str, Any]]:
+def compare_cli(root: Path, b: str, *args: str) -> tuple[int, dict[str, Any]]:
+    """``bwstack compare cpu-long-copy B ARGS --json`` in the scratch stack: its exit status and report."""
     done = subprocess.run(
-        [sys.executable, "-m", "bwstack", "compare", PAIR[0], b, "-f", str(root / "profiles.cpu.yaml"),
-         "--url-a", url_a, "--url-b", url_b, "--json", *extra],
-        capture_output=True, text=True, timeout=900, cwd=root,
-    )  # fmt: skip
-    assert done.stdout.strip(), done.stderr[-3000:]
-    return done.returncode, json.loads(done.stdout)
-
-
-def compare_from(root: Path, recording: Path, url_b: str) -> tuple[int, dict[str, Any]]:
-    """``compare A B --a-from FILE``: the twin scored against the reference's recorded answers."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bwstack", "compare", PAIR[0], PAIR[1], "-f", str(root / "profiles.cpu.yaml"),
-         "--a-from", str(recording), "--url-b", url_b, "--json"],
+        [sys.executable, "-m", "bwstack", "compare", PAIR[0], b, "-f", str(root / "profiles.cpu.yaml"), *args,
+         "--json"],
         capture_output=True, text=True, timeout=900, cwd=root,
     )  # fmt: skip
     assert done.stdout.strip(), done.stderr[-3000:]
@@ -77,20 +67,24 @@ def image_twin(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) ->
     out: dict[str, Any] = {}
     with upgrade_measure.serving(stack, PAIR[0], VARIANT, client, wait) as url_a:
         with upgrade_measure.serving(stack, PAIR[1], VARIANT, client, wait) as url_b:
-            out["code"], out["report"] = compare_json(root, url_a, url_b, PAIR[1])
+            out["code"], out["report"] = compare_cli(root, PAIR[1], "--url-a", url_a, "--url-b", url_b)
             # the sweep's --compare-to step on the same two servers, one after the other: the reference's
             # answers recorded to a file, the twin scored against the file; then the command's --a-from
             step = quality.Step(stack, root / "sweep", PAIR[0])
             out["quality"] = {name: step.measure(name, url, None)
                               for name, url in ((PAIR[0], url_a), (PAIR[1], url_b))}  # fmt: skip
-            out["from_file"] = compare_from(root, step.answers_path(PAIR[0]), url_b)
+            out["from_file"] = compare_cli(
+                root, PAIR[1], "--a-from", str(step.answers_path(PAIR[0])), "--url-b", url_b
+            )
         measured = calibrate.measure(url_a, window=longprobe.DEFAULT_WINDOW)
         env = {
             common.ENV_HC_BASELINE: f"{judging.PASSAGE_ID}={measured['score']:.4f}",
             common.ENV_HC_LONG_BASELINE: f"{measured['long'][0]}={measured['long'][1]:.4f}",
         }
         with upgrade_measure.serving(drifted, PAIR[0], VARIANT, client, wait) as url_d:
-            out["drift_code"], out["drift"] = compare_json(root, url_a, url_d, PAIR[0], "--no-retrieval")
+            out["drift_code"], out["drift"] = compare_cli(
+                root, PAIR[0], "--url-a", url_a, "--url-b", url_d, "--no-retrieval"
+            )
             (other / "d.log").write_text("", encoding="utf-8")  # the server's log stays in its container
             out["drift_health"] = healthcheck(url_d, other, other / "d.log", env=env)
     report = out["report"]
