@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bwstack.errors import ExternalError
+from bwstack.host.dockerimage import image_exists
 
 Echo = Callable[[str], Any]
 
@@ -127,18 +128,6 @@ def _rootfs_from_slim(echo: Echo) -> None:
 
 
 # --- docker helpers -----------------------------------------------------------------------------------------
-
-
-def image_exists(ref: str) -> bool:
-    try:
-        result = subprocess.run(
-            ["docker", "image", "inspect", ref], capture_output=True, check=False, timeout=60
-        )
-    except FileNotFoundError:
-        raise ExternalError("the docker CLI is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise ExternalError("docker image inspect timed out; is the Docker engine running?") from None
-    return result.returncode == 0
 
 
 def _legacy_builder_env() -> dict[str, str]:

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bwstack.build import dockerbuild
-from bwstack.build.rootfs import LABEL, ROOTFS_IMAGE, Echo, ensure_rootfs, image_exists, run_logged
+from bwstack.build.rootfs import LABEL, ROOTFS_IMAGE, Echo, ensure_rootfs, run_logged
 from bwstack.errors import ExternalError, UserError
+from bwstack.host.dockerimage import image_exists
 from healthchecks import imagelayout, vocabulary
 
 if TYPE_CHECKING:

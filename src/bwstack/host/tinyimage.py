@@ -18,6 +18,7 @@ from typing import Any
 from bwstack import launch
 from bwstack.errors import ExternalError
 from bwstack.host import cachevolume
+from bwstack.host.dockerimage import image_exists
 from bwstack.stack.schema import Stack
 
 #: where the staging folder is mounted in the container
@@ -41,15 +42,6 @@ def argv(image: str, staging: Path, good: str, broken: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _image_exists(image: str) -> bool:
-    try:
-        done = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image],
-                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ExternalError(f"docker image inspect failed: {exc}") from None
-    return done.returncode == 0
-
-
 def copy_writer(image: str, variant: str) -> Callable[[Path, Path], dict[str, Any]]:
     """What :func:`bwstack.tiny.ensure.ensure_for_stack` calls to write the copy pair: ``(good, broken)``,
     two folders in one staging folder, written by ``image`` (the stack's CPU image of ``variant``)."""
@@ -57,7 +49,7 @@ def copy_writer(image: str, variant: str) -> Callable[[Path, Path], dict[str, An
     def write(good: Path, broken: Path) -> dict[str, Any]:
         if good.parent != broken.parent:
             raise ValueError("the copy pair is written into one staging folder")
-        if not _image_exists(image):
+        if not image_exists(image):
             raise ExternalError(
                 f"the tiny copy model is made in the stack's CPU image {image}, which is not built here: "
                 f"run 'bwstack build --variant {variant}' first"

@@ -14,11 +14,11 @@ from types import FrameType
 from typing import Any, cast
 
 from bwstack import __version__, launch, record
-from bwstack.build import dockerbuild, rootfs
+from bwstack.build import dockerbuild
 from bwstack.build.standin_image import ensure_standin_image
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.host import modelcache, secretfiles, stackproject, tinyimage
+from bwstack.host import dockerimage, modelcache, secretfiles, stackproject, tinyimage
 from bwstack.host.dockercompose import Project
 from bwstack.know import next_try
 from bwstack.record import read
@@ -208,7 +208,7 @@ def prepare_real_cpu(plan: Plan, console: Any) -> None:
     say = lambda m: console.print(m, markup=False)  # noqa: E731
     for variant in sorted({stack.variant_name_for(n) for n in plan.names} | {stack.settings.variant}):
         ref = launch.image_ref(stack, variant)
-        if rootfs.image_exists(ref):
+        if dockerimage.image_exists(ref):
             continue
         console.print(f"sweep: building {ref} (real SGLang on the CPU; once)", markup=False)
         status = dockerbuild.build(stack, variant, tag=ref, base_image=None, dry_run=False, quiet=True)
