@@ -5,9 +5,8 @@ own events, not from bwstack's log); the new one is scored against the recording
 the measured divergence. Real Docker, real SGLang, the shipped profiles.cpu.yaml (a scratch copy); the
 containers are gone afterwards.
 
-The prediction half of ``upgrade`` cannot run for the CPU variants yet (SGLang 0.5.23's
-``handle_attention_backend_compatibility`` fails in the explain harness on a CPU profile); the command says so
-in one line and prints the measurement, which needs no prediction.
+The prediction half of ``upgrade`` runs too (each release's resolution with torch reporting the stack's GPU
+arch; tests/ops/test_upgrade_wheels.py checks it); the measurement needs no prediction.
 """
 
 from __future__ import annotations
