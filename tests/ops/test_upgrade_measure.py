@@ -22,7 +22,7 @@ import pytest
 
 from bwstack.ops import upgrade_measure
 from bwstack.quality import compare
-from support import dockerstack
+from support import dockerstack, docsblock
 from support.stack import copy_stack
 
 pytestmark = [pytest.mark.docker, pytest.mark.real, pytest.mark.slow]
@@ -56,6 +56,8 @@ def test_upgrade_measure_prints_the_measured_divergence_of_0_5_9_and_0_5_23(
     # the same model and the same torch_native attention on both releases: float rounding only
     assert mean < compare.MAX_MEAN_KL / 100 and p99 < compare.MAX_P99_KL / 100 and top1 >= 99.0, out
     assert "\nwithin (thresholds: " in out
+    docsblock.check("docs/upgrade.md", "tests/ops/test_upgrade_measure.py",
+                    "bwstack upgrade v0.5.9-cpu 0.5.23 --measure -f profiles.cpu.yaml", out)  # fmt: skip
     left = dockerstack.docker("ps", "-aq", "--filter", f"label={upgrade_measure.LABEL}").stdout.split()
     assert left == [], left
     volumes = dockerstack.docker(
