@@ -9,8 +9,9 @@ one path. Each container is removed when its phase ends, also on failure or Ctrl
 stderr.
 
 A side given as a bare SGLang version is measured on the CPU variant of ``images/`` that pins that release.
-A GPU variant is refused (one line, exit 2): on a GPU host run both with ``bwstack up`` on two ports and
-``bwstack compare``.
+A GPU variant is refused (one line, exit 2) naming the same steps by hand on a GPU host: ``bwstack up``
+the old, ``compare --save-a``, ``down``, ``up`` the new, ``compare --a-from``. Starting GPU variants here the
+way ``up`` gives a service its GPUs is not built yet (issue 39).
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def cpu_variant(stack: Stack, variant: str, version: str) -> str:
     cpu = [n for n in names if stack.variant(n).device == "cpu"]
     raise UserError(
         f"--measure runs CPU variants only; {variant} is not one and no CPU variant pins sglang {version} "
-        f"(CPU variants: {', '.join(cpu) or 'none'}); on a GPU host run both with bwstack up on two ports "
-        "and bwstack compare",
+        f"(CPU variants: {', '.join(cpu) or 'none'}); on a GPU host, one at a time: bwstack up the old "
+        "one, bwstack compare A --save-a FILE, bwstack down, bwstack up the new one, "
+        "bwstack compare A B --a-from FILE",
         field="--measure",
     )
 
