@@ -196,6 +196,12 @@ def test_measure_leaves_out_what_the_older_sglang_does_not_know_and_a_gpu_varian
     new = launch.launch_spec(stack, "cpu-torch-native", "v0.5.23-cpu").argv
     assert upgrade_measure.argv_for(new, stack.snapshot("v0.5.23-cpu")) == (new, [])
     assert upgrade_measure.cpu_variant(stack, "sglang-0.5.23", "0.5.23") == "v0.5.23-cpu"
-    with pytest.raises(UserError, match=r"--measure runs CPU variants only; v0.5.23-cu130 is not one"):
+    with pytest.raises(
+        UserError, match=r"--measure runs CPU variants only; v0.5.23-cu130 is not one"
+    ) as refused:
         upgrade_measure.cpu_variant(stack, "v0.5.23-cu130", "9.9.9")
+    # the by-hand steps it names run one server at a time, as --measure does
+    assert "--save-a FILE, bwstack down, bwstack up the new one, bwstack compare A B --a-from FILE" in str(
+        refused.value
+    )
     assert upgrade_measure.measured_profile(stack, []) == "cpu-torch-native"

@@ -198,3 +198,23 @@ def test_each_release_between_resolves_on_the_cpu(version: str) -> None:
     arch = json.loads(done.stdout)["profiles"][0]["archs"][0]
     assert arch["new"]["config_source"] == "explain", arch["new"]  # not the static fallback
     assert arch["new"]["effective"]["dsa_decode_backend"] == "flashinfer_sparse_mla", arch["new"]
+
+
+def test_cpu_profile_resolves_on_0_5_23(tmp_path: Path) -> None:
+    """The CPU stack's torch_native profile through 0.5.23's own resolution: its attention hook rewrites the
+    parsed cuda_graph_config for torch_native (sglang 0.5.23 srt/arg_groups/attention_hook.py, the
+    ``attention_backend == "torch_native"`` branch), which SGLang's pipeline parses first
+    (srt/arg_groups/pipeline.py: handle_cuda_graph_config -> cuda_graph_hook.parse_cuda_graph_config). The
+    harness once skipped that parse and the prediction stopped on ``'NoneType' object has no attribute
+    'decode'``."""
+    from bwstack.stack import loader
+    from support.stack import copy_stack
+
+    copy_stack(tmp_path)
+    stack = loader.load_stack(tmp_path / "profiles.cpu.yaml")
+    report = upgrade.compare(stack, "v0.5.9-cpu", "v0.5.23-cpu", profiles=["cpu-torch-native"])
+    (arch,) = _profile(report, "cpu-torch-native").archs
+    # the stack's extra args are spelled for 0.5.23 (--cuda-graph-backend-decode): 0.5.9's parser refuses them
+    assert "unrecognized arguments: --cuda-graph-backend-decode" in arch.old.decision.reason, arch.old
+    assert arch.new.effective.get("attention_backend") == "torch_native", arch.new.effective
+    assert arch.new.verdict == "healthy", arch.new

@@ -1,13 +1,17 @@
 """``bwstack upgrade OLD NEW --measure``: the divergence an upgrade brings, measured, not predicted. For CPU
 variants (``images/<v>/`` with ``device = "cpu"``), the old and the new variant's image each serve one
-healthy profile (the first of the named ones whose ``expect`` is ``healthy``) in a container of their own on a
-free loopback port, both at once; :mod:`bwstack.quality.compare` puts the same seeded prompts through both
-(teacher-forced KL divergence, top-1 agreement, retrieval by length) and the upgrade report gets the figures.
-Both containers are removed afterwards, also on failure or Ctrl-C.
+healthy profile (the first of the named ones whose ``expect`` is ``healthy``) in a container of its own on a
+free loopback port, one after the other: the old one serves, its answers to :mod:`bwstack.quality.compare`'s
+seeded prompts are recorded (``compare --save-a``'s file), it is removed; the new one serves and is scored
+against the recording (``compare --a-from``): teacher-forced KL divergence, top-1 agreement, retrieval by
+length. One server at a time is what a GPU host can hold (two GLM-5 servers do not fit at once), so it is the
+one path. Each container is removed when its phase ends, also on failure or Ctrl-C; each phase says so on
+stderr.
 
 A side given as a bare SGLang version is measured on the CPU variant of ``images/`` that pins that release.
-A GPU variant is refused (one line, exit 2): on a GPU host run both with ``bwstack up`` on two ports and
-``bwstack compare``.
+A GPU variant is refused (one line, exit 2) naming the same steps by hand on a GPU host: ``bwstack up``
+the old, ``compare --save-a``, ``down``, ``up`` the new, ``compare --a-from``. Starting GPU variants here the
+way ``up`` gives a service its GPUs is not built yet (issue 39).
 """
 
 from __future__ import annotations
@@ -15,17 +19,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import socket
+import tempfile
 import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from bwstack import launch
 from bwstack.errors import ExternalError, UserError
 from bwstack.host import stackproject
-from bwstack.quality import compare, show
+from bwstack.quality import compare, recorded, show
 from bwstack.render import k8s
 from bwstack.stack import modelconfig, snapshots
 from bwstack.stack.schema import Stack
@@ -48,8 +54,9 @@ def cpu_variant(stack: Stack, variant: str, version: str) -> str:
     cpu = [n for n in names if stack.variant(n).device == "cpu"]
     raise UserError(
         f"--measure runs CPU variants only; {variant} is not one and no CPU variant pins sglang {version} "
-        f"(CPU variants: {', '.join(cpu) or 'none'}); on a GPU host run both with bwstack up on two ports "
-        "and bwstack compare",
+        f"(CPU variants: {', '.join(cpu) or 'none'}); on a GPU host, one at a time: bwstack up the old "
+        "one, bwstack compare A --save-a FILE, bwstack down, bwstack up the new one, "
+        "bwstack compare A B --a-from FILE",
         field="--measure",
     )
 
@@ -150,15 +157,19 @@ def serving(
         },
         labels={LABEL: variant},
     )
+    started = time.monotonic()
+    echo(f"measure: {variant}: started {name} ({spec.image}) on 127.0.0.1:{port}")
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_ready(url, container, time.monotonic() + wait_s)
+        _wait_ready(url, container, started + wait_s)
+        echo(f"measure: {variant}: serving after {time.monotonic() - started:.0f} s")
         yield url
     finally:
         with contextlib.suppress(Exception):
             container.remove(force=True)
         with contextlib.suppress(Exception):
             jit.remove(force=True)
+        echo(f"measure: {variant}: {name} stopped and removed")
 
 
 def measure(
@@ -182,17 +193,25 @@ def measure(
         )
     client = docker_client()
     wait_s = stackproject.default_wait_seconds(stack)
-    echo(f"measure: {profile} on {variants[0]} and on {variants[1]}, both at once")
-    with (
-        serving(_on(stack, profile, variants[0]), profile, variants[0], client, wait_s, echo=echo) as url_old,
-        serving(_on(stack, profile, variants[1]), profile, variants[1], client, wait_s, echo=echo) as url_new,
-    ):
-        report = compare.run(
-            compare.Side(f"{profile}@{variants[0]}", url_old),
-            compare.Side(f"{profile}@{variants[1]}", url_new),
-            window=modelconfig.sparse_window(stack),
-            echo=echo,
-        )
+    window = modelconfig.sparse_window(stack)
+    echo(f"measure: {profile} on {variants[0]}, then on {variants[1]}, one server at a time")
+
+    def serve(variant: str) -> contextlib.AbstractContextManager[str]:
+        return serving(_on(stack, profile, variant), profile, variant, client, wait_s, echo=echo)
+
+    with tempfile.TemporaryDirectory(prefix="bwstack-measure-") as scratch:
+        answers_file = Path(scratch) / "answers-old.json"
+        with serve(variants[0]) as url:
+            recording = time.monotonic()
+            answers = compare.record(compare.Side(f"{profile}@{variants[0]}", url), window=window, echo=echo)
+            recording = time.monotonic() - recording
+            recorded.save(answers_file, answers)
+            echo(f"measure: {variants[0]}: recorded {len(answers.prompts)} prompts' answers")
+        old_answers = recorded.load(answers_file)
+        with serve(variants[1]) as url:
+            report = compare.run(old_answers, compare.Side(f"{profile}@{variants[1]}", url), window=window,
+                                 echo=echo)  # fmt: skip
+    report.seconds += recording  # the comparison: recording the old, scoring the new (starts not counted)
     return {"profile": profile, "variants": list(variants), "report": show.to_json(report),
             "lines": show.lines(report)}  # fmt: skip
 

@@ -22,7 +22,8 @@ Steps, all SGLang's own code:
 4. build the real ``ServerArgs`` (its ``ModelConfig`` reads the model's config.json) and run the narrowest
    real resolution steps: 0.5.9-0.5.19 the ``ServerArgs._handle_model_specific_adjustments``,
    ``_handle_attention_backend_compatibility`` and ``_handle_page_size`` methods; 0.5.23 their successors
-   in ``srt/arg_groups`` (``model_hook.handle_model_specific_adjustments``,
+   in ``srt/arg_groups`` (``cuda_graph_hook.parse_cuda_graph_config`` where it exists, which the attention
+   hook's torch_native branch reads, ``model_hook.handle_model_specific_adjustments``,
    ``attention_hook.handle_attention_backend_compatibility``, the ``_page_size_default`` pass);
 5. where the version has it (0.5.17+), the check the DSA attention backend runs at start-up,
    ``kernels/ops/attention/flash_mla_sm120._validate_flashinfer_sparse_mla_backend``.
@@ -88,6 +89,8 @@ def import_sglang() -> dict[str, Any]:
             mods[name] = importlib.import_module(f"sglang.srt.arg_groups.{name}")
     with contextlib.suppress(ImportError):
         mods["overrides"] = importlib.import_module("sglang.srt.arg_groups.overrides")
+    with contextlib.suppress(ImportError):
+        mods["cuda_graph_hook"] = importlib.import_module("sglang.srt.arg_groups.cuda_graph_hook")
     with contextlib.suppress(ImportError):
         mods["sm120_check"] = importlib.import_module("sglang.kernels.ops.attention.flash_mla_sm120")
     with contextlib.suppress(ImportError):
@@ -184,7 +187,14 @@ def steps_for(mods: dict[str, Any], server_args: Any) -> list[tuple[str, Callabl
         )
         return [(f"ServerArgs.{n}", getattr(server_args, n)) for n in names if hasattr(server_args, n)]
     model_hook, attention_hook, overrides = mods["model_hook"], mods["attention_hook"], mods["overrides"]
+    # 0.5.23's attention hook rewrites the parsed cuda_graph_config for torch_native/flex_attention (the CPU
+    # profiles' backend): SGLang's pipeline parses it (cuda_graph_hook.parse_cuda_graph_config, inside
+    # handle_cuda_graph_config) before the attention hook runs, so the harness runs that parse first too;
+    # without it the raw value (None) reaches cuda_graph_config.with_phase ('NoneType' has no 'decode')
+    parse = getattr(mods.get("cuda_graph_hook"), "parse_cuda_graph_config", None)
+    first = [("cuda_graph_hook.parse_cuda_graph_config", lambda: parse(server_args))] if parse else []
     return [
+        *first,
         (
             "model_hook.handle_model_specific_adjustments",
             lambda: model_hook.handle_model_specific_adjustments(server_args),
