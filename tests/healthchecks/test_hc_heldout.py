@@ -67,8 +67,6 @@ ROUNDS = (
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
-#: the rounds whose score before is recorded (round 7 is pinned first, then scored once)
-SCORED = ROUNDS[:3]
 
 
 def _where(held: Round) -> tuple[Path, dict[str, dict[str, str]]]:
@@ -106,7 +104,7 @@ def test_round_sources_are_new_to_the_corpus(held: Round) -> None:
     assert not set(sources) & older
 
 
-@pytest.mark.parametrize("held", SCORED, ids=ROUND_IDS[: len(SCORED)])
+@pytest.mark.parametrize("held", ROUNDS, ids=ROUND_IDS)
 def test_round_recorded_score_before_is_in_the_scores_table(held: Round) -> None:
     before = json.loads((held.folder / "SCORE-before.json").read_text(encoding="utf-8"))
     assert before["total"] == held.size
