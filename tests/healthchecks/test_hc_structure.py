@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from healthchecks.signatures import structure
+from healthchecks.signatures import catalog, structure
 
 from healthchecks import signatures
 
@@ -123,7 +123,7 @@ def test_every_clean_stop_word_is_found_by_the_folded_prefilter() -> None:
     """A chunk is searched for STOPPED only when its folded text holds one of _STOP_FOLDED: each word must."""
     for word in signatures.STOPPED:
         folded = bytes(c for c in word if chr(c).isalpha())
-        assert any(stop in folded for stop in signatures._STOP_FOLDED), word
+        assert any(stop in folded for stop in catalog.STOP_FOLDED), word
 
 
 def test_a_clean_stop_survives_a_saved_scan_and_a_new_run_forgets_it() -> None:
