@@ -30,7 +30,13 @@ def _plain_keys(line: str) -> list[int]:
 
 def _state(scanner: Scanner) -> list[Any]:
     def match(found: signatures.Match | None) -> Any:
-        return None if found is None else [found.to_dict(), signatures.SIGNATURES.index(found.signature)]
+        if found is None:
+            return None
+        sig = found.signature  # a structural rule's signature is not in the catalog's table
+        return [
+            found.to_dict(),
+            signatures.SIGNATURES.index(sig) if sig in signatures.SIGNATURES else sig.regex,
+        ]
 
     return [
         scanner.to_state(),
