@@ -294,17 +294,19 @@ class Scanner:
             raw, odd = text.encode("utf-8", "surrogatepass"), True
         folded = raw.translate(catalog.FOLD, catalog.FOLD_DROP).split(b"\n")  # line for line
         distinct = b"\n".join(dict.fromkeys(folded)) + b"\n"  # each line ends with a newline
-        found: dict[int, list[int]] = {}  # offset of a distinct folded line -> the folded scan words on it
+        found: dict[int, list[int]] = {}  # end of a distinct folded line -> the folded scan words on it
+        find = distinct.find
         for index, word in enumerate(catalog.SCAN_FOLDED):
-            pos = distinct.find(word)
+            pos = find(word)
             while pos >= 0:
-                start = distinct.rfind(b"\n", 0, pos) + 1
-                if start in found:
-                    found[start].append(index)
+                end = find(b"\n", pos)
+                on_line = found.get(end)
+                if on_line is None:
+                    found[end] = [index]
                 else:
-                    found[start] = [index]
-                pos = distinct.find(word, distinct.find(b"\n", pos))
-        held = {distinct[start : distinct.find(b"\n", start)]: words for start, words in found.items()}
+                    on_line.append(index)
+                pos = find(word, end)
+        held = {distinct[distinct.rfind(b"\n", 0, end) + 1 : end]: words for end, words in found.items()}
         may_stop = any(word in distinct for word in catalog.STOP_FOLDED)
         del distinct
         last_start = -1  # raw offset of the last start banner's line
@@ -352,6 +354,17 @@ class Scanner:
         while len(self._tail) > 1 and self._tail_size - len(self._tail[0]) >= structure.TAIL:
             self._tail_size -= len(self._tail.popleft())
 
+    def tail_missing(self) -> bool:
+        """Whether the structural rules lack part of the log's end: a scanner restored from a saved state
+        (:meth:`from_state` keeps no text) has been fed less than :data:`structure.TAIL` since."""
+        fed = "".join(self._tail)
+        return self._tail_size < structure.TAIL and self._tail_first(fed) > 1
+
+    def restore_tail(self, text: str) -> None:
+        """Give the structural rules the log's end as the scan read it: ``text`` is the log up to where this
+        scanner has read, from a line start (the caller reads it back from the file)."""
+        self._tail, self._tail_size, self._structure = deque([text]), len(text), None
+
     def structure(self) -> structure.Structure:
         """The structure of the current run's end (:mod:`structure`): last traceback, died process, errors."""
         if self._structure is None or self._structure[0] != self.lines_seen:
@@ -376,13 +389,16 @@ class Scanner:
     def result(self, strong_only: bool = False) -> Match | None:
         """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence.
 
-        When no specific signature explains the run (nothing, or only generic crash evidence), the structural
-        rules (:func:`structure.explain`) may: an exception type with the module that raised it, a capture
-        that never returned, a collapsed output. Those read the end of what this scanner was fed."""
+        When no specific signature explains the run (nothing, or only crash evidence: a traceback, a child
+        that died, a failed capture, none of which names a cause), the structural rules
+        (:func:`structure.explain`) may: an exception type with the module or function that raised it, a
+        capture that never returned, a collapsed output. Those read the end of what this scanner was fed."""
         best = self._strong if strong_only else self._best
-        if best is None or (best[3].generic and best[3].cls == "crash"):
+        if best is None or best[3].cls == "crash":
             found = structure.explain(self.structure()) if self._tail else None
-            if found is not None and (not strong_only or found[0].cls == "garbage"):
+            # live (strong_only), a traceback alone is no fatal evidence; once strong crash evidence is there
+            # (a child died, a capture failed) the structure only names its cause
+            if found is not None and (not strong_only or found[0].cls == "garbage" or best is not None):
                 sig, line_no = found
                 if line_no > self.start_line and (best is None or sig.priority < best[0] or best[3].weak):
                     best = (sig.priority, line_no, _clean(self._line_of(line_no)), sig)

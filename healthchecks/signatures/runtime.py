@@ -92,9 +92,29 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "nccl",
-        r"Watchdog caught collective operation timeout",
-        ("Watchdog caught collective",),
-        "torch ProcessGroupNCCL watchdog",
+        r"Watchdog caught collective operation timeout"
+        # the same watchdog in other torch versions' words (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp)
+        r"|\b(?:failure|Exception \(either an error or timeout\)) detected by watchdog at work\b"
+        r"|\bTimeout at NCCL work: \d|\bSome NCCL operations have failed or timed out\b"
+        r"|\bReceived a dump signal due to a collective timeout\b"
+        r"|\bwatchdog thread terminated with exception\b|\bHeartbeat monitor timed out!",
+        (
+            "Watchdog caught collective",
+            "detected by watchdog at work",
+            "Timeout at NCCL work: ",
+            "NCCL operations have failed or timed out",
+            "dump signal due to a collective timeout",
+            "watchdog thread terminated with exception",
+            "Heartbeat monitor timed out!",
+        ),
+        "torch ProcessGroupNCCL watchdog (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp across torch "
+        "2.1-2.9: 'Watchdog caught collective operation timeout: WorkNCCL(...)', 'Exception (either an error "
+        "or timeout) detected by watchdog at work: N' (2.4/2.5), '[PG ...] failure detected by watchdog at "
+        "work sequence id: N' (2.6+), 'Timeout at NCCL work: N', WorkNCCL::handleException's 'Some NCCL "
+        "operations have failed or timed out. Due to the asynchronous nature of CUDA kernels ...', 'Received "
+        "a dump signal due to a collective timeout from rank N', 'Process group watchdog thread terminated "
+        "with exception', the heartbeat monitor's 'Heartbeat monitor timed out! Process will be terminated "
+        "after dumping debug info.')",
         "a rank hung or died; check the other ranks' logs",
     ),
     sig(
@@ -335,9 +355,23 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "crash",
-        r"Capture cuda graph failed",
-        ("Capture cuda graph failed",),
-        "read in sglang 0.5.9 wheel srt/model_executor/cuda_graph_runner.py",
+        r"(?i:Capture (?:[\w ]+ )?cuda graph failed)|\bPiecewise CUDA graph failed\."
+        # the hint SGLang appends to a failed capture (its cause is the exception printed above it)
+        r"|--disable-cuda-graph\. \(Not recomm|(?:cuda-graph-max-bs|cuda-graph-max-tokens) to a smaller value"
+        r"|add --disable-piecewise-cuda-graph to your launch command",
+        (
+            "graph failed",
+            "--disable-cuda-graph. (Not recomm",
+            "to a smaller value",
+            "--disable-piecewise-cuda-graph to your launch command",
+        ),
+        "read in sglang 0.5.9 wheel srt/model_executor/cuda_graph_runner.py ('Capture cuda graph failed: "
+        "{e}' + CUDA_GRAPH_CAPTURE_FAILED_MSG: 'Possible solutions: ... 2. set --cuda-graph-max-bs to a "
+        "smaller value (e.g., 16) ... 4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge "
+        "performance loss)'; 2024 releases: '(Not recommonded. Huge perf loss)', sgl-project/sglang#6218); "
+        "piecewise_cuda_graph_runner.py ('set --piecewise-cuda-graph-max-tokens to a smaller value', 'To "
+        "work around this error, add --disable-piecewise-cuda-graph to your launch command.'), "
+        "tc_piecewise 'Piecewise CUDA graph failed.'; NPU_GRAPH_CAPTURE_FAILED_MSG the same hint",
         "lower --cuda-graph-max-bs / --mem-fraction-static or disable CUDA graphs",
     ),
     sig(

@@ -208,7 +208,9 @@ def host_arch(line: str) -> str | None:
 #: rotated log); SGLang's own warmup logs at most two (one prefill batch, one POST /generate 200).
 SERVING: tuple[bytes, ...] = (
     b"decode batch",
-    b"prefill batch",
+    # SGLang's ``Prefill batch.`` and 2024's router's ``new fill batch.`` (sglang 0.1.x
+    # srt/managers/router/model_rpc.py, sgl-project/sglang#444), counted in one pass
+    b"fill batch",
     b'/generate http/1.1" 200',
     b'/completions http/1.1" 200',
     # round 5 (issue 36): a client's model listing; SGLang's own warm-up never asks for it (it polls
@@ -227,8 +229,11 @@ SERVING_MIN = 4
 #: - a prefill batch that reused cached tokens (``#cached-token: 12``): the radix cache starts empty and the
 #:   warm-up is the run's first request, so a prefix hit is a later request's.
 #: A 200 on /generate or /v1/chat/completions is not decisive: the warm-up posts one and is answered 200.
+#: - the same in 2024's router wording: ``new fill batch. #seq: 1. #cached_token: 330. #new_token: 2172.``
+#:   (sglang 0.1.x srt/managers/router/model_rpc.py; sgl-project/sglang#444).
 SERVED: tuple[bytes, ...] = (b"decode batch",)
-_CACHED = b"#cached-token: "
+_CACHED = b"#cached"
+_CACHED_TOKEN = (b"-token: ", b"_token: ")  # ``#cached-token: 12`` (0.2 on), ``#cached_token: 12`` (0.1.x)
 
 
 def served(low: bytes, start: int) -> bool:
@@ -238,8 +243,8 @@ def served(low: bytes, start: int) -> bool:
         return True
     at = low.find(_CACHED, start)
     while at >= 0:
-        digit = low[at + len(_CACHED) : at + len(_CACHED) + 1]
-        if digit.isdigit() and digit != b"0":
+        after = low[at + len(_CACHED) : at + len(_CACHED) + 9]
+        if after[:8] in _CACHED_TOKEN and after[8:].isdigit() and after[8:] != b"0":
             return True
         at = low.find(_CACHED, at + 1)
     return False
