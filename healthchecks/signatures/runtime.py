@@ -119,13 +119,24 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "nccl",
-        r"\bNCCL WARN\b|ProcessGroupNCCL's watchdog got stuck|\bDistBackendError\b"
-        r"|gloo/transport/tcp/\w+\.cc:\d+",
-        ("NCCL WARN", "watchdog got stuck", "DistBackendError", "gloo/transport"),
+        r"\bNCCL WARN\b|ProcessGroupNCCL's watchdog got stuck|\bDist(?:Backend|Network)Error\b"
+        r"|gloo/transport/tcp/\w+\.cc:\d+|\bis setting up NCCL communicator\b",
+        (
+            "NCCL WARN",
+            "watchdog got stuck",
+            "DistBackendError",
+            "DistNetworkError",
+            "gloo/transport",
+            "setting up NCCL communicator",
+        ),
         "NCCL's own warnings (sgl-project/sglang#6246 'NCCL WARN Cuda failure', #16015); ProcessGroupNCCL "
         "heartbeat monitor (sgl-project/sglang#1691); c10d store (sgl-project/sglang#4096); gloo's TCP "
         "transport, pair.cc (sgl-project/sglang#4205) and unbound_buffer.cc ('Timed out waiting 1800000ms "
-        "for send operation to complete', sgl-project/sglang#5883)",
+        "for send operation to complete', sgl-project/sglang#5883); round 7: torch.distributed's network "
+        "error type (c10d exception.h DistNetworkError: a peer or the store unreachable, reset or closed), "
+        "ProcessGroupNCCL.cpp broadcastUniqueNCCLID ('[1] is setting up NCCL communicator and retrieving "
+        "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket "
+        "Timeout'; older torch spells it 'retreiving')",
         "NCCL_DEBUG=INFO; check P2P/IOMMU and the other ranks",
     ),
     # --- health_timeout / timeout ------------------------------------------------------------------------

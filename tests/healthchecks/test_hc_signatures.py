@@ -470,6 +470,17 @@ EXAMPLES: list[tuple[str, str]] = [
     ("[rank2]: Received a dump signal due to a collective timeout from rank 10 and we will try", "nccl"),
     ("[PG ID 0 PG GUID 0 Rank 1] Process group watchdog thread terminated with exception: boom", "nccl"),
     ("[Rank 0] Heartbeat monitor timed out! Process will be terminated after dumping debug info.", "nccl"),
+    # round 7: torch.distributed's network error type, and the NCCL id's exchange through the store
+    ("torch.distributed.DistNetworkError: Connection reset by peer", "nccl"),
+    (
+        "torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId "
+        "from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout",
+        "nccl",
+    ),
+    (
+        "RuntimeError: [1] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d",
+        "nccl",
+    ),
     # round 7: the c10d store's socket in socket.cpp's other words
     (
         "[rank1]:[W623 15:37:01.824 socket.cpp:485] [c10d] waitForInput: socket SocketImpl(fd=100, "
