@@ -112,19 +112,23 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|without targeting appropriate compute capability"
         r"|\bcompiled for (?:sm_?\d|SM ?\d|compute_\d|another arch|a different arch)[^\n]{0,80}?"
         r"(?:but|while|current|this (?:GPU|device))"
+        r"|\bUnsupported SM version\b"
         r")",
         (
             "require",
             "support",
             "appropriate compute capability",
             "compiled for",
+            "supported SM version",
         ),
         "the shape of an arch gate, seen in FlashInfer ('Cake FMHA requires compute capability 10.0 "
         ".. or 10.3 "
         ".., got 10.7', flashinfer-ai/flashinfer#5398; 'does not support compute capability 107; supported "
         "compute capabilities: [100, 103]', #5399), DeepGEMM ('requires Blackwell (SM100)'), CUTLASS ('Arch "
         "conditional MMA instruction used without targeting appropriate compute capability', "
-        "NVIDIA/cutlass#2819), SGLang ('is only supported on Blackwell GPUs (SM100)')",
+        "NVIDIA/cutlass#2819), SGLang ('is only supported on Blackwell GPUs (SM100)'); round 7: 'Unsupported "
+        "SM version' (FlashInfer's CUTLASS FMHA: assert sm_version >= 100 and sm_version < 120, 'Unsupported "
+        "SM version'; TensorRT-LLM 'Unsupported SM version for FP8 block scaling GEMM')",
         _PICK_ARCH,
     ),
     sig(

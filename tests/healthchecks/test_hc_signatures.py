@@ -470,6 +470,9 @@ EXAMPLES: list[tuple[str, str]] = [
     ("[rank2]: Received a dump signal due to a collective timeout from rank 10 and we will try", "nccl"),
     ("[PG ID 0 PG GUID 0 Rank 1] Process group watchdog thread terminated with exception: boom", "nccl"),
     ("[Rank 0] Heartbeat monitor timed out! Process will be terminated after dumping debug info.", "nccl"),
+    # round 7: an arch gate worded as an SM version (FlashInfer's CUTLASS FMHA assert, TensorRT-LLM)
+    ("AssertionError: Unsupported SM version", "unsupported_arch"),
+    ("RuntimeError: Unsupported SM version for FP8 block scaling GEMM", "unsupported_arch"),
     # round 7: torch.distributed's network error type, and the NCCL id's exchange through the store
     ("torch.distributed.DistNetworkError: Connection reset by peer", "nccl"),
     (
