@@ -191,6 +191,9 @@ def _rule(cls: str, match: tuple[str, str, str], source: str, fix: str, function
     return Rule(exception, module, message, sig(cls, exception, (exception,), source, fix), function)
 
 
+#: the functions that load a checkpoint into a model: SGLang's and vLLM's model classes, layers, loaders
+_LOADER = r"^(?:load_weights|_?load_weights_\w*|weight_loader\w*|load_model|load_state_dict)$"
+
 RULES: tuple[Rule, ...] = (
     _rule(
         "kernel_compile",
@@ -236,7 +239,16 @@ RULES: tuple[Rule, ...] = (
         "postprocess (srt/model_loader/loader.py); vLLM's loaders use the same names",
         "the checkpoint does not fit the model class: check the architecture, quantization and the "
         "SGLang version that supports this checkpoint",
-        function=r"^(?:load_weights|_?load_weights_\w*|weight_loader\w*|load_model|load_state_dict)$",
+        function=_LOADER,
+    ),
+    _rule(
+        "model_load",
+        (r"(?:^|\.)RuntimeError$", r"", r"(?i)\b(?:size|shape)s?\b|mismatch"),
+        "a tensor of another shape copied into a parameter inside the loader (torch's 'The size of tensor a "
+        "(4096) must match the size of tensor b (2048) at non-singleton dimension 0' from param.data.copy_ "
+        "in a weight_loader, 'size mismatch for ...' from load_state_dict)",
+        "the checkpoint does not fit the model class (a wrong --tp split, quantization or architecture)",
+        function=_LOADER,
     ),
 )
 #: a capture that never returned: the log's own clock ran CAPTURE_HUNG_S past its begin line, nothing after

@@ -85,6 +85,22 @@ def test_a_weight_the_model_does_not_know_is_model_load_by_the_loader_function()
     assert match is not None and match.cls == "crash"
 
 
+def test_a_shape_that_does_not_fit_inside_a_weight_loader_is_model_load() -> None:
+    copy = LOAD.replace(
+        "KeyError: 'lm_head.weight'",
+        (
+            "RuntimeError: The size of tensor a (4096) must match the size of tensor b (2048) at non-singleton "
+            "dimension 0"
+        ),
+    ).replace("in load_weights", "in weight_loader")
+    match = signatures.scan_text(START + copy + SIGQUIT).result()
+    assert match is not None and match.cls == "model_load"
+    device = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices"
+    other = copy.replace(copy.split("\n")[-2], device)
+    match = signatures.scan_text(START + other.replace("model_loader/loader.py", "x.py") + SIGQUIT).result()
+    assert match is not None and match.cls == "crash"
+
+
 def test_strong_crash_evidence_is_named_by_the_structure_also_live() -> None:
     """A child that died is strong evidence; the traceback above it only names the cause."""
     match = signatures.scan_text(START + LOAD + SIGQUIT).result(strong_only=True)
