@@ -222,6 +222,8 @@ SERVING: tuple[bytes, ...] = (
     # srt/entrypoints/http_server.py _execute_server_warmup), so a 200 on it is a client served
     # (sgl-project/sglang#30047: sglang.bench_serving against an NPU server)
     b'/v1/models http/1.1" 200',
+    # round 7: an embedding model's OpenAI route; its warm-up posts /encode (the same function), never this
+    b'/v1/embeddings http/1.1" 200',
 )
 SERVING_MIN = 4
 #: serving evidence that is decisive alone (an excerpt may hold one line of it; issue 36 round 5):

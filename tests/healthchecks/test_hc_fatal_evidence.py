@@ -175,3 +175,12 @@ def test_old_routers_fill_batch_lines_count_once_each_and_no_cached_tokens_is_no
     assert signatures.scan_text(line * signatures.SERVING_MIN).verdict() == "healthy"
     prefill = "[t TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00\n"
     assert signatures.scan_text(prefill * (signatures.SERVING_MIN - 1)).verdict() == "starting"
+
+
+def test_an_embedding_servers_answers_count_as_serving() -> None:
+    """Round 7: ``POST /v1/embeddings`` answered 200 is a client served (the warm-up posts ``/encode``)."""
+    line = '[2025-06-01 10:00:00] INFO:     10.0.0.7:5012 - "POST /v1/embeddings HTTP/1.1" 200 OK\n'
+    assert signatures.scan_text(line * signatures.SERVING_MIN).verdict() == "healthy"
+    assert signatures.scan_text(line * (signatures.SERVING_MIN - 1)).verdict() == "starting"
+    warmup = '[2025-06-01 10:00:00] INFO:     127.0.0.1:5012 - "POST /encode HTTP/1.1" 200 OK\n'
+    assert signatures.scan_text(warmup * signatures.SERVING_MIN).verdict() == "starting"
