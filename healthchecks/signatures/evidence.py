@@ -189,6 +189,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "sm_100f' from an NVCC older than 12.9)",
         "a CUDA toolkit that knows the arch (sm_100f/sm_120f: CUDA >= 12.9) in the image, or the AOT kernels",
     ),
+    # --- model_load (round 7): the checkpoint's own exception types, whatever frames are left -------------
+    sig(
+        "model_load",
+        r"\bSafetensorError\b|\bError\(s\) in loading state_dict for\b"
+        r"|\b(?:LocalEntryNotFound|EntryNotFound|RevisionNotFound)Error\b",
+        ("SafetensorError", "Error(s) in loading state_dict", "EntryNotFoundError", "RevisionNotFoundError"),
+        "safetensors' one exception type (safetensors_rust.SafetensorError: 'Error while deserializing "
+        "header: MetadataIncompleteBuffer', a truncated download); torch.nn.Module.load_state_dict "
+        "('Error(s) in loading state_dict for {cls}:'); huggingface_hub.errors' lookup failures "
+        "(LocalEntryNotFoundError 'Cannot find an appropriate cached snapshot folder', EntryNotFoundError, "
+        "RevisionNotFoundError; a missing or gated repository is read by its message, runtime.py)",
+        "re-download the checkpoint (a truncated shard), check the model path, revision, HF token and "
+        "offline mode",
+    ),
 )
 
 #: SGLang's own words on a failure it recovered from: it logs a warning that ends 'To silence this warning,

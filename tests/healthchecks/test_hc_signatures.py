@@ -470,6 +470,18 @@ EXAMPLES: list[tuple[str, str]] = [
     ("[rank2]: Received a dump signal due to a collective timeout from rank 10 and we will try", "nccl"),
     ("[PG ID 0 PG GUID 0 Rank 1] Process group watchdog thread terminated with exception: boom", "nccl"),
     ("[Rank 0] Heartbeat monitor timed out! Process will be terminated after dumping debug info.", "nccl"),
+    # round 7: the checkpoint's own exception types (safetensors, torch's load_state_dict, huggingface_hub)
+    (
+        "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer",
+        "model_load",
+    ),
+    ("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:", "model_load"),
+    (
+        "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached snapshot folder",
+        "model_load",
+    ),
+    ("huggingface_hub.errors.RevisionNotFoundError: 404 Client Error.", "model_load"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/cache/marker'", "crash"),  # not those
     # round 7: an arch gate worded as an SM version (FlashInfer's CUTLASS FMHA assert, TensorRT-LLM)
     ("AssertionError: Unsupported SM version", "unsupported_arch"),
     ("RuntimeError: Unsupported SM version for FP8 block scaling GEMM", "unsupported_arch"),
