@@ -59,7 +59,7 @@ SCAN_WORDS: tuple[str, ...] = (
     "hit an exception", "unknown recipe", "gloo/transport", "exception in ", "nan detected", "contains nan",
     "no compiled ", "gpu is lost", "core dumped", "peer access", "config.json", "aborted", "killed",
     "the server is fired up and ready to roll", "traceback (most recent call last)", "out of memory", "xid",
-    "exception", 'file "', "timed out", "warmup",
+    "exception", 'file "', "timed out", "warmup", "corrupt",
 )  # fmt: skip
 KEYS_LOW: tuple[str, ...] = tuple(key.lower() for key in KEYS)
 _SCAN: tuple[str, ...] = (

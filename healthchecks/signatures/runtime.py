@@ -271,7 +271,10 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "crash",
         r"Fatal Python error: |terminate called after throwing an instance of|\(core dumped\)"
-        r"|" + LINE_START + r"(?:Segmentation fault|Bus error|Aborted|Killed)\s*$",
+        r"|" + LINE_START + r"(?:Segmentation fault|Bus error|Aborted|Killed)\s*$"
+        r"|: line \d+: +\d+ +(?:Segmentation fault|Bus error|Aborted|Killed)\b"
+        r"|\bdouble free or corruption\b|\b(?:free|munmap_chunk)\(\): invalid (?:pointer|size|next size)"
+        r"|\bcorrupted size vs\. prev_size\b|\bmalloc\(\): (?:corrupted|memory corruption)",
         (
             "Fatal Python error",
             "terminate called after",
@@ -280,9 +283,18 @@ SIGNATURES: tuple[Signature, ...] = (
             "Bus error",
             "Aborted",
             "Killed",
+            "double free or corruption",
+            "(): invalid ",
+            "corrupted size vs. prev_size",
+            "malloc(): corrupted",
+            "malloc(): memory corruption",
         ),
         "CPython faulthandler / libstdc++ abort / the shell's signal report: sgl-project/sglang#3451, #3778, "
-        "#10350, #10216; sgl-project/sglang#2468 ('Killed')",
+        "#10350, #10216; sgl-project/sglang#2468 ('Killed'); round 7: a script's shell reports its killed "
+        "job as '/bin/bash: line 1:    12 Killed    python3 -m sglang.launch_server ...' (bash jobs.c); "
+        "glibc's heap checks abort with 'double free or corruption (out)', 'free(): invalid pointer', "
+        "'corrupted size vs. prev_size', 'malloc(): corrupted top size' (malloc/malloc.c malloc_printerr), "
+        "with no shell to add '(core dumped)' in a container",
         "a native crash: read the thread dump; check driver/CUDA/torch versions match",
     ),
     sig(

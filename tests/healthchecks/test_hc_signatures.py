@@ -482,6 +482,14 @@ EXAMPLES: list[tuple[str, str]] = [
     ),
     ("huggingface_hub.errors.RevisionNotFoundError: 404 Client Error.", "model_load"),
     ("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/cache/marker'", "crash"),  # not those
+    # round 7: a killed job as a script's shell reports it; glibc's heap checks (malloc_printerr)
+    ("/bin/bash: line 1:    12 Killed                  python3 -m sglang.launch_server --model m", "crash"),
+    ("run.sh: line 7: 4242 Segmentation fault      python3 -m sglang.launch_server", "crash"),
+    ("double free or corruption (out)", "crash"),
+    ("free(): invalid pointer", "crash"),
+    ("munmap_chunk(): invalid pointer", "crash"),
+    ("corrupted size vs. prev_size", "crash"),
+    ("malloc(): corrupted top size", "crash"),
     # round 7: an arch gate worded as an SM version (FlashInfer's CUTLASS FMHA assert, TensorRT-LLM)
     ("AssertionError: Unsupported SM version", "unsupported_arch"),
     ("RuntimeError: Unsupported SM version for FP8 block scaling GEMM", "unsupported_arch"),
