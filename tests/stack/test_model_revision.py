@@ -80,9 +80,29 @@ def test_revision_extra_arg_is_refused(stack_copy: Path) -> None:
 def test_list_shows_the_revision(stack_copy: Path) -> None:
     listed = _bwstack("list", "-f", str(_pin(stack_copy)), "--json", cwd=stack_copy.parent)
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout)["model"] == {"path": "nvidia/GLM-5-NVFP4", "revision": COMMIT}
+    assert json.loads(listed.stdout)["model"] == {
+        "path": "nvidia/GLM-5-NVFP4",
+        "revision": COMMIT,
+        "unpinnable": None,
+    }
     text = _bwstack("list", "-f", str(stack_copy), cwd=stack_copy.parent)
     assert f"model: nvidia/GLM-5-NVFP4 @ {COMMIT}" in text.stdout
+
+
+def test_list_of_a_made_tiny_model_asks_for_no_revision(stack_copy: Path) -> None:
+    """The CPU stack serves a model bwstack makes (tiny_models): there is no Hub commit to pin, so list does not
+    ask for one."""
+    cpu = stack_copy.parent / "profiles.cpu.yaml"
+    listed = _bwstack("list", "-f", str(cpu), "--json", cwd=stack_copy.parent)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["model"] == {
+        "path": "tiny",
+        "revision": None,
+        "unpinnable": "made by bwstack (tiny_models; no revision to pin)",
+    }
+    text = _bwstack("list", "-f", str(cpu), cwd=stack_copy.parent)
+    assert "model: tiny @ made by bwstack (tiny_models; no revision to pin)" in text.stdout
+    assert "set model.revision" not in text.stdout
 
 
 def test_report_records_the_revision(stack_copy: Path) -> None:

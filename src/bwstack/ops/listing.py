@@ -80,8 +80,9 @@ def quality_words(stack: Stack) -> str:
 
 
 def model_ref(stack: Stack) -> dict[str, Any]:
-    """The model every profile serves and the commit it is pinned to (None: unpinned)."""
-    return {"path": stack.model.path, "revision": stack.model.revision}
+    """The model every profile serves and the commit it is pinned to (None: unpinned); ``unpinnable``: why
+    it has no Hub commit to pin (a model bwstack makes, a local folder), else None."""
+    return {"path": stack.model.path, "revision": stack.model.revision, "unpinnable": stack.model_unpinnable}
 
 
 def _predict(stack: Stack, profile_name: str, arch: str) -> dict[str, Any]:
@@ -171,7 +172,7 @@ def list_lines(
         lines.extend(textlayout.table(cells, width, header=header))
     lines.append("")
     model = data["model"]
-    pinned = model["revision"] or "not pinned (set model.revision)"
+    pinned = model["revision"] or model.get("unpinnable") or "not pinned (set model.revision)"
     lines.extend(textlayout.wrap(f"model: {model['path']} @ {pinned}", width))
     lines.extend(textlayout.wrap(str(data["quality"]), width))
     if not wide:

@@ -63,13 +63,18 @@ def refuse_known_bad(stack: Stack, profile_name: str) -> None:
 
 
 def check_fresh(stack: Stack) -> None:
-    """Refuse to start from a compose.yaml that is not a fresh render of profiles.yaml."""
+    """Refuse to start from a rendered compose file that is not a fresh render of its profiles file (the
+    files named as they are: profiles.cpu.yaml renders compose.cpu.yaml)."""
     compose_file = stack.compose_file
+    render = (
+        f"bwstack render -f {stack.path.name}" if stack.path.name != "profiles.yaml" else "bwstack render"
+    )
     if not compose_file.exists():
-        raise UserError("compose.yaml missing; run 'bwstack render'", file=compose_file)
+        raise UserError(f"{compose_file.name} missing; run '{render}'", file=compose_file)
     if compose_file.read_text(encoding="utf-8") != compose.render_compose(stack):
         raise UserError(
-            "compose.yaml is not a fresh render of profiles.yaml; run 'bwstack render'", file=compose_file
+            f"{compose_file.name} is not a fresh render of {stack.path.name}; run '{render}'",
+            file=compose_file,
         )
 
 

@@ -153,7 +153,7 @@ def _check_port(stack: Stack) -> None:
 
 def _check_model(stack: Stack) -> None:
     model = stack.model
-    if model.revision is None and not model.path.startswith("/") and model.path not in stack.tiny_models:
+    if model.revision is None and stack.model_unpinnable is None:
         stack.warnings.append(
             f"{stack.path}:{stack.line_of('model', 'path')}: model.revision is not set: {model.path} is not "
             "pinned to a commit, so two hosts can serve different weights under one profile; set "

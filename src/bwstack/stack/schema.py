@@ -327,6 +327,16 @@ class Stack:
                 )
         return [name for name, p in self.profiles.items() if set(tags) & set(p.tags)]
 
+    @property
+    def model_unpinnable(self) -> str | None:
+        """Why ``model.path`` has no Hub commit to pin (a ``tiny_models`` entry bwstack makes, a local
+        folder), or None for a Hub repo (then ``model.revision`` should pin it)."""
+        if self.model.path in self.tiny_models:
+            return "made by bwstack (tiny_models; no revision to pin)"
+        if self.model.path.startswith("/"):
+            return "a local folder (no revision to pin)"
+        return None
+
     def model_path_for(self, profile_name: str) -> str:
         """The checkpoint a profile serves: its own ``model_path``, else ``model.path``."""
         return self.profile(profile_name).model_path or self.model.path
