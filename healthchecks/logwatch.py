@@ -51,12 +51,25 @@ def scan_log(run: Run) -> signatures.Scanner:
                 scan_from(run, rotated, offset, scanner)
             offset, inode = 0, st.st_ino
         offset = scan_from(run, run.cfg.log, offset, scanner)
+        if scanner.tail_missing():  # a traceback begun in an earlier run's chunk: its frames are in the file
+            scanner.restore_tail(read_tail(run.cfg.log, offset))
     except FileNotFoundError:
         run.notes.append(f"no server log at {run.cfg.log}")
     except OSError as exc:
         run.notes.append(f"log unreadable ({exc.strerror})")
     run.state["log"] = {"path": run.cfg.log, "inode": inode, "offset": offset, "scanner": scanner.to_state()}
     return scanner
+
+
+def read_tail(path: str, offset: int) -> str:
+    """The log's last ``signatures.structure.TAIL`` bytes before ``offset``, from a line start."""
+    start = max(0, offset - signatures.structure.TAIL)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(offset - start)
+    if start:
+        data = data[data.find(b"\n") + 1 :]
+    return data.decode("utf-8", errors="replace")
 
 
 def log_idle_seconds(run: Run) -> float | None:

@@ -6,8 +6,10 @@ tools (``from healthchecks import signatures``). No other module maps log text t
 This module is the catalog's public face and its matcher (:class:`Scanner`); the parts it joins are
 ``classes.py`` (the classes: meaning, fix, rank, fail-fast, severity tier), ``entry.py``
 (the :class:`Signature` record and its builder), the signature tables by failure family,
-``gpu.py``, ``runtime.py``, ``shapes.py`` then ``evidence.py``, ``paste.py`` (the paste noise dropped before
-the scan) and ``structure.py`` (the log's structure and the rules that read it). Import the names from here.
+``gpu.py``, ``runtime.py``, ``shapes.py`` then ``evidence.py``, ``catalog.py`` (the tables joined in order,
+the start and ready lines, and the keys prefilter that picks the lines to read), ``paste.py`` (the paste
+noise dropped before the scan) and ``structure.py`` (the log's structure and the rules that read it). Import
+the names from here.
 
 Each :class:`Signature` carries the public source of its text (an issue/PR reference, or the wheel file it was
 read in) and a priority taken from its class: when several signatures match one log, the root cause wins (the
@@ -46,8 +48,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from healthchecks import verdict
-from healthchecks.signatures import evidence, gpu, paste, runtime, shapes, structure
+from healthchecks.signatures import catalog, evidence, paste, shapes, structure
+from healthchecks.signatures.catalog import READY_TEXT, SIGNATURES, START_TEXTS
 from healthchecks.signatures.classes import (
     CLASS_INFO,
     CLASS_PRIORITY,
@@ -62,7 +64,7 @@ from healthchecks.signatures.classes import (
 )
 from healthchecks.signatures.entry import Signature
 
-#: the public API of the failure catalog; its parts live in healthchecks/signatures_*.py
+#: the public API of the failure catalog; its parts live in the modules of this package
 __all__ = [
     "CLASSES",
     "CLASS_INFO",
@@ -96,16 +98,6 @@ MAX_TEXT = 500
 #: ServerArgs line, is ~20 KB): memory and time stay bounded on a log that is one endless line
 MAX_LINE_BYTES = 64 * 1024
 
-#: SGLang's line once its own warmup request passed (srt/entrypoints/http_server.py, 0.2 .. 0.5.23)
-READY_TEXT = "The server is fired up and ready to roll"
-#: the lines that open a new server run in one log: SGLang's ServerArgs dump (a repr up to 0.5.1x, a dict in
-#: 0.5.23: ``server_args={'model_path': …``, seen in real 0.5.23 logs), this project's serve wrapper
-START_TEXTS: tuple[str, ...] = (
-    "server_args=ServerArgs(",
-    "server_args={",
-    verdict.marker(verdict.STARTING) + " ",
-)
-
 
 @dataclass(frozen=True)
 class Match:
@@ -131,14 +123,6 @@ class Match:
         return found
 
 
-#: the catalog, root causes first (see the module docstring); the order is part of it (a saved scan
-#: numbers the entries, so new tables go last)
-SIGNATURES: tuple[Signature, ...] = (
-    *gpu.SIGNATURES,
-    *runtime.SIGNATURES,
-    *shapes.SIGNATURES,
-    *evidence.SIGNATURES,
-)
 #: fatal evidence and serving evidence, each one rule (defined in shapes.py, documented in
 #: docs/healthcheck.md): a log with fatal evidence is never ``starting``; a run with serving evidence serves
 FATAL: tuple[Signature, ...] = shapes.FATAL
@@ -147,169 +131,9 @@ SERVING: tuple[bytes, ...] = shapes.SERVING
 STOPPED: tuple[bytes, ...] = evidence.STOPPED
 SERVING_MIN = shapes.SERVING_MIN
 
-_KEYS: tuple[str, ...] = tuple(
-    dict.fromkeys(
-        (
-            *START_TEXTS,
-            READY_TEXT,
-            *(key for sig in SIGNATURES for key in sig.keys),
-            *shapes.HOST_ARCH_KEYS,
-        )
-    )
-)
-#: lower-case scan words: the text is scanned once per word (not once per key), a line holding one is
-#: checked for the exact keys that contain it. Chosen to cover many keys, to be long (a longer needle scans
-#: faster) and rare in healthy logs; a key that contains none of them is scanned for itself.
-_SCAN_WORDS: tuple[str, ...] = (
-    "error", "support", "ustom", "requires", "watchdog", "exit", "assert", "fail", verdict.MARKER[:-1],
-    "recognize", "illegal", "sigquit", "signal", "kernel", "ptx", "tensor",
-    "not compatible with the current pytorch", "resource", "apability", "invalid",
-    "should have a `model_type` key", "unable to determine the device",
-    "dynamic shared memory size", "out of range float values", "is not defined for option", "repo",
-    "server_args=serverargs(", "server_args={", "terminate called after", "trtllm fmhav2 prefill",
-    "init state: traceback",
-    "ninja: build stopped", "_kv_cache_store_fp8", "fallen off the bus", "segmentation fault", "nccl",
-    "misaligned address", "size mismatch for", "tllmgenfmharunner", "not enough memory", "undefined symbol",
-    "hit an exception", "unknown recipe", "gloo/transport", "exception in ", "nan detected", "contains nan",
-    "no compiled ", "gpu is lost", "core dumped", "peer access", "config.json", "aborted", "killed",
-    "the server is fired up and ready to roll", "traceback (most recent call last)", "out of memory", "xid",
-    "exception", 'file "',
-)  # fmt: skip
-_KEYS_LOW: tuple[str, ...] = tuple(key.lower() for key in _KEYS)
-_SCAN: tuple[str, ...] = (
-    *_SCAN_WORDS,
-    *(low for low in _KEYS_LOW if not any(word in low for word in _SCAN_WORDS)),
-)
-_SCAN_BYTES: tuple[bytes, ...] = tuple(word.encode() for word in _SCAN)
-_START_KEYS = frozenset(range(len(START_TEXTS)))
-_READY_KEY = len(START_TEXTS)
-_HOST_KEYS = frozenset(_KEYS.index(key) for key in shapes.HOST_ARCH_KEYS)
 #: the classes a stated host arch explains (Match.host_arch is set for them)
 _ARCH_CLASSES = frozenset({"unsupported_arch", "no_kernel_image", "kernel_compile", "shared_memory"})
-#: key index -> indexes of the signatures that list it
-_KEY_INDEX: dict[str, int] = {key: i for i, key in enumerate(_KEYS)}
-_SIGS_OF: list[set[int]] = [set() for _ in _KEYS]
-for _i, _sig_entry in enumerate(SIGNATURES):
-    for _key in _sig_entry.keys:
-        _SIGS_OF[_KEY_INDEX[_key]].add(_i)
-_KEY_SIGS: tuple[frozenset[int], ...] = tuple(frozenset(found) for found in _SIGS_OF)
-
-#: The scan reads the log folded: lower-cased, with every byte dropped but letters, newlines and four rare
-#: marks (white space, digits and punctuation are a third to two thirds of a log), each distinct folded line
-#: once (without digits and time stamps a log repeats its lines: SGLang's batch lines fold to a handful).
-#: A scan word is folded alike, so a line that holds a key holds its word's folded form: the scan finds every
-#: candidate line (and a few more), and the exact keys are then checked on the line itself.
-_FOLD = bytes(range(256)).lower()
-_FOLD_DROP = bytes(
-    sorted(set(range(256)) - set(b'\n"`({abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'))
-)
-_FOLDED_WORDS = [word.translate(None, _FOLD_DROP) for word in _SCAN_BYTES]  # scan words are lower-case
-
-
-def _holders(words: list[bytes]) -> set[bytes]:
-    """The words that hold another of ``words`` (the other's pass finds their lines)."""
-    lines = b"\n" + b"\n".join(words) + b"\n"
-    found = set()
-    for word in set(words):
-        at = lines.find(word)
-        while at >= 0:
-            holder = lines[lines.rfind(b"\n", 0, at) + 1 : lines.find(b"\n", at)]
-            if holder != word:
-                found.add(holder)
-            at = lines.find(word, at + 1)
-    return found
-
-
-_HOLDERS = _holders(_FOLDED_WORDS)
-#: the folded scan words, each once, without one that holds another
-_SCAN_FOLDED: tuple[bytes, ...] = tuple(word for word in dict.fromkeys(_FOLDED_WORDS) if word not in _HOLDERS)
-#: every key lower-cased, and folded, one a line (_FOLDED_KEY_AT: the offset of a line -> its key's index)
-_KEYS_LOW_BYTES = [key.lower().encode() for key in _KEYS]
-_FOLDED_KEY_LIST = [low.translate(None, _FOLD_DROP) for low in _KEYS_LOW_BYTES]
-_FOLDED_KEYS_ALL = b"\n".join(_FOLDED_KEY_LIST)
-_FOLDED_KEY_AT: dict[int, int] = {}
-_at = 0
-for _i, _folded_key in enumerate(_FOLDED_KEY_LIST):
-    _FOLDED_KEY_AT[_at] = _i
-    _at += len(_folded_key) + 1
-
-
-def _key_groups(word: bytes) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """The keys whose folded form holds a folded scan word, grouped by their spelling of it (``Error``,
-    ``error``, ``ERROR``; dropped characters included): a line can hold a key only if it holds that text."""
-    groups: dict[str, list[int]] = {}
-    plain = _SCAN[_FOLDED_WORDS.index(word)]  # a scan word that folds to ``word``
-    at = _FOLDED_KEYS_ALL.find(word)
-    while at >= 0:
-        line_at = _FOLDED_KEYS_ALL.rfind(b"\n", 0, at) + 1
-        k = _FOLDED_KEY_AT[line_at]
-        low = _KEYS_LOW[k]
-        if plain in low:  # the usual case: the key holds the scan word itself
-            spelt = _KEYS[k][low.index(plain) :][: len(plain)]
-        else:  # only its folded form: map the folded offsets back to the key's
-            kept = [i for i, char in enumerate(_KEYS_LOW_BYTES[k]) if char not in _FOLD_DROP]
-            start = at - line_at
-            spelt = _KEYS[k][kept[start] : kept[start + len(word) - 1] + 1]
-        groups.setdefault(spelt, []).append(k)
-        at = _FOLDED_KEYS_ALL.find(b"\n", at)
-        at = -1 if at < 0 else _FOLDED_KEYS_ALL.find(word, at)
-    return tuple((spelt, tuple(keys)) for spelt, keys in groups.items())
-
-
-#: folded scan word index -> its keys (indexes in _KEYS) by their spelling of the word
-_FOLDED_KEYS: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...] = tuple(
-    _key_groups(word) for word in _SCAN_FOLDED
-)
-#: scan word index -> indexes (in _KEYS) of the keys that contain it; built when first needed (text with lone
-#: surrogates: a key then counts where the raw line holds one of its scan words, as it always did)
-_WORD_KEYS: list[tuple[int, ...]] = []
-
-
-def _word_keys() -> list[tuple[int, ...]]:
-    """_WORD_KEYS, built on first use."""
-    if not _WORD_KEYS:
-        _WORD_KEYS.extend(tuple(i for i, low in enumerate(_KEYS_LOW) if word in low) for word in _SCAN)
-    return _WORD_KEYS
-
-
-#: folded scan word index -> the signatures (indexes) its keys lead to, when they are few and none of its keys
-#: is a start, ready or host-arch key (else None): a line holding only such words is skipped, unread, once
-#: none of those signatures could change the verdict
-_FOLDED_SIGS: tuple[tuple[int, ...] | None, ...] = tuple(
-    None
-    if len(sigs) > 4
-    or any(k in _START_KEYS or k in _HOST_KEYS or k == _READY_KEY for _, g in groups for k in g)
-    else tuple(sorted(sigs))
-    for groups in _FOLDED_KEYS
-    for sigs in [set().union(*(_KEY_SIGS[k] for _, g in groups for k in g))]
-)
-_CANDIDATES: dict[tuple[int, ...], tuple[int, ...]] = {}
-
-
-def _candidates(keys: list[int]) -> tuple[int, ...]:
-    """The indexes (in SIGNATURES, in order) of the signatures that list one of ``keys``."""
-    held = tuple(keys)
-    found = _CANDIDATES.get(held)
-    if found is None:
-        if len(_CANDIDATES) >= 4096:  # a bound for a long-lived process fed odd logs
-            _CANDIDATES.clear()
-        found = _CANDIDATES[held] = tuple(sorted(frozenset().union(*(_KEY_SIGS[k] for k in keys))))
-    return found
-
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-#: the folded (letters-only, lower-case) spellings one of which every STOPPED line holds: a chunk whose folded
-#: text holds none cannot stop, and its raw text is not searched
-_STOP_FOLDED: tuple[bytes, ...] = (
-    b"sigterm",
-    b"gracefully",
-    b"finishedserverprocess",
-    b"exitcode",
-    b"withcode",
-    b"exitingnormally",
-)
 
 
 _Best = tuple[int, int, str, Signature]
@@ -361,18 +185,18 @@ class Scanner:
         return self.ready or self.serving >= SERVING_MIN
 
     def _consider(self, line: str, line_no: int, keys: list[int], shown: str | None = None) -> None:
-        """Match one candidate line; ``keys`` are the indexes (in ``_KEYS``) of the literal keys it holds;
-        ``shown`` is the line as pasted when paste noise was dropped from it (a match shows that)."""
-        if not _START_KEYS.isdisjoint(keys):
+        """Match one candidate line; ``keys`` are the indexes (in ``catalog.KEYS``) of the literal keys it
+        holds; ``shown`` is the line as pasted when paste noise was dropped from it (a match shows that)."""
+        if not catalog.START_KEYS.isdisjoint(keys):
             self.start_line, self.ready_line, self.serving, self.stopped = line_no, 0, 0, 0
             self._previous = self._best or self._previous
             self._best = self._strong = None
             self._seen, self._seen_strong = {}, {}
             self._changes, self._quiet = {}, {}
             return
-        if not _HOST_KEYS.isdisjoint(keys):
+        if not catalog.HOST_KEYS.isdisjoint(keys):
             self.host_arch = shapes.host_arch(line) or self.host_arch
-        if _READY_KEY in keys:
+        if catalog.READY_KEY in keys:
             # the run went on to be ready: generic traceback evidence before this line was handled (real
             # 0.5.9 logs a ModuleNotFoundError for openai_harmony, then serves); specific signatures stay
             self.ready_line = line_no
@@ -380,7 +204,7 @@ class Scanner:
             self._changes, self._quiet = {}, {}
         if evidence.RECOVERED in line:  # SGLang's warning on a failure it went on from: no fatal evidence
             return
-        candidates = _candidates(keys)
+        candidates = catalog.candidates(keys)
         # only signatures whose match could still change what the scanner holds are matched (a class already
         # seen as early in the causal chain gains nothing from one more line), and the generic ones only when
         # no specific one matches the line (they would not count): the same outcome, fewer regexes run
@@ -443,7 +267,7 @@ class Scanner:
         for w in words:
             quiet = self._quiet.get(w)
             if quiet is None:
-                sigs = _FOLDED_SIGS[w]
+                sigs = catalog.FOLDED_SIGS[w]
                 quiet = self._quiet[w] = sigs is not None and not self._changing(sigs, line_no)
             if not quiet:
                 return False
@@ -468,20 +292,22 @@ class Scanner:
             odd = False
         except UnicodeEncodeError:  # lone surrogates (dropped from the decoded lines, kept in the raw ones)
             raw, odd = text.encode("utf-8", "surrogatepass"), True
-        folded = raw.translate(_FOLD, _FOLD_DROP).split(b"\n")  # line for line
+        folded = raw.translate(catalog.FOLD, catalog.FOLD_DROP).split(b"\n")  # line for line
         distinct = b"\n".join(dict.fromkeys(folded)) + b"\n"  # each line ends with a newline
-        found: dict[int, list[int]] = {}  # offset of a distinct folded line -> the folded scan words on it
-        for index, word in enumerate(_SCAN_FOLDED):
-            pos = distinct.find(word)
+        found: dict[int, list[int]] = {}  # end of a distinct folded line -> the folded scan words on it
+        find = distinct.find
+        for index, word in enumerate(catalog.SCAN_FOLDED):
+            pos = find(word)
             while pos >= 0:
-                start = distinct.rfind(b"\n", 0, pos) + 1
-                if start in found:
-                    found[start].append(index)
+                end = find(b"\n", pos)
+                on_line = found.get(end)
+                if on_line is None:
+                    found[end] = [index]
                 else:
-                    found[start] = [index]
-                pos = distinct.find(word, distinct.find(b"\n", pos))
-        held = {distinct[start : distinct.find(b"\n", start)]: words for start, words in found.items()}
-        may_stop = any(word in distinct for word in _STOP_FOLDED)
+                    on_line.append(index)
+                pos = find(word, end)
+        held = {distinct[distinct.rfind(b"\n", 0, end) + 1 : end]: words for end, words in found.items()}
+        may_stop = any(word in distinct for word in catalog.STOP_FOLDED)
         del distinct
         last_start = -1  # raw offset of the last start banner's line
         if held:
@@ -493,19 +319,25 @@ class Scanner:
                     continue
                 line = lines[index][:MAX_LINE_BYTES].decode("utf-8", "ignore")  # the cap holds inside a line
                 if odd:
-                    low, word_keys = lines[index].lower(), _word_keys()
+                    low, word_keys = lines[index].lower(), catalog.word_keys()
                     keys = sorted(
-                        {k for i, word in enumerate(_SCAN_BYTES) if word in low for k in word_keys[i]}
+                        {k for i, word in enumerate(catalog.SCAN_BYTES) if word in low for k in word_keys[i]}
                     )
-                    keys = [k for k in keys if _KEYS[k] in line]
+                    keys = [k for k in keys if catalog.KEYS[k] in line]
                 else:
-                    groups = [group for w in words for group in _FOLDED_KEYS[w]]
-                    keys = [k for spelt, group in groups if spelt in line for k in group if _KEYS[k] in line]
+                    groups = [group for w in words for group in catalog.FOLDED_KEYS[w]]
+                    keys = [
+                        k
+                        for spelt, group in groups
+                        if spelt in line
+                        for k in group
+                        if catalog.KEYS[k] in line
+                    ]
                     if len(words) > 1:  # a key two of the words lead to is there once
                         keys = list(dict.fromkeys(keys))
                 if keys:
                     self._consider(line, self.lines_seen + index + 1, keys, shown[index] if shown else None)
-                    if not _START_KEYS.isdisjoint(keys):
+                    if not catalog.START_KEYS.isdisjoint(keys):
                         offset += sum(map(len, lines[offset_line:index])) + index - offset_line
                         offset_line = index
                         last_start = offset
@@ -521,6 +353,17 @@ class Scanner:
         self._tail_size += len(text)
         while len(self._tail) > 1 and self._tail_size - len(self._tail[0]) >= structure.TAIL:
             self._tail_size -= len(self._tail.popleft())
+
+    def tail_missing(self) -> bool:
+        """Whether the structural rules lack part of the log's end: a scanner restored from a saved state
+        (:meth:`from_state` keeps no text) has been fed less than :data:`structure.TAIL` since."""
+        fed = "".join(self._tail)
+        return self._tail_size < structure.TAIL and self._tail_first(fed) > 1
+
+    def restore_tail(self, text: str) -> None:
+        """Give the structural rules the log's end as the scan read it: ``text`` is the log up to where this
+        scanner has read, from a line start (the caller reads it back from the file)."""
+        self._tail, self._tail_size, self._structure = deque([text]), len(text), None
 
     def structure(self) -> structure.Structure:
         """The structure of the current run's end (:mod:`structure`): last traceback, died process, errors."""
@@ -546,13 +389,16 @@ class Scanner:
     def result(self, strong_only: bool = False) -> Match | None:
         """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence.
 
-        When no specific signature explains the run (nothing, or only generic crash evidence), the structural
-        rules (:func:`structure.explain`) may: an exception type with the module that raised it, a capture
-        that never returned, a collapsed output. Those read the end of what this scanner was fed."""
+        When no specific signature explains the run (nothing, or only crash evidence: a traceback, a child
+        that died, a failed capture, none of which names a cause), the structural rules
+        (:func:`structure.explain`) may: an exception type with the module or function that raised it, a
+        capture that never returned, a collapsed output. Those read the end of what this scanner was fed."""
         best = self._strong if strong_only else self._best
-        if best is None or (best[3].generic and best[3].cls == "crash"):
+        if best is None or best[3].cls == "crash":
             found = structure.explain(self.structure()) if self._tail else None
-            if found is not None and (not strong_only or found[0].cls == "garbage"):
+            # live (strong_only), a traceback alone is no fatal evidence; once strong crash evidence is there
+            # (a child died, a capture failed) the structure only names its cause
+            if found is not None and (not strong_only or found[0].cls == "garbage" or best is not None):
                 sig, line_no = found
                 if line_no > self.start_line and (best is None or sig.priority < best[0] or best[3].weak):
                     best = (sig.priority, line_no, _clean(self._line_of(line_no)), sig)

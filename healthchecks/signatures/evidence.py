@@ -30,10 +30,24 @@ SIGNATURES: tuple[Signature, ...] = (
         "nccl",
         r"\bTCPStore\b[^\n]*(?:timed out|[Tt]imeout|failed to connect)"
         r"|\bclient socket has timed out after\b|\bDistStoreError\b|\bRendezvousConnectionError\b"
-        r"|\bconnection to the C10d store has failed",
-        ("TCPStore", "socket has timed out", "DistStoreError", "RendezvousConnectionError", "C10d store"),
+        r"|\bconnection to the C10d store has failed"
+        r"|\bwaitForInput: socket [^\n]*timed out after"
+        r"|\bserver socket has failed to listen on any local network address"
+        r"|\bclient socket has failed to connect to any network address",
+        (
+            "TCPStore",
+            "socket has timed out",
+            "DistStoreError",
+            "RendezvousConnectionError",
+            "C10d store",
+            "timed out after",
+            "socket has failed to",
+        ),
         "torch.distributed's store (torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp: 'The client socket "
-        "has timed out after ..ms while trying to connect to (host, port)'; elastic "
+        "has timed out after ..ms while trying to connect to (host, port)', 'waitForInput: socket {} timed "
+        "out after {}ms' (a store read past its read_timeout), "
+        "'The server socket has failed to listen on any local network address.' (the store's port taken), "
+        "'The client socket has failed to connect to any network address of (host, port).'; elastic "
         "'RendezvousConnectionError: The connection to the C10d store has failed', pytorch/pytorch#107021)",
         "the rank-0 store is unreachable: check --dist-init-addr, the port and the firewall between nodes, "
         "and that every node started",
@@ -174,6 +188,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "(sgl-project/sglang#9340: 'NVCC compilation failed: nvcc fatal   : Unsupported gpu architecture "
         "sm_100f' from an NVCC older than 12.9)",
         "a CUDA toolkit that knows the arch (sm_100f/sm_120f: CUDA >= 12.9) in the image, or the AOT kernels",
+    ),
+    # --- model_load (round 7): the checkpoint's own exception types, whatever frames are left -------------
+    sig(
+        "model_load",
+        r"\bSafetensorError\b|\bError\(s\) in loading state_dict for\b"
+        r"|\b(?:LocalEntryNotFound|EntryNotFound|RevisionNotFound)Error\b",
+        ("SafetensorError", "Error(s) in loading state_dict", "EntryNotFoundError", "RevisionNotFoundError"),
+        "safetensors' one exception type (safetensors_rust.SafetensorError: 'Error while deserializing "
+        "header: MetadataIncompleteBuffer', a truncated download); torch.nn.Module.load_state_dict "
+        "('Error(s) in loading state_dict for {cls}:'); huggingface_hub.errors' lookup failures "
+        "(LocalEntryNotFoundError 'Cannot find an appropriate cached snapshot folder', EntryNotFoundError, "
+        "RevisionNotFoundError; a missing or gated repository is read by its message, runtime.py)",
+        "re-download the checkpoint (a truncated shard), check the model path, revision, HF token and "
+        "offline mode",
     ),
 )
 

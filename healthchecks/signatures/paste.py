@@ -10,9 +10,10 @@ container runtime carries text around SGLang's own line that no signature should
 - launchers and log stores: Docker Compose's ``svc-1  | ``, ``kubectl logs --prefix``'s
   ``[pod/name/container]``, journald's ``Mon DD HH:MM:SS host unit[pid]: ``, the kernel's ``[  12.345678]``
   and ``dmesg -T``'s ``[Fri Jun  5 01:02:42 2026]``, Kibana's ``Dec 3, 2025 @ 10:00:00.000``, ISO time
-  stamps (also CRI's ``… stdout F``), a Python-logging or loguru ``- name - LEVEL -`` / ``| LEVEL | name |``
-  after them, Ray's ``(Worker pid=N, ip=…)``, torchrun's ``[rank0]:`` (``--tee``'s ``[default0]:``); several
-  in a row (a viewer's time stamp before the runtime's before SGLang's);
+  stamps (also CRI's ``… stdout F``, and a CI runner's bracketed ``[2025-11-06T02:10:00.702Z]``), a
+  Python-logging or loguru ``- name - LEVEL -`` / ``| LEVEL | name |`` after them, Ray's
+  ``(Worker pid=N, ip=…)``, torchrun's ``[rank0]:`` (``--tee``'s ``[default0]:``); several in a row (a
+  viewer's time stamp before the runtime's before SGLang's);
 - a line wrapped in two: a long line cut mid-sentence whose rest starts the next line in lower case.
 
 Each line keeps its place (nothing is added or removed, so line numbers stay the log's): a wrapped line is
@@ -41,6 +42,7 @@ _PIECE = (
     r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2}[ \t]+\d{1,2} \d\d:\d\d:\d\d \d{4}\][ \t]?"  # dmesg -T
     r"|[A-Z][a-z]{2} \d{1,2}, \d{4} @ \d\d:\d\d:\d\d(?:\.\d+)?[ \t]*"  # Kibana
     r"|" + _STAMP + r"[ \t]*"
+    r"|\[\d{4}-\d\d-\d\dT[\d:.,]+Z?\][ \t]?"  # a CI runner's bracketed ISO stamp ([2025-11-06T02:10:00.702Z])
     r"|\([\w.-]+ pid=\d+[^)\n]*\)[ \t]?"  # Ray
     r"|\[(?:rank|default)\d+\]:[ \t]?"  # torchrun's per-rank prefix ([rank0]:, --tee's [default0]:)
     r"|[\w.-]+[ \t]+\|[ \t]?"  # Compose service, loguru field
@@ -48,9 +50,10 @@ _PIECE = (
     r")"
 )
 #: a run of pieces after a newline (the pattern starts with a literal newline: the search jumps from line
-#: start to line start at C speed; the first line is given one). SGLang's own ``[YYYY-`` lines and indented
-#: ones (traceback frames) are passed over at once: most of a log, and no paste puts noise before them
-_LEAD = re.compile(r"\n(?!\[\d{4}-|  )(?:[ \t]*" + _PIECE + r")+")
+#: start to line start at C speed; the first line is given one). SGLang's own ``[YYYY-MM-DD hh`` lines and
+#: indented ones (traceback frames) are passed over at once: most of a log, and no paste puts noise before
+#: them
+_LEAD = re.compile(r"\n(?!\[\d{4}-\d\d-\d\d |  )(?:[ \t]*" + _PIECE + r")+")
 #: the rest of a wrapped line: starts the next line with two lower-case words
 _WRAPPED = re.compile(r"\n(?=[a-z]+ [a-z])")
 _WRAP_MIN = 40  # a wrapped line is long: the wrap came at a viewer's or terminal's width
@@ -65,13 +68,30 @@ def normalise(text: str) -> str:
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     text = _LEAD.sub("\n", "\n" + text)[1:]
-    while "`\n" in text:  # inline code closed at a line end
-        text = text.replace("`\n", "\n")
+    if "`\n" in text:  # inline code closed at a line end
+        text = _drop_closing_ticks(text)
     if text.endswith("`"):
         text = text.rstrip("`")
     if _WRAPPED.search(text):
         text = _join_wrapped(text)
     return text
+
+
+def _drop_closing_ticks(text: str) -> str:
+    """``text`` without the backticks that end its lines (one pass: a replace per tick of a run rescans and
+    copies the whole text each time)."""
+    parts: list[str] = []
+    done = 0  # text before this offset is in parts
+    at = text.find("`\n")
+    while at >= 0:
+        start = at
+        while start > done and text[start - 1] == "`":
+            start -= 1
+        parts.append(text[done:start])
+        done = at + 1  # the newline starts the next part
+        at = text.find("`\n", at + 2)
+    parts.append(text[done:])
+    return "".join(parts)
 
 
 def _join_wrapped(text: str) -> str:

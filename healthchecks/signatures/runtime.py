@@ -92,20 +92,51 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "nccl",
-        r"Watchdog caught collective operation timeout",
-        ("Watchdog caught collective",),
-        "torch ProcessGroupNCCL watchdog",
+        r"Watchdog caught collective operation timeout"
+        # the same watchdog in other torch versions' words (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp)
+        r"|\b(?:failure|Exception \(either an error or timeout\)) detected by watchdog at work\b"
+        r"|\bTimeout at NCCL work: \d|\bSome NCCL operations have failed or timed out\b"
+        r"|\bReceived a dump signal due to a collective timeout\b"
+        r"|\bwatchdog thread terminated with exception\b|\bHeartbeat monitor timed out!",
+        (
+            "Watchdog caught collective",
+            "detected by watchdog at work",
+            "Timeout at NCCL work: ",
+            "NCCL operations have failed or timed out",
+            "dump signal due to a collective timeout",
+            "watchdog thread terminated with exception",
+            "Heartbeat monitor timed out!",
+        ),
+        "torch ProcessGroupNCCL watchdog (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp across torch "
+        "2.1-2.9: 'Watchdog caught collective operation timeout: WorkNCCL(...)', 'Exception (either an error "
+        "or timeout) detected by watchdog at work: N' (2.4/2.5), '[PG ...] failure detected by watchdog at "
+        "work sequence id: N' (2.6+), 'Timeout at NCCL work: N', WorkNCCL::handleException's 'Some NCCL "
+        "operations have failed or timed out. Due to the asynchronous nature of CUDA kernels ...', 'Received "
+        "a dump signal due to a collective timeout from rank N', 'Process group watchdog thread terminated "
+        "with exception', the heartbeat monitor's 'Heartbeat monitor timed out! Process will be terminated "
+        "after dumping debug info.')",
         "a rank hung or died; check the other ranks' logs",
     ),
     sig(
         "nccl",
-        r"\bNCCL WARN\b|ProcessGroupNCCL's watchdog got stuck|\bDistBackendError\b"
-        r"|gloo/transport/tcp/\w+\.cc:\d+",
-        ("NCCL WARN", "watchdog got stuck", "DistBackendError", "gloo/transport"),
+        r"\bNCCL WARN\b|ProcessGroupNCCL's watchdog got stuck|\bDist(?:Backend|Network)Error\b"
+        r"|gloo/transport/tcp/\w+\.cc:\d+|\bis setting up NCCL communicator\b",
+        (
+            "NCCL WARN",
+            "watchdog got stuck",
+            "DistBackendError",
+            "DistNetworkError",
+            "gloo/transport",
+            "setting up NCCL communicator",
+        ),
         "NCCL's own warnings (sgl-project/sglang#6246 'NCCL WARN Cuda failure', #16015); ProcessGroupNCCL "
         "heartbeat monitor (sgl-project/sglang#1691); c10d store (sgl-project/sglang#4096); gloo's TCP "
         "transport, pair.cc (sgl-project/sglang#4205) and unbound_buffer.cc ('Timed out waiting 1800000ms "
-        "for send operation to complete', sgl-project/sglang#5883)",
+        "for send operation to complete', sgl-project/sglang#5883); round 7: torch.distributed's network "
+        "error type (c10d exception.h DistNetworkError: a peer or the store unreachable, reset or closed), "
+        "ProcessGroupNCCL.cpp broadcastUniqueNCCLID ('[1] is setting up NCCL communicator and retrieving "
+        "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket "
+        "Timeout'; older torch spells it 'retreiving')",
         "NCCL_DEBUG=INFO; check P2P/IOMMU and the other ranks",
     ),
     # --- health_timeout / timeout ------------------------------------------------------------------------
@@ -240,7 +271,10 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "crash",
         r"Fatal Python error: |terminate called after throwing an instance of|\(core dumped\)"
-        r"|" + LINE_START + r"(?:Segmentation fault|Bus error|Aborted|Killed)\s*$",
+        r"|" + LINE_START + r"(?:Segmentation fault|Bus error|Aborted|Killed)\s*$"
+        r"|: line \d+: +\d+ +(?:Segmentation fault|Bus error|Aborted|Killed)\b"
+        r"|\bdouble free or corruption\b|\b(?:free|munmap_chunk)\(\): invalid (?:pointer|size|next size)"
+        r"|\bcorrupted size vs\. prev_size\b|\bmalloc\(\): (?:corrupted|memory corruption)",
         (
             "Fatal Python error",
             "terminate called after",
@@ -249,9 +283,18 @@ SIGNATURES: tuple[Signature, ...] = (
             "Bus error",
             "Aborted",
             "Killed",
+            "double free or corruption",
+            "(): invalid ",
+            "corrupted size vs. prev_size",
+            "malloc(): corrupted",
+            "malloc(): memory corruption",
         ),
         "CPython faulthandler / libstdc++ abort / the shell's signal report: sgl-project/sglang#3451, #3778, "
-        "#10350, #10216; sgl-project/sglang#2468 ('Killed')",
+        "#10350, #10216; sgl-project/sglang#2468 ('Killed'); round 7: a script's shell reports its killed "
+        "job as '/bin/bash: line 1:    12 Killed    python3 -m sglang.launch_server ...' (bash jobs.c); "
+        "glibc's heap checks abort with 'double free or corruption (out)', 'free(): invalid pointer', "
+        "'corrupted size vs. prev_size', 'malloc(): corrupted top size' (malloc/malloc.c malloc_printerr), "
+        "with no shell to add '(core dumped)' in a container",
         "a native crash: read the thread dump; check driver/CUDA/torch versions match",
     ),
     sig(
@@ -335,9 +378,23 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "crash",
-        r"Capture cuda graph failed",
-        ("Capture cuda graph failed",),
-        "read in sglang 0.5.9 wheel srt/model_executor/cuda_graph_runner.py",
+        r"(?i:Capture (?:[\w ]+ )?cuda graph failed)|\bPiecewise CUDA graph failed\."
+        # the hint SGLang appends to a failed capture (its cause is the exception printed above it)
+        r"|--disable-cuda-graph\. \(Not recomm|(?:cuda-graph-max-bs|cuda-graph-max-tokens) to a smaller value"
+        r"|add --disable-piecewise-cuda-graph to your launch command",
+        (
+            "graph failed",
+            "--disable-cuda-graph. (Not recomm",
+            "to a smaller value",
+            "--disable-piecewise-cuda-graph to your launch command",
+        ),
+        "read in sglang 0.5.9 wheel srt/model_executor/cuda_graph_runner.py ('Capture cuda graph failed: "
+        "{e}' + CUDA_GRAPH_CAPTURE_FAILED_MSG: 'Possible solutions: ... 2. set --cuda-graph-max-bs to a "
+        "smaller value (e.g., 16) ... 4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge "
+        "performance loss)'; 2024 releases: '(Not recommonded. Huge perf loss)', sgl-project/sglang#6218); "
+        "piecewise_cuda_graph_runner.py ('set --piecewise-cuda-graph-max-tokens to a smaller value', 'To "
+        "work around this error, add --disable-piecewise-cuda-graph to your launch command.'), "
+        "tc_piecewise 'Piecewise CUDA graph failed.'; NPU_GRAPH_CAPTURE_FAILED_MSG the same hint",
         "lower --cuda-graph-max-bs / --mem-fraction-static or disable CUDA graphs",
     ),
     sig(

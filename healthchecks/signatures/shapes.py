@@ -112,19 +112,23 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|without targeting appropriate compute capability"
         r"|\bcompiled for (?:sm_?\d|SM ?\d|compute_\d|another arch|a different arch)[^\n]{0,80}?"
         r"(?:but|while|current|this (?:GPU|device))"
+        r"|\bUnsupported SM version\b"
         r")",
         (
             "require",
             "support",
             "appropriate compute capability",
             "compiled for",
+            "supported SM version",
         ),
         "the shape of an arch gate, seen in FlashInfer ('Cake FMHA requires compute capability 10.0 "
         ".. or 10.3 "
         ".., got 10.7', flashinfer-ai/flashinfer#5398; 'does not support compute capability 107; supported "
         "compute capabilities: [100, 103]', #5399), DeepGEMM ('requires Blackwell (SM100)'), CUTLASS ('Arch "
         "conditional MMA instruction used without targeting appropriate compute capability', "
-        "NVIDIA/cutlass#2819), SGLang ('is only supported on Blackwell GPUs (SM100)')",
+        "NVIDIA/cutlass#2819), SGLang ('is only supported on Blackwell GPUs (SM100)'); round 7: 'Unsupported "
+        "SM version' (FlashInfer's CUTLASS FMHA: assert sm_version >= 100 and sm_version < 120, 'Unsupported "
+        "SM version'; TensorRT-LLM 'Unsupported SM version for FP8 block scaling GEMM')",
         _PICK_ARCH,
     ),
     sig(
@@ -208,7 +212,9 @@ def host_arch(line: str) -> str | None:
 #: rotated log); SGLang's own warmup logs at most two (one prefill batch, one POST /generate 200).
 SERVING: tuple[bytes, ...] = (
     b"decode batch",
-    b"prefill batch",
+    # SGLang's ``Prefill batch.`` and 2024's router's ``new fill batch.`` (sglang 0.1.x
+    # srt/managers/router/model_rpc.py, sgl-project/sglang#444), counted in one pass
+    b"fill batch",
     b'/generate http/1.1" 200',
     b'/completions http/1.1" 200',
     # round 5 (issue 36): a client's model listing; SGLang's own warm-up never asks for it (it polls
@@ -216,6 +222,8 @@ SERVING: tuple[bytes, ...] = (
     # srt/entrypoints/http_server.py _execute_server_warmup), so a 200 on it is a client served
     # (sgl-project/sglang#30047: sglang.bench_serving against an NPU server)
     b'/v1/models http/1.1" 200',
+    # round 7: an embedding model's OpenAI route; its warm-up posts /encode (the same function), never this
+    b'/v1/embeddings http/1.1" 200',
 )
 SERVING_MIN = 4
 #: serving evidence that is decisive alone (an excerpt may hold one line of it; issue 36 round 5):
@@ -227,8 +235,11 @@ SERVING_MIN = 4
 #: - a prefill batch that reused cached tokens (``#cached-token: 12``): the radix cache starts empty and the
 #:   warm-up is the run's first request, so a prefix hit is a later request's.
 #: A 200 on /generate or /v1/chat/completions is not decisive: the warm-up posts one and is answered 200.
+#: - the same in 2024's router wording: ``new fill batch. #seq: 1. #cached_token: 330. #new_token: 2172.``
+#:   (sglang 0.1.x srt/managers/router/model_rpc.py; sgl-project/sglang#444).
 SERVED: tuple[bytes, ...] = (b"decode batch",)
-_CACHED = b"#cached-token: "
+_CACHED = b"#cached"
+_CACHED_TOKEN = (b"-token: ", b"_token: ")  # ``#cached-token: 12`` (0.2 on), ``#cached_token: 12`` (0.1.x)
 
 
 def served(low: bytes, start: int) -> bool:
@@ -238,8 +249,8 @@ def served(low: bytes, start: int) -> bool:
         return True
     at = low.find(_CACHED, start)
     while at >= 0:
-        digit = low[at + len(_CACHED) : at + len(_CACHED) + 1]
-        if digit.isdigit() and digit != b"0":
+        after = low[at + len(_CACHED) : at + len(_CACHED) + 9]
+        if after[:8] in _CACHED_TOKEN and after[8:].isdigit() and after[8:] != b"0":
             return True
         at = low.find(_CACHED, at + 1)
     return False

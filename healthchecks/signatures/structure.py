@@ -54,6 +54,7 @@ class Structure:
     module: str = ""  # the file of its innermost frame (``.../flashinfer/jit/cpp_ext.py``)
     function: str = ""
     frames: list[str] = field(default_factory=list)  # every frame's file, outermost first
+    functions: list[str] = field(default_factory=list)  # every frame's function, outermost first
     message: str = ""
     exception_line: int = 0
     died: str = ""  # the last line saying a process exited or was signalled
@@ -106,6 +107,7 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
                 found.exception, found.message = exception.group(1), exception.group(2)[:300]
                 found.module, found.function = frames[-1]
                 found.frames = [file for file, _ in frames]
+                found.functions = [function for _, function in frames]
                 found.exception_line, in_trace = number, False
                 continue
             if not line or line[0].isspace():  # a frame's source line, its carets, a blank line
@@ -169,19 +171,28 @@ def _seconds(stamp: re.Match[str]) -> int:
 @dataclass(frozen=True)
 class Rule:
     """Exception type + the module that raised it (+ its message) -> class, as regexes compiled on first use;
-    ``signature`` carries the class, rank, source and fix like any entry of the catalog."""
+    ``signature`` carries the class, rank, source and fix like any entry of the catalog. ``function``, when
+    set, must match one of the traceback's last :data:`LAST_FRAMES` functions (the code that raised it)."""
 
     exception: str
     module: str
     message: str
     signature: Signature
+    function: str = ""
 
 
-def _rule(cls: str, match: tuple[str, str, str], source: str, fix: str) -> Rule:
-    """A rule of ``cls`` for (exception type, a frame's module, message) regexes."""
+#: how many of a traceback's innermost frames a rule's ``function`` is looked for in
+LAST_FRAMES = 4
+
+
+def _rule(cls: str, match: tuple[str, str, str], source: str, fix: str, function: str = "") -> Rule:
+    """A rule of ``cls`` for (exception type, a frame's module, message) regexes (and a function's)."""
     exception, module, message = match
-    return Rule(exception, module, message, sig(cls, exception, (exception,), source, fix))
+    return Rule(exception, module, message, sig(cls, exception, (exception,), source, fix), function)
 
+
+#: the functions that load a checkpoint into a model: SGLang's and vLLM's model classes, layers, loaders
+_LOADER = r"^(?:load_weights|_?load_weights_\w*|weight_loader\w*|load_model|load_state_dict)$"
 
 RULES: tuple[Rule, ...] = (
     _rule(
@@ -218,6 +229,27 @@ RULES: tuple[Rule, ...] = (
         "srt/model_loader and hf_transformers_utils.py, safetensors)",
         "check the model path, its config.json and the transformers version the image pins",
     ),
+    _rule(
+        "model_load",
+        (r"(?:^|\.)(?:KeyError|ValueError|AssertionError|IndexError|SafetensorError)$", r"", r""),
+        "a weight the model class does not know, or of another shape, raised inside its loader: every SGLang "
+        "model's load_weights (srt/models/*.py: 'param = params_dict[name]' -> KeyError: 'lm_head.weight', "
+        "sgl-project/sglang#12031), the layers' weight_loader shape asserts (srt/layers/linear.py "
+        "'assert param_data.shape == loaded_weight.shape'), DefaultModelLoader.load_model / load_weights_and_"
+        "postprocess (srt/model_loader/loader.py); vLLM's loaders use the same names",
+        "the checkpoint does not fit the model class: check the architecture, quantization and the "
+        "SGLang version that supports this checkpoint",
+        function=_LOADER,
+    ),
+    _rule(
+        "model_load",
+        (r"(?:^|\.)RuntimeError$", r"", r"(?i)\b(?:size|shape)s?\b|mismatch"),
+        "a tensor of another shape copied into a parameter inside the loader (torch's 'The size of tensor a "
+        "(4096) must match the size of tensor b (2048) at non-singleton dimension 0' from param.data.copy_ "
+        "in a weight_loader, 'size mismatch for ...' from load_state_dict)",
+        "the checkpoint does not fit the model class (a wrong --tp split, quantization or architecture)",
+        function=_LOADER,
+    ),
 )
 #: a capture that never returned: the log's own clock ran CAPTURE_HUNG_S past its begin line, nothing after
 CAPTURE_HUNG = sig(
@@ -251,6 +283,10 @@ def explain(found: Structure) -> tuple[Signature, int] | None:
                 _re(rule.exception).search(found.exception)
                 and any(_re(rule.module).search(file) for file in found.frames)
                 and _re(rule.message).search(found.message)
+                and (
+                    not rule.function
+                    or any(_re(rule.function).search(f) for f in found.functions[-LAST_FRAMES:])
+                )
             ):
                 return rule.signature, found.exception_line
     if found.capture_open and found.capture_seconds >= CAPTURE_HUNG_S:

@@ -119,6 +119,9 @@ def test_serving_evidence_without_a_ready_line_reads_healthy_and_needs_enough_li
         # a prefix-cache hit: an earlier request's tokens were reused (the warm-up is the run's first request)
         "[2026-05-28 08:41:19] Prefill batch, #new-seq: 1, #new-token: 11, #cached-token: 12, token usage: "
         "0.00, #running-req: 0, #queue-req: 0",
+        # round 7: the same in 2024's router wording (sglang 0.1.x srt/managers/router/model_rpc.py)
+        "new fill batch. #seq: 1. #cached_token: 330. #new_token: 2172. #remaining_req: 57. #running_req: 9. "
+        "tree_cache_hit_rate: 69.16%",
     ],
 )
 def test_one_decisive_serving_line_reads_healthy_in_a_short_excerpt(line: str) -> None:
@@ -163,3 +166,21 @@ def test_a_dead_server_that_served_is_crash_when_the_port_refuses(tmp_path: Path
     shutil.copy(CORPUS / "sglang4407_decode_batches_draining.log", tmp_path / "server.log")
     reason = assert_unhealthy(run_hc(tmp_path, refused_url()), "crash")
     assert "shows it serving" in reason
+
+
+def test_old_routers_fill_batch_lines_count_once_each_and_no_cached_tokens_is_not_decisive() -> None:
+    """Round 7: ``new fill batch`` counts as a prefill batch (one pass counts both wordings)."""
+    line = "new fill batch. #seq: 1. #cached_token: 0. #new_token: 21. #remaining_req: 0. #running_req: 0.\n"
+    assert signatures.scan_text(line).verdict() == "starting"
+    assert signatures.scan_text(line * signatures.SERVING_MIN).verdict() == "healthy"
+    prefill = "[t TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00\n"
+    assert signatures.scan_text(prefill * (signatures.SERVING_MIN - 1)).verdict() == "starting"
+
+
+def test_an_embedding_servers_answers_count_as_serving() -> None:
+    """Round 7: ``POST /v1/embeddings`` answered 200 is a client served (the warm-up posts ``/encode``)."""
+    line = '[2025-06-01 10:00:00] INFO:     10.0.0.7:5012 - "POST /v1/embeddings HTTP/1.1" 200 OK\n'
+    assert signatures.scan_text(line * signatures.SERVING_MIN).verdict() == "healthy"
+    assert signatures.scan_text(line * (signatures.SERVING_MIN - 1)).verdict() == "starting"
+    warmup = '[2025-06-01 10:00:00] INFO:     127.0.0.1:5012 - "POST /encode HTTP/1.1" 200 OK\n'
+    assert signatures.scan_text(warmup * signatures.SERVING_MIN).verdict() == "starting"

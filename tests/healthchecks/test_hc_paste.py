@@ -42,6 +42,9 @@ FORMS = {
     # SGLang CI log; pytorch/pytorch#117383 '[rank1]:', #75087 --tee's '[default3]:')
     "actions + torchrun rank": lambda line: "2025-10-09T04:13:06.6371779Z [rank0]: " + line,
     "torchrun --tee": lambda line: "[default3]:" + line,
+    # round 7: a CI runner's bracketed ISO stamp (Jenkins' timestamper), alone and after a quote marker
+    "bracketed ISO stamp": lambda line: "[2025-11-06T02:10:00.702Z] " + line,
+    "quoted bracketed ISO stamp": lambda line: "> [2025-11-06T02:10:00.702Z] " + line,
     "ansi": lambda line: "\x1b[31m" + line + "\x1b[0m",
     "crlf": lambda line: line + "\r",
 }
@@ -102,3 +105,22 @@ def test_indentation_and_sglangs_own_prefix_stay() -> None:
     )
     assert paste.normalise(text) == text
     assert paste.normalise("sglang-1  |   File x\n") == "  File x\n"
+
+
+def test_a_bracketed_iso_stamp_keeps_the_frames_indentation_and_sglangs_own_prefix_stays() -> None:
+    """Round 7: frames behind ``> [ISO]`` still read as frames (their source lines stay indented)."""
+    pasted = (
+        '> [2025-11-06T02:10:00.702Z]   File "/sgl/srt/models/deepseek_vl2.py", line 252, in load_weights\n'
+        "> [2025-11-06T02:10:00.702Z]     param = params_dict[name]\n"
+        "> [2025-11-06T02:10:00.702Z] KeyError: 'lm_head.weight'\n"
+        "[2025-11-06 02:10:00 TP0] Scheduler hit an exception\n"
+    )
+    lines = paste.normalise(pasted).split("\n")
+    assert lines[0].startswith('  File "') and lines[1].startswith("    param")
+    assert lines[3] == "[2025-11-06 02:10:00 TP0] Scheduler hit an exception"
+
+
+@pytest.mark.parametrize("ticks", ["`", "``", "```", "````"])
+def test_closing_backticks_of_any_run_are_dropped_in_one_pass(ticks: str) -> None:
+    pasted = f"a{ticks}\nb `c`{ticks}\n{ticks}\nd"
+    assert paste.normalise(pasted) == "a\nb `c\n\nd"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from healthchecks.signatures import paste
+from healthchecks.signatures import catalog, paste
 
 from healthchecks import signatures
 
@@ -25,12 +25,18 @@ ALL = "".join(path.read_text(encoding="utf-8") + "\n" for path in LOGS)
 
 
 def _plain_keys(line: str) -> list[int]:
-    return [k for k, key in enumerate(signatures._KEYS) if key in line]
+    return [k for k, key in enumerate(catalog.KEYS) if key in line]
 
 
 def _state(scanner: Scanner) -> list[Any]:
     def match(found: signatures.Match | None) -> Any:
-        return None if found is None else [found.to_dict(), signatures.SIGNATURES.index(found.signature)]
+        if found is None:
+            return None
+        sig = found.signature  # a structural rule's signature is not in the catalog's table
+        return [
+            found.to_dict(),
+            signatures.SIGNATURES.index(sig) if sig in signatures.SIGNATURES else sig.regex,
+        ]
 
     return [
         scanner.to_state(),
@@ -47,18 +53,18 @@ def _plainly(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_every_key_is_reached_by_a_folded_scan_word() -> None:
-    for k, key in enumerate(signatures._KEYS):
-        folded = key.lower().encode().translate(None, signatures._FOLD_DROP)
+    for k, key in enumerate(catalog.KEYS):
+        folded = key.lower().encode().translate(None, catalog.FOLD_DROP)
         reached = [
             (word, spelt)
-            for w, word in enumerate(signatures._SCAN_FOLDED)
-            for spelt, group in signatures._FOLDED_KEYS[w]
+            for w, word in enumerate(catalog.SCAN_FOLDED)
+            for spelt, group in catalog.FOLDED_KEYS[w]
             if k in group
         ]
         assert reached, key
         for word, spelt in reached:
             assert word in folded and spelt in key, (key, word, spelt)
-    assert all(len(word) >= 3 for word in signatures._SCAN_FOLDED)
+    assert all(len(word) >= 3 for word in catalog.SCAN_FOLDED)
 
 
 @pytest.mark.parametrize("path", LOGS[:60] + LOGS[-20:], ids=lambda path: path.name)

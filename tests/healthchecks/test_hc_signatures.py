@@ -36,6 +36,8 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "model_load_glm_moe_dsa_0.5.9.log": ("model_load", {"crash"}),
     "model_load_shared_experts.log": ("model_load", {"crash"}),
     "nccl_error.log": ("nccl", {"crash"}),
+    "nccl_watchdog_torch25_multinode.log": ("nccl", set()),  # round 7: torch 2.5's watchdog words
+    "crash_capture_failed_hint_cut.log": ("crash", set()),  # round 7: only SGLang's capture hint is left
     "health_timeout.log": ("health_timeout", set()),
     "timeout_watchdog.log": ("timeout", {"crash"}),
     "crash_generic.log": ("crash", set()),
@@ -447,6 +449,85 @@ EXAMPLES: list[tuple[str, str]] = [
         "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.5.",
         "oom",
     ),
+    # round 7 (in-sample): ProcessGroupNCCL's watchdog in other torch versions' words (ProcessGroupNCCL.cpp)
+    (
+        "[rank3]:[E227 16:30:43.526 ProcessGroupNCCL.cpp:1785] [PG ID 2 PG GUID 3 Rank 3] Exception (either an "
+        "error or timeout) detected by watchdog at work: 32, last enqueued NCCL work: 32, last completed NCCL "
+        "work: 31.",
+        "nccl",
+    ),
+    (
+        "[rank3]:[E710 18:00:32.426 ProcessGroupNCCL.cpp:2395] [PG ID 0 PG GUID 0(default_pg) Rank 3]  failure "
+        "detected by watchdog at work sequence id: 59958 PG status: last enqueued work: 59998",
+        "nccl",
+    ),
+    ("[Rank 3] Timeout at NCCL work: 32, last enqueued NCCL work: 32, last completed NCCL work: 31.", "nccl"),
+    (
+        "[E ProcessGroupNCCL.cpp:414] Some NCCL operations have failed or timed out. Due to the asynchronous "
+        "nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+        "nccl",
+    ),
+    ("[rank2]: Received a dump signal due to a collective timeout from rank 10 and we will try", "nccl"),
+    ("[PG ID 0 PG GUID 0 Rank 1] Process group watchdog thread terminated with exception: boom", "nccl"),
+    ("[Rank 0] Heartbeat monitor timed out! Process will be terminated after dumping debug info.", "nccl"),
+    # round 7: the checkpoint's own exception types (safetensors, torch's load_state_dict, huggingface_hub)
+    (
+        "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer",
+        "model_load",
+    ),
+    ("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:", "model_load"),
+    (
+        "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached snapshot folder",
+        "model_load",
+    ),
+    ("huggingface_hub.errors.RevisionNotFoundError: 404 Client Error.", "model_load"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/cache/marker'", "crash"),  # not those
+    # round 7: a killed job as a script's shell reports it; glibc's heap checks (malloc_printerr)
+    ("/bin/bash: line 1:    12 Killed                  python3 -m sglang.launch_server --model m", "crash"),
+    ("run.sh: line 7: 4242 Segmentation fault      python3 -m sglang.launch_server", "crash"),
+    ("double free or corruption (out)", "crash"),
+    ("free(): invalid pointer", "crash"),
+    ("munmap_chunk(): invalid pointer", "crash"),
+    ("corrupted size vs. prev_size", "crash"),
+    ("malloc(): corrupted top size", "crash"),
+    # round 7: an arch gate worded as an SM version (FlashInfer's CUTLASS FMHA assert, TensorRT-LLM)
+    ("AssertionError: Unsupported SM version", "unsupported_arch"),
+    ("RuntimeError: Unsupported SM version for FP8 block scaling GEMM", "unsupported_arch"),
+    # round 7: torch.distributed's network error type, and the NCCL id's exchange through the store
+    ("torch.distributed.DistNetworkError: Connection reset by peer", "nccl"),
+    (
+        "torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId "
+        "from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout",
+        "nccl",
+    ),
+    (
+        "RuntimeError: [1] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d",
+        "nccl",
+    ),
+    # round 7: the c10d store's socket in socket.cpp's other words
+    (
+        "[rank1]:[W623 15:37:01.824 socket.cpp:485] [c10d] waitForInput: socket SocketImpl(fd=100, "
+        "addr=[node-0]:43590, remote=[node-0]:20000) timed out after 1800000ms",
+        "nccl",
+    ),
+    (
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+        "address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE",
+        "nccl",
+    ),
+    (
+        "RuntimeError: The client socket has failed to connect to any network address of (node-0, 29500).",
+        "nccl",
+    ),
+    # round 7: a failed capture by SGLang's hint (CUDA_GRAPH_CAPTURE_FAILED_MSG, its 2024 spelling, the
+    # piecewise runners' hints) and the capture line in another case
+    ("4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)", "crash"),
+    ("4. disable cuda graph by --disable-cuda-graph. (Not recommonded. Huge perf loss)", "crash"),
+    ("2. set --cuda-graph-max-bs to a smaller value (e.g., 16)", "crash"),
+    ("2. set --piecewise-cuda-graph-max-tokens to a smaller value (e.g., 512)", "crash"),
+    ("To work around this error, add --disable-piecewise-cuda-graph to your launch command.", "crash"),
+    ("Exception: Capture CUDA graph failed: CUDA error: out of bounds", "crash"),
+    ("Piecewise CUDA graph failed.", "crash"),
 ]
 
 # Lines that must never raise an alarm (warnings, deprecations, help texts, server_args dumps).
@@ -499,6 +580,10 @@ BENIGN = [
     # round 5: nvcc named without a fatal diagnostic; a line naming files, not frames
     "nvcc: NVIDIA (R) Cuda compiler driver",
     "[2026-05-01 10:00:00] File /models/a.safetensors loaded; File /models/b.safetensors queued",
+    # round 7: the new keys' words in healthy lines (a read time-out retried, a smaller value chosen)
+    "[2026-05-01 10:00:00] Request to the model hub timed out after 10s, retrying",
+    "[2026-05-01 10:00:00] Set chunked_prefill_size to a smaller value (4096) for this GPU",
+    "[2026-05-01 10:00:00] server_args=ServerArgs(disable_cuda_graph=False, cuda_graph_max_bs=16)",
 ]
 
 

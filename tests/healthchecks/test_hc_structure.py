@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from healthchecks.signatures import structure
+from healthchecks.signatures import catalog, structure
 
 from healthchecks import signatures
 
@@ -58,6 +58,69 @@ def test_the_same_exception_elsewhere_stays_a_crash() -> None:
 def test_a_store_failure_raised_in_torch_distributed_is_nccl() -> None:
     match = signatures.scan_text(START + STORE).result()
     assert match is not None and match.cls == "nccl"
+
+
+LOAD = """Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/model_loader/loader.py", line 381, in load_model
+    self.load_weights_and_postprocess(
+  File "/sgl-workspace/sglang/python/sglang/srt/models/deepseek_vl2.py", line 252, in load_weights
+    param = params_dict[name]
+            ~~~~~~~~~~~^^^^^^
+KeyError: 'lm_head.weight'
+"""
+SIGQUIT = "[2026-12-01 10:00:09] Received sigquit from a child process. It usually means the child failed.\n"
+
+
+def test_a_weight_the_model_does_not_know_is_model_load_by_the_loader_function() -> None:
+    """Round 7: the exception type with the function that raised it (any model's load_weights)."""
+    for text in (LOAD, LOAD.split("\n", 3)[3]):  # whole, and an excerpt that starts at the last frame
+        match = signatures.scan_text(START + text + SIGQUIT).result()
+        assert match is not None and (match.cls, match.text) == ("model_load", "KeyError: 'lm_head.weight'")
+    elsewhere = (
+        LOAD.replace("in load_weights", "in forward")
+        .replace("in load_model", "in run_batch")
+        .replace("model_loader/loader.py", "managers/scheduler.py")
+    )
+    match = signatures.scan_text(START + elsewhere + SIGQUIT).result()
+    assert match is not None and match.cls == "crash"
+
+
+def test_a_shape_that_does_not_fit_inside_a_weight_loader_is_model_load() -> None:
+    copy = LOAD.replace(
+        "KeyError: 'lm_head.weight'",
+        (
+            "RuntimeError: The size of tensor a (4096) must match the size of tensor b (2048) at non-singleton "
+            "dimension 0"
+        ),
+    ).replace("in load_weights", "in weight_loader")
+    match = signatures.scan_text(START + copy + SIGQUIT).result()
+    assert match is not None and match.cls == "model_load"
+    device = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices"
+    other = copy.replace(copy.split("\n")[-2], device)
+    match = signatures.scan_text(START + other.replace("model_loader/loader.py", "x.py") + SIGQUIT).result()
+    assert match is not None and match.cls == "crash"
+
+
+def test_strong_crash_evidence_is_named_by_the_structure_also_live() -> None:
+    """A child that died is strong evidence; the traceback above it only names the cause."""
+    match = signatures.scan_text(START + LOAD + SIGQUIT).result(strong_only=True)
+    assert match is not None and match.cls == "model_load"
+    assert signatures.scan_text(START + LOAD).result(strong_only=True) is None
+
+
+def test_a_restored_scan_reads_the_structure_from_the_log_it_is_given_back() -> None:
+    """A saved scan keeps no text: the healthcheck gives the log's end back (logwatch.read_tail)."""
+    cut = LOAD.index("\n", 200) + 1  # the healthcheck feeds whole lines
+    saved = signatures.scan_text(START + LOAD[:cut]).to_state()
+    scanner = signatures.Scanner.from_state(json.loads(json.dumps(saved)))
+    scanner.feed(LOAD[cut:] + SIGQUIT)
+    assert scanner.tail_missing()
+    match = scanner.result()
+    assert match is not None and match.cls == "crash"
+    scanner.restore_tail(START + LOAD + SIGQUIT)
+    assert not scanner.tail_missing()
+    match = scanner.result()
+    assert match is not None and match.cls == "model_load"
 
 
 def test_a_live_healthcheck_does_not_count_a_traceback_by_its_structure() -> None:
@@ -123,7 +186,7 @@ def test_every_clean_stop_word_is_found_by_the_folded_prefilter() -> None:
     """A chunk is searched for STOPPED only when its folded text holds one of _STOP_FOLDED: each word must."""
     for word in signatures.STOPPED:
         folded = bytes(c for c in word if chr(c).isalpha())
-        assert any(stop in folded for stop in signatures._STOP_FOLDED), word
+        assert any(stop in folded for stop in catalog.STOP_FOLDED), word
 
 
 def test_a_clean_stop_survives_a_saved_scan_and_a_new_run_forgets_it() -> None:
