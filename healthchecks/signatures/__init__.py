@@ -134,6 +134,9 @@ SERVING_MIN = shapes.SERVING_MIN
 #: the classes a stated host arch explains (Match.host_arch is set for them)
 _ARCH_CLASSES = frozenset({"unsupported_arch", "no_kernel_image", "kernel_compile", "shared_memory"})
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: how far above a strong exception line a weak match may be and still be its failing source line (a
+#: traceback prints ``File ..``, the source line, then the exception; a caret line may come between)
+_SOURCE_LINE_REACH = 3
 
 
 _Best = tuple[int, int, str, Signature]
@@ -394,6 +397,8 @@ class Scanner:
         (:func:`structure.explain`) may: an exception type with the module or function that raised it, a
         capture that never returned, a collapsed output. Those read the end of what this scanner was fed."""
         best = self._strong if strong_only else self._best
+        if strong_only and best is not None and self._explains(best):
+            best = self._best  # e.g. the arch gate's `assert is_sm100_supported()` above its AssertionError
         if best is None or best[3].cls == "crash":
             found = structure.explain(self.structure()) if self._tail else None
             # live (strong_only), a traceback alone is no fatal evidence; once strong crash evidence is there
@@ -403,6 +408,20 @@ class Scanner:
                 if line_no > self.start_line and (best is None or sig.priority < best[0] or best[3].weak):
                     best = (sig.priority, line_no, _clean(self._line_of(line_no)), sig)
         return self._match(best)
+
+    def _explains(self, strong: _Best) -> bool:
+        """Whether the best match overall is weak evidence that names the strong match's cause: a more
+        specific class on a line just above it (the failing source line a traceback prints above its
+        exception line). Live, the strong line makes the run dead; the weak one then names why, as
+        classify-log does."""
+        best = self._best
+        return (
+            best is not None
+            and best[3].weak
+            and best[3].cls != "crash"
+            and best[0] < strong[0]
+            and 0 < strong[1] - best[1] <= _SOURCE_LINE_REACH
+        )
 
     def _tail_first(self, tail: str) -> int:
         """The log's line number of the kept tail's first line."""

@@ -82,3 +82,7 @@ _PREFIX = (
     r")"
 )
 LINE_START = rf"(?:^|\r)\s*(?:{_PREFIX}\s*)*"
+#: a model's architecture as transformers and SGLang's registry name it (``LlamaForCausalLM``,
+#: ``ChatGLMForConditionalGeneration``, ``ChatGLMModel``): an "unsupported architecture" naming one is the
+#: checkpoint's (model_load), not the GPU's (unsupported_arch)
+MODEL_CLASS = r"[A-Z]\w*(?:For[A-Z]\w*|Model\b)"

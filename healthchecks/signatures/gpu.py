@@ -9,7 +9,7 @@ the specific assertions (an unsupported KV cache dtype), ``unsupported_arch``, `
 
 from __future__ import annotations
 
-from healthchecks.signatures.entry import Signature, sig
+from healthchecks.signatures.entry import MODEL_CLASS, Signature, sig
 
 _KV_BF16 = "pass --kv-cache-dtype bf16 explicitly (DSA models auto-select fp8_e4m3 on SM>=10)"
 _SPECIFIC_ASSERTION = 20
@@ -108,7 +108,8 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         "unsupported_arch",
-        r"Unsupported (?:CUDA |GPU )?arch(?:itecture)?\b",
+        # not a model's architecture (a class name like ChatGLMForConditionalGeneration): that is model_load
+        r"Unsupported (?:CUDA |GPU )?arch(?:itecture)?\b(?!s?:? *\[?['\"]?" + MODEL_CLASS + ")",
         ("Unsupported architecture", "Unsupported CUDA arch", "Unsupported GPU arch", "Unsupported arch"),
         "generic kernel arch check (FlashInfer, DeepGEMM); sgl-project/sglang#37105, #26087, #25877; "
         "sgl-project/mini-sglang#129; Comfy-Org/ComfyUI#7494 ('Unsupported CUDA architecture: sm120')",
@@ -242,6 +243,15 @@ SIGNATURES: tuple[Signature, ...] = (
         ("Not enough memory",),
         "read in sglang 0.5.9 wheel srt/model_executor/model_runner_kv_cache_mixin.py",
         "raise --mem-fraction-static or use more GPUs (TP)",
+    ),
+    sig(
+        "oom",
+        # the KV pool exhausted while decoding, raised as an assert: a person names the pool, not the assert
+        r"No space left for (?:only )?one request|\bavailable_size\(\) ?= ?0\b",
+        ("No space left for", "available_size()"),
+        "sglang srt/managers/schedule_batch.py retract_decode ('No space left for only one request' with the "
+        "allocator's available_size()=0); round 8 (in-sample, sgl-project/sglang#14948, a PD decode server)",
+        "lower --max-running-requests or the context length; raise --mem-fraction-static",
     ),
     sig(
         "oom",

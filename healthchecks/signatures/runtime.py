@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from healthchecks import verdict
-from healthchecks.signatures.entry import LINE_START, Signature, sig
+from healthchecks.signatures.entry import LINE_START, MODEL_CLASS, Signature, sig
 
 _WEAK = 95  # generic traceback evidence: ranks after every crash banner
 
@@ -36,18 +36,23 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "model_load",
         r"Unrecognized model in |Should have a `model_type` key|Model architectures \[[^\]\n]*\] are not "
-        r"supported|No processor registered for architecture",
+        r"supported|No processor registered for architecture"
+        r"|Unsupported (?:model )?architectures?:? *\[?['\"]?" + MODEL_CLASS,
         (
             "Unrecognized model in ",
             "Should have a `model_type` key",
             "are not supported",
             "No processor registered",
+            "Unsupported architecture",
+            "Unsupported model architecture",
         ),
         "transformers AutoConfig without a model_type (Ascend/sglang#602, QwenLM/Qwen3#1368); SGLang's model "
         "registry (sgl-project/sglang#4253 title: 'Model architectures [...] are not supported for now'); "
         "the multimodal processor registry (read in sglang 0.5.9/0.5.23 wheels "
         "srt/managers/multimodal_processor.py: 'No processor registered for architecture: [...]', "
-        "sgl-project/sglang#12134 on GB10)",
+        "sgl-project/sglang#12134 on GB10); round 8 (in-sample, sgl-project/sglang#1331): the older "
+        "registry's 'ValueError: Unsupported architectures: ChatGLMForConditionalGeneration. Supported "
+        "list: [...]'",
         "a transformers/SGLang release that knows the model type; a complete config.json",
     ),
     sig(
@@ -159,9 +164,11 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- warmup_failed -----------------------------------------------------------------------------------
     sig(
         "warmup_failed",
-        r"Initialization failed\. warmup error",
-        ("Initialization failed",),
-        "read in sglang 0.5.9/0.5.23 wheels srt/entrypoints/http_server.py (_wait_and_warmup)",
+        r"Initialization failed\. warmup error|\b[Ww]arm-?up failed; abort",
+        ("Initialization failed", "armup failed", "arm-up failed"),
+        "read in sglang 0.5.9/0.5.23 wheels srt/entrypoints/http_server.py (_wait_and_warmup); round 8 "
+        "(in-sample, sgl-project/sglang#28493): the diffusion server's multimodal_gen/runtime/entrypoints/"
+        "http_server.py 'Server warmup failed; aborting startup: ..'",
         "look above for the scheduler error; SGLANG_WARMUP_TIMEOUT for slow JIT warm-up",
     ),
     # --- generic assertion (after warmup_failed: the warmup itself asserts HTTP 200) ---------------------
@@ -300,17 +307,26 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "crash",
         r"crashed with exit code -?(?!15\b)\d+|(?:terminated|killed) (?:with|by) signal(?! (?:15|SIGTERM)\b)"
-        r"|exited with (?:exit )?code -(?!15\b)\d+",  # SIGTERM's -15 is a stop (evidence.STOPPED)
+        # SIGTERM's -15 is a stop (evidence.STOPPED); 134/137/139 are a shell's or Docker's 128 + SIGABRT,
+        # SIGKILL, SIGSEGV
+        r"|\bexited(?: \w+){0,2} with (?:exit )?code (?:-(?!15\b)\d+|13[479]\b)"
+        r"|\bdied with <Signals\.SIG(?!TERM\b|INT\b)[A-Z]+",
         (
             "crashed with exit code",
             "with signal",
             "by signal",
-            "exited with code -",
-            "exited with exit code -",
+            " with code -",
+            " with exit code -",
+            " with code 13",
+            " with exit code 13",
+            "died with <Signals.",
         ),
         "read in sglang 0.5.23 wheel srt/utils/watchdog.py (SubprocessWatchdog: 'Subprocess scheduler_0 "
         "(pid=..) "
-        "crashed with exit code -6'); sgl-project/sglang#18582",
+        "crashed with exit code -6'); sgl-project/sglang#18582; round 8 (in-sample, "
+        "sgl-project/sglang#29149): a harness's 'server exited early with code -9', words between 'exited' "
+        "and 'with'; Python's subprocess.CalledProcessError ('died with <Signals.SIGKILL: 9>.'); "
+        "Docker/Compose's 'exited with code 137'",
         "a child was killed by a signal: read the lines above (OOM killer: dmesg)",
     ),
     sig(

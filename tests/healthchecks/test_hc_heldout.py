@@ -5,7 +5,7 @@ round 7 (``heldout7/README.md``): 45 public logs each, labelled and committed be
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
-``SCORE-before.json``; docs/healthcheck.md keeps the table of rounds (round 7 is pinned, not scored yet).
+``SCORE-before.json``; docs/healthcheck.md keeps the table of rounds.
 """
 
 from __future__ import annotations

@@ -45,6 +45,10 @@ FORMS = {
     # round 7: a CI runner's bracketed ISO stamp (Jenkins' timestamper), alone and after a quote marker
     "bracketed ISO stamp": lambda line: "[2025-11-06T02:10:00.702Z] " + line,
     "quoted bracketed ISO stamp": lambda line: "> [2025-11-06T02:10:00.702Z] " + line,
+    # round 8: a viewer's year-less stamp (sgl-project/sglang#23195), a bare time, a slashed date
+    "year-less stamp": lambda line: "04-20 13:32:25.784 " + line,
+    "bare time": lambda line: "13:32:25 " + line,
+    "slashed date": lambda line: "2025/04/20 13:32:25.784 " + line,
     "ansi": lambda line: "\x1b[31m" + line + "\x1b[0m",
     "crlf": lambda line: line + "\r",
 }
@@ -118,6 +122,21 @@ def test_a_bracketed_iso_stamp_keeps_the_frames_indentation_and_sglangs_own_pref
     lines = paste.normalise(pasted).split("\n")
     assert lines[0].startswith('  File "') and lines[1].startswith("    param")
     assert lines[3] == "[2025-11-06 02:10:00 TP0] Scheduler hit an exception"
+
+
+def test_a_year_less_stamp_keeps_the_frames_indentation() -> None:
+    """Round 8: a traceback's frames behind ``MM-DD hh:mm:ss.fff`` read as frames; a cut traceback is crash."""
+    pasted = (
+        '04-20 13:32:25.784   File "/sgl/srt/managers/scheduler.py", line 3770, in run_scheduler_process\n'
+        "04-20 13:32:25.784     scheduler = Scheduler(\n"
+    )
+    lines = paste.normalise(pasted).split("\n")
+    assert lines[0].startswith('  File "') and lines[1].startswith("    scheduler")
+    match = signatures.scan_text(pasted).result()
+    assert match is not None and (match.cls, match.line) == ("crash", 1)
+    # a time inside a line, or a number that is no time, is no prefix
+    assert paste.normalise("Loaded in 13:32:25 flat\n") == "Loaded in 13:32:25 flat\n"
+    assert paste.normalise("1332:25 tokens\n") == "1332:25 tokens\n"
 
 
 @pytest.mark.parametrize("ticks", ["`", "``", "```", "````"])

@@ -181,6 +181,10 @@ EXAMPLES: list[tuple[str, str]] = [
     ),
     ("[TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", "timeout"),
     ("[2026-03-02] Initialization failed. warmup error: Traceback (most recent call last):", "warmup_failed"),
+    (
+        "[06-17 13:46:56] Server warmup failed; aborting startup: HTTP server did not become ready",
+        "warmup_failed",
+    ),
     ("AssertionError", "assertion"),
     ("[TP0] Scheduler hit an exception: Traceback (most recent call last):", "crash"),
     ("[2026-03-02] DetokenizerManager hit an exception: Traceback", "crash"),
@@ -190,6 +194,12 @@ EXAMPLES: list[tuple[str, str]] = [
     ("bwstack-serve: server crashed: exit status 1", "crash"),
     # issue 11: arch gates in their other wordings
     ("ValueError: Unsupported CUDA architecture: sm120", "unsupported_arch"),
+    ("RuntimeError: Unsupported architecture: sm_121", "unsupported_arch"),
+    (
+        "ValueError: Unsupported architectures: ChatGLMForConditionalGeneration. Supported list: [",
+        "model_load",
+    ),
+    ("ValueError: Unsupported architecture: 'LlamaForCausalLM'", "model_load"),
     ("ValueError: Unsupported compute capability: 12.0", "unsupported_arch"),
     ("RuntimeError: No supported CUDA architectures found for major versions [12].", "unsupported_arch"),
     ("RuntimeError: No compiled cutlass_scaled_mm for CUDA device capability: 120", "unsupported_arch"),
@@ -312,6 +322,10 @@ EXAMPLES: list[tuple[str, str]] = [
         "model_load",
     ),
     ("ValueError: Model architectures ['DeepseekV3ForCausalLM'] are not supported for now.", "model_load"),
+    (
+        "AssertionError: No space left for only one request, self.token_to_kv_pool_allocator.available_size()=0",
+        "oom",
+    ),
     # crash: native crashes, signals, CUDA error codes, old crash banners
     ("Fatal Python error: Segmentation fault", "crash"),
     ("Fatal Python error: Aborted", "crash"),
@@ -321,6 +335,10 @@ EXAMPLES: list[tuple[str, str]] = [
     ("Segmentation fault", "crash"),
     ("Bus error", "crash"),
     ("Subprocess scheduler_0 (pid=54464) crashed with exit code -6.", "crash"),
+    ("server exited early with code -9", "crash"),
+    ("OSError: [Errno 28] No space left on device", "crash"),  # the disk, not the KV pool: not oom
+    ("sglang-1 exited with code 137", "crash"),
+    ("subprocess.CalledProcessError: Command '['python3']' died with <Signals.SIGKILL: 9>.", "crash"),
     ("Exception: process 0 terminated with signal SIGABRT", "crash"),
     ("container sglang exited with code -9", "crash"),
     ("RuntimeError: CUDA error: operation not permitted when stream is capturing", "crash"),
@@ -546,6 +564,10 @@ BENIGN = [
     "[2026-03-02 10:21:26] Endpoint '/get_model_info' is deprecated and will be removed in a future version.",
     "[2026-03-02 10:14:58] Ignore import error when loading sglang.srt.models.glm4v_moe: No module named 'decord'",
     "bwstack-serve: server stopped: exit status 143 after SIGTERM",
+    "sglang-1 exited with code 0",
+    "sglang-1 exited with code 143",
+    "Subprocess exited with code -15",
+    "[2026-03-02 10:17:55 TP0] KV Cache is allocated. #tokens: 441344, K size: 3.16 GB, available_size()=441344",
     "bwstack-serve: starting python3 -m sglang.launch_server --model-path m --api-key ***",
     "WARNING 12-29 15:21:09 [custom_all_reduce.py:154] Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs.",
     "adp-1:235:235 [1] NCCL INFO Channel 13/0 : 1[1] -> 2[2] via P2P/IPC",
