@@ -1,7 +1,7 @@
 """The held-out rounds: their logs and labels are pinned, their recorded scores are the catalog's.
 
-Round 3 (issue 36, ``heldout/README.md``), round 5 (``heldout5/README.md``), round 6 (``heldout6/README.md``) and
-round 7 (``heldout7/README.md``): 45 public logs each, labelled and committed before the classifier saw them.
+Round 3 (issue 36, ``heldout/README.md``), rounds 5, 6 and 7 (``heldout5/``, ``heldout6/``, ``heldout7/``) and
+round 8 (``heldout8/README.md``): 45 public logs each, labelled and committed before the classifier saw them.
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
@@ -64,6 +64,13 @@ ROUNDS = (
         45,
         "4a860aae6ebe765c0747a3c6c1bd28d216b21fd4fbeb233c2c76caa80a556bf0",
         "2b759d6013a864f259a256c9ea8eaad1db2c700a489ddd9d27111fcc619de889",
+    ),
+    Round(
+        8,
+        HERE / "heldout8",
+        45,
+        "43367427792becd6a320156675de0647518c1e7f91f6fe866910576e82299fcd",
+        "9bd04a6076107c6e7e5bf3902699faea7a659d4d6ce39d36749fd0db1a8367fa",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
