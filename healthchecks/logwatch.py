@@ -40,6 +40,8 @@ def scan_log(run: Run) -> signatures.Scanner:
     """Continue the incremental scan of the server log (and its rotated predecessor); sticky per run."""
     saved = run.state.get("log")
     saved = saved if isinstance(saved, dict) and saved.get("path") == run.cfg.log else {}
+    if saved and not signatures.state_is_current(saved.get("scanner")):
+        saved = {}  # another catalog's scan (an upgraded image, a kept state file): read the log again
     scanner = signatures.Scanner.from_state(saved.get("scanner"))
     offset = int(saved.get("offset") or 0)
     inode = saved.get("inode")

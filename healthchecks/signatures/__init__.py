@@ -37,6 +37,7 @@ Public API::
     scan_text / scan_file        -> Scanner        (.result(), .verdict(): class or healthy/starting, .ready,
                                                     .serves, .host_arch)
     Scanner                      incremental scanning (feed chunks, persist with to_state/from_state)
+    CATALOG_ID, state_is_current whether a saved scan was made by this catalog (else scan from the start)
     class_table()                the Markdown class table of the README and docs/healthcheck.md
 """
 
@@ -49,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from healthchecks.signatures import catalog, evidence, paste, shapes, structure
-from healthchecks.signatures.catalog import READY_TEXT, SIGNATURES, START_TEXTS
+from healthchecks.signatures.catalog import CATALOG_ID, READY_TEXT, SIGNATURES, START_TEXTS
 from healthchecks.signatures.classes import (
     CLASS_INFO,
     CLASS_PRIORITY,
@@ -66,6 +67,7 @@ from healthchecks.signatures.entry import Signature
 
 #: the public API of the failure catalog; its parts live in the modules of this package
 __all__ = [
+    "CATALOG_ID",
     "CLASSES",
     "CLASS_INFO",
     "DESCRIPTIONS",
@@ -91,6 +93,7 @@ __all__ = [
     "classify_text",
     "scan_file",
     "scan_text",
+    "state_is_current",
 ]
 
 MAX_TEXT = 500
@@ -464,6 +467,7 @@ class Scanner:
             return {"index": SIGNATURES.index(found[3]), "line": found[1], "text": found[2]}
 
         return {
+            "catalog": CATALOG_ID,
             "lines_seen": self.lines_seen,
             "start": self.start_line,
             "ready": self.ready_line,
@@ -487,6 +491,8 @@ class Scanner:
             return (sig.priority, int(found["line"]), str(found["text"]), sig)
 
         scanner = cls()
+        if not state_is_current(state):
+            return scanner
         try:
             scanner.lines_seen = int(state["lines_seen"])
             scanner.start_line = int(state.get("start", 0))
@@ -508,6 +514,13 @@ class Scanner:
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             return cls()
         return scanner
+
+
+def state_is_current(state: Any) -> bool:
+    """Whether a saved scan (:meth:`Scanner.to_state`) was made by this catalog: its signature indexes mean
+    nothing to another one (an image upgraded under a kept state file); the caller then scans from the
+    start."""
+    return isinstance(state, dict) and state.get("catalog") == CATALOG_ID
 
 
 def classify_lines(lines: Iterable[str]) -> Match | None:

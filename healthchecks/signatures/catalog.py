@@ -9,6 +9,8 @@ here, then matches only the signatures of the keys a line holds. Stdlib only.
 
 from __future__ import annotations
 
+import hashlib
+
 from healthchecks import verdict
 from healthchecks.signatures import evidence, gpu, runtime, shapes
 from healthchecks.signatures.entry import Signature
@@ -24,14 +26,18 @@ START_TEXTS: tuple[str, ...] = (
 )
 
 
-#: the catalog, root causes first (see the package docstring); the order is part of it (a saved scan
-#: numbers the entries, so new tables go last)
+#: the catalog, root causes first (see the package docstring); the order is part of it: a saved scan
+#: numbers the entries, and names the catalog it numbered (CATALOG_ID)
 SIGNATURES: tuple[Signature, ...] = (
     *gpu.SIGNATURES,
     *runtime.SIGNATURES,
     *shapes.SIGNATURES,
     *evidence.SIGNATURES,
 )
+#: the catalog's identity (its entries in order): a saved scan made by another catalog is not continued
+CATALOG_ID = hashlib.sha256(
+    "\n".join(f"{s.cls}\t{s.priority}\t{s.weak}\t{s.pattern.pattern}" for s in SIGNATURES).encode()
+).hexdigest()[:16]
 #: every literal key, each once: the start texts, the ready line, the signatures' keys, the host-arch keys
 KEYS: tuple[str, ...] = tuple(
     dict.fromkeys(

@@ -1,5 +1,5 @@
 """Failure signatures of issue 36: JIT tools missing, c10d store time-outs, in-kernel asserts, a negative KV
-budget, the 2026 H2 driver text, and the clean stop.
+budget, the 2026 H2 driver text, a watchdog's own py-spy dump, a launcher's failed start, and the clean stop.
 
 Stdlib only; part of the one failure catalog (:mod:`healthchecks.signatures` joins ``gpu``, ``runtime``,
 ``shapes`` and this table, in that order: a saved scan numbers the entries, so this table goes last). Each
@@ -202,6 +202,42 @@ SIGNATURES: tuple[Signature, ...] = (
         "RevisionNotFoundError; a missing or gated repository is read by its message, runtime.py)",
         "re-download the checkpoint (a truncated shard), check the model path, revision, HF token and "
         "offline mode",
+    ),
+    # --- timeout (round 9): the watchdog's own py-spy dump -------------------------------------------------
+    # a watchdog that fires dumps its own process (pyspy_dump_schedulers() without scheduler_only dumps
+    # psutil.Process().pid), so its thread shows in the dump inside pyspy_dump_schedulers; the crash path of
+    # the tokenizer manager dumps the schedulers only (scheduler_only=True), never itself
+    sig(
+        "timeout",
+        r"^\s*pyspy_dump_schedulers \([\w./-]+\.py:\d+\)",
+        ("pyspy_dump_schedulers (",),
+        "read in sglang 0.5.23 wheel srt/utils/watchdog.py (WatchdogRaw._watchdog_once: on time-out "
+        "pyspy_dump_schedulers(), then '{debug_name} watchdog timeout', then SIGQUIT to the parent) and "
+        "srt/utils/cudacore_pyspy_dump_utils.py (scheduler_only=False dumps the current process); round 9 "
+        "(in-sample, sgl-project/sglang#20766: the DataParallelController's watchdog, its dump cut before "
+        "the time-out line)",
+        "a forward pass or a rank hung: read the py-spy dump; on multi-node DP the controller's watchdog "
+        "of node_rank > 0 (sgl-project/sglang#20766)",
+    ),
+    # --- crash (round 9): a launcher's own words that the server's start failed ---------------------------
+    sig(
+        "crash",
+        r"\bInitiali[sz]ation failed\b|\b[Aa]pplication startup failed\b"
+        r"|\b[Ff]ailed to (?:initiali[sz]e|start|launch) (?:the )?"
+        r"(?:model|server|engine|worker|scheduler)s?\b",
+        (
+            "Initialization failed",
+            "Initialisation failed",
+            "startup failed",
+            "ailed to initiali",
+            "ailed to start",
+            "ailed to launch",
+        ),
+        "xinference's model actor ('Initialization failed. Please check the error messages above', "
+        "xorbitsai/inference#3138, round 9 in-sample); uvicorn's 'Application startup failed. Exiting.' "
+        "(uvicorn/lifespan/on.py); SGLang's own 'Initialization failed. warmup error' is warmup_failed "
+        "(ranked first)",
+        "read the error above it: the launcher names only that the start failed",
     ),
 )
 

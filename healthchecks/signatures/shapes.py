@@ -237,9 +237,15 @@ SERVING_MIN = 4
 #: A 200 on /generate or /v1/chat/completions is not decisive: the warm-up posts one and is answered 200.
 #: - the same in 2024's router wording: ``new fill batch. #seq: 1. #cached_token: 330. #new_token: 2172.``
 #:   (sglang 0.1.x srt/managers/router/model_rpc.py; sgl-project/sglang#444).
+#: - a finished request that generated more tokens than the warm-up asks for (``'completion_tokens': 14``
+#:   in --log-requests' ``out={'meta_info': ..}``, or a JSON answer's ``"completion_tokens": 14``): the
+#:   warm-up's max_new_tokens is 8 (1 for an embedding model), so it is a client's (round 9, in-sample:
+#:   sgl-project/sglang#18989).
 SERVED: tuple[bytes, ...] = (b"decode batch",)
 _CACHED = b"#cached"
 _CACHED_TOKEN = (b"-token: ", b"_token: ")  # ``#cached-token: 12`` (0.2 on), ``#cached_token: 12`` (0.1.x)
+_COMPLETION = b"completion_tokens"
+_WARMUP_MAX_NEW_TOKENS = 8  # sglang srt/entrypoints/http_server.py _execute_server_warmup
 
 
 def served(low: bytes, start: int) -> bool:
@@ -253,4 +259,11 @@ def served(low: bytes, start: int) -> bool:
         if after[:8] in _CACHED_TOKEN and after[8:].isdigit() and after[8:] != b"0":
             return True
         at = low.find(_CACHED, at + 1)
+    at = low.find(_COMPLETION, start)
+    while at >= 0:
+        after = low[at + len(_COMPLETION) : at + len(_COMPLETION) + 12].lstrip(b"'\":= ")
+        digits = after[: len(after) - len(after.lstrip(b"0123456789"))]
+        if digits and int(digits) > _WARMUP_MAX_NEW_TOKENS:
+            return True
+        at = low.find(_COMPLETION, at + 1)
     return False

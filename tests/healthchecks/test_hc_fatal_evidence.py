@@ -184,3 +184,25 @@ def test_an_embedding_servers_answers_count_as_serving() -> None:
     assert signatures.scan_text(line * (signatures.SERVING_MIN - 1)).verdict() == "starting"
     warmup = '[2025-06-01 10:00:00] INFO:     127.0.0.1:5012 - "POST /encode HTTP/1.1" 200 OK\n'
     assert signatures.scan_text(warmup * signatures.SERVING_MIN).verdict() == "starting"
+
+
+@pytest.mark.parametrize(
+    ("line", "verdict"),
+    [
+        # round 9 (sgl-project/sglang#18989's --log-requests line, cut): 14 tokens generated, more than the
+        # warm-up's max_new_tokens of 8
+        (
+            "Finish: obj=GenerateReqInput(), out={'meta_info': {'prompt_tokens': 1458, 'completion_tokens': 14}}",
+            "healthy",
+        ),
+        ('{"usage": {"prompt_tokens": 12, "completion_tokens":128, "total_tokens": 140}}', "healthy"),
+        # the warm-up's own answer (8 tokens at most) is no client served
+        (
+            "Finish: obj=GenerateReqInput(), out={'meta_info': {'prompt_tokens': 7, 'completion_tokens': 8}}",
+            "starting",
+        ),
+        ("out={'meta_info': {'completion_tokens': 'n/a'}}", "starting"),
+    ],
+)
+def test_a_request_that_generated_more_than_the_warmup_is_serving(line: str, verdict: str) -> None:
+    assert signatures.scan_text(line + "\n").verdict() == verdict

@@ -336,6 +336,15 @@ EXAMPLES: list[tuple[str, str]] = [
     ("Bus error", "crash"),
     ("Subprocess scheduler_0 (pid=54464) crashed with exit code -6.", "crash"),
     ("server exited early with code -9", "crash"),
+    # round 9: a launcher's failed start, the watchdog's own py-spy dump
+    (
+        "2025-03-28 08:30:52,932 xinference.api.restful_api 393044 ERROR    Initialization failed. Please check",
+        "crash",
+    ),
+    ("ERROR:    Application startup failed. Exiting.", "crash"),
+    ("RuntimeError: Failed to initialize the engine", "crash"),
+    ("    pyspy_dump_schedulers (utils/common.py:2432)", "timeout"),
+    ("    pyspy_dump_schedulers (sglang/srt/utils/cudacore_pyspy_dump_utils.py:84)", "timeout"),
     ("OSError: [Errno 28] No space left on device", "crash"),  # the disk, not the KV pool: not oom
     ("sglang-1 exited with code 137", "crash"),
     ("subprocess.CalledProcessError: Command '['python3']' died with <Signals.SIGKILL: 9>.", "crash"),
@@ -565,6 +574,9 @@ BENIGN = [
     "[2026-03-02 10:14:58] Ignore import error when loading sglang.srt.models.glm4v_moe: No module named 'decord'",
     "bwstack-serve: server stopped: exit status 143 after SIGTERM",
     "sglang-1 exited with code 0",
+    "[2026-03-02 10:14:58] Failed to start the profiler thread; continuing without it",
+    "    _watchdog_once (utils/watchdog.py:138)",
+    "    time.sleep(self.watchdog_timeout / 2)",
     "sglang-1 exited with code 143",
     "Subprocess exited with code -15",
     "[2026-03-02 10:17:55 TP0] KV Cache is allocated. #tokens: 441344, K size: 3.16 GB, available_size()=441344",
@@ -727,9 +739,15 @@ def test_module_is_stdlib_only() -> None:
     for part in parts:
         source = part.read_text()
         imported = set(re.findall(r"^(?:from|import) (\w+)", source, flags=re.MULTILINE))
-        assert imported <= {"__future__", "re", "collections", "dataclasses", "typing", "healthchecks"}, (
-            part.name
-        )
+        assert imported <= {
+            "__future__",
+            "re",
+            "collections",
+            "dataclasses",
+            "hashlib",
+            "typing",
+            "healthchecks",
+        }, part.name
         # its own modules, and the stdlib-only protocol module (the serve wrapper's marker lines)
         siblings = re.findall(r"^from (healthchecks[\w.]*) import (\w+)", source, flags=re.MULTILINE)
         for module, name in siblings:

@@ -18,7 +18,7 @@ import pytest
 from test_hc_warmup import assert_unhealthy, run_hc
 
 from bwstack.classify import classify_log_file
-from healthchecks import warmup
+from healthchecks import signatures, warmup
 from support.hc_fakes import FakeSGLang, free_port
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -162,3 +162,23 @@ def test_classify_log_and_the_in_container_scan_agree(
         return
     assert in_container == ("crash" if host == "healthy" else host)
     shutil.rmtree(tmp_path)
+
+
+def test_a_scan_saved_by_another_catalog_is_read_again_from_the_start(tmp_path: Path) -> None:
+    """A state file kept across an image upgrade: its signature indexes number another catalog's entries.
+    The healthcheck reads the log again instead of naming whatever entry the old index now points at."""
+    real_import_crash(tmp_path)
+    assert_unhealthy(run_hc(tmp_path, refused_url()), "import_error")
+    state_file = tmp_path / "state.json"
+    state = json.loads(state_file.read_text(encoding="utf-8"))
+    saved = state["log"]["scanner"]
+    other = next(i for i, s in enumerate(signatures.SIGNATURES) if s.cls == "nan" and not s.weak)
+    for key in ("best", "strong"):  # what the old numbering's entries are in this catalog
+        saved[key] = {"index": other, "line": 1, "text": "an entry of the old catalog"}
+    saved["seen"] = saved["seen_strong"] = {"nan": [10, 1]}
+    saved["catalog"] = "0123456789abcdef"
+    state_file.write_text(json.dumps(state), encoding="utf-8")
+    assert_unhealthy(run_hc(tmp_path, refused_url()), "import_error")
+    saved["catalog"] = signatures.CATALOG_ID  # the same tampered state, claimed by this catalog, is believed
+    state_file.write_text(json.dumps(state), encoding="utf-8")
+    assert_unhealthy(run_hc(tmp_path, refused_url()), "nan")
