@@ -224,7 +224,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "crash",
         r"\bInitiali[sz]ation failed\b|\b[Aa]pplication startup failed\b"
         r"|\b[Ff]ailed to (?:initiali[sz]e|start|launch) (?:the )?"
-        r"(?:model|server|engine|worker|scheduler)s?\b",
+        r"(?:model|server|engine|worker|scheduler)s?\b"
+        r"|\bScheduler PP\d+ TP\d+ crashed: |\bRay scheduler actor terminated with error\b",
         (
             "Initialization failed",
             "Initialisation failed",
@@ -232,11 +233,14 @@ SIGNATURES: tuple[Signature, ...] = (
             "ailed to initiali",
             "ailed to start",
             "ailed to launch",
+            " crashed: ",
+            "actor terminated with error",
         ),
         "xinference's model actor ('Initialization failed. Please check the error messages above', "
         "xorbitsai/inference#3138, round 9 in-sample); uvicorn's 'Application startup failed. Exiting.' "
         "(uvicorn/lifespan/on.py); SGLang's own 'Initialization failed. warmup error' is warmup_failed "
-        "(ranked first)",
+        "(ranked first); SGLang under Ray (read in sglang 0.5.23 wheel srt/ray/scheduler_actor.py 'Scheduler "
+        "PP{pp} TP{tp} crashed: {e}', srt/ray/engine.py 'Ray scheduler actor terminated with error: {e}')",
         "read the error above it: the launcher names only that the start failed",
     ),
 )

@@ -343,6 +343,9 @@ EXAMPLES: list[tuple[str, str]] = [
     ),
     ("ERROR:    Application startup failed. Exiting.", "crash"),
     ("RuntimeError: Failed to initialize the engine", "crash"),
+    ("[2026-01-01 00:00:00] Scheduler PP0 TP3 crashed: CUDA out of memory", "oom"),  # the cause, named
+    ("[2026-01-01 00:00:00] Scheduler PP0 TP3 crashed: worker exited", "crash"),
+    ("[2026-01-01 00:00:00] Ray scheduler actor terminated with error: The actor died", "crash"),
     ("    pyspy_dump_schedulers (utils/common.py:2432)", "timeout"),
     ("    pyspy_dump_schedulers (sglang/srt/utils/cudacore_pyspy_dump_utils.py:84)", "timeout"),
     ("OSError: [Errno 28] No space left on device", "crash"),  # the disk, not the KV pool: not oom
