@@ -181,7 +181,7 @@ def test_an_equal_or_older_sglang_is_said_not_passed_over() -> None:
     assert len(down) == 1 and down[0].startswith("a downgrade: v0.5.9-cu130 (sglang 0.5.9)")
 
 
-def test_measure_leaves_out_what_the_older_sglang_does_not_know_and_a_gpu_variant_is_refused() -> None:
+def test_measure_leaves_out_what_the_older_sglang_does_not_know_and_a_gpu_variant_is_refused_on_cpu() -> None:
     """``upgrade --measure`` starts the CPU profile on both variants: the stack's extra args are 0.5.23's
     spelling, so on v0.5.9-cpu the options its parser lacks are left out (with their values), named; and a
     side no CPU variant pins is one line naming the CPU variants."""
@@ -197,11 +197,9 @@ def test_measure_leaves_out_what_the_older_sglang_does_not_know_and_a_gpu_varian
     assert upgrade_measure.argv_for(new, stack.snapshot("v0.5.23-cpu")) == (new, [])
     assert upgrade_measure.cpu_variant(stack, "sglang-0.5.23", "0.5.23") == "v0.5.23-cpu"
     with pytest.raises(
-        UserError, match=r"--measure runs CPU variants only; v0.5.23-cu130 is not one"
+        UserError, match=r"--measure on a CPU stack runs CPU variants; v0.5.23-cu130 is not one"
     ) as refused:
         upgrade_measure.cpu_variant(stack, "v0.5.23-cu130", "9.9.9")
-    # the by-hand steps it names run one server at a time, as --measure does
-    assert "--save-a FILE, bwstack down, bwstack up the new one, bwstack compare A B --a-from FILE" in str(
-        refused.value
-    )
+    # it names where GPU variants are measured
+    assert "bwstack upgrade OLD NEW --measure -f profiles.yaml" in str(refused.value)
     assert upgrade_measure.measured_profile(stack, []) == "cpu-torch-native"

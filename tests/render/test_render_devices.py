@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from ruamel.yaml import YAML
 from bwstack.render import compose, k8s, multihost
 from bwstack.stack import loader, schema
 from bwstack.sweep.run import gpu_reservation_reset
+from support.dockercheck import require_compose_cli
 
 
 def _compose(stack: schema.Stack) -> dict[str, Any]:
@@ -115,15 +115,7 @@ def test_standin_override_removes_every_gpu_reservation(stack_copy: Path) -> Non
 
 def test_docker_compose_config_merges_it_the_same_way(stack_copy: Path) -> None:
     """The Compose v2 plugin itself (``config`` reads files only; no engine is contacted)."""
-    if (
-        shutil.which("docker") is None
-        or subprocess.run(
-            ["docker", "compose", "version"], capture_output=True, check=False, timeout=30
-        ).returncode
-    ):
-        if os.environ.get("CI"):
-            pytest.fail("the Docker CLI with the Compose v2 plugin is required in CI")
-        pytest.skip("docker CLI with the compose plugin not installed")
+    require_compose_cli()
     stack = loader.load_stack(stack_copy)
     root = stack_copy.parent
     (root / "compose.standin.yaml").write_text(gpu_reservation_reset(list(stack.profiles)), "utf-8")

@@ -27,3 +27,21 @@ def docker_problem() -> str | None:
     if compose.returncode != 0 or not compose.stdout.strip().lstrip("v").startswith("2"):
         return "Docker Compose v2 plugin not found"
     return None
+
+
+def require_compose_cli() -> None:
+    """Skip (fail in CI) unless the Docker CLI with the Compose v2 plugin is installed; no engine needed
+    (``docker compose config`` reads files only)."""
+    import os
+
+    import pytest
+
+    if (
+        shutil.which("docker") is None
+        or subprocess.run(
+            ["docker", "compose", "version"], capture_output=True, check=False, timeout=30
+        ).returncode
+    ):
+        if os.environ.get("CI"):
+            pytest.fail("the Docker CLI with the Compose v2 plugin is required in CI")
+        pytest.skip("docker CLI with the compose plugin not installed")

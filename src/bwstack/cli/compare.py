@@ -62,10 +62,10 @@ def compare(
     A's answers can be kept (--save-a FILE; without B only A is asked) and B scored against them later
     (--a-from FILE): two versions or profiles that never run at once."""
     from bwstack.errors import UserError
+    from bwstack.host import secretfiles
     from bwstack.quality import compare as comparing
     from bwstack.quality import recorded, show
     from bwstack.stack import loader, modelconfig
-    from healthchecks import common
 
     stack = loader.load_stack(file)
     loader.emit_warnings(stack)
@@ -90,8 +90,7 @@ def compare(
     if b is not None and a_from is None and target_a == target_b:
         raise UserError(f"A and B are both at {target_a}: run them on two ports and pass --url-a/--url-b",
                         field="--url-b")  # fmt: skip
-    key_file = stack.root / stack.settings.secrets_dir / "api_key"
-    api_key = common.read_secret(str(key_file)) if stack.settings.api_key else None
+    api_key = secretfiles.api_key(stack)
     echo = (lambda m: click.echo(m, err=True)) if not as_json else (lambda _m: None)
     window = modelconfig.sparse_window(stack)
     side_a: comparing.Side | recorded.Answers = comparing.Side(a, target_a, api_key)

@@ -62,8 +62,9 @@ def variant_new(name: str, version: str, source: str | None, base: str | None, f
     "--arch", "archs", multiple=True, help="GPU arch(s) to resolve on (default: the profiles' own)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--measure", is_flag=True, help="CPU variants: run both, compare their token distributions on "
-              "the same prompts and add the measured divergence (Docker).")  # fmt: skip
+@click.option("--measure", is_flag=True, help="Run both (CPU variants in containers; GPU variants on this "
+              "host's GPUs as `up` runs them), compare their token distributions on the same prompts and add "
+              "the measured divergence (Docker).")  # fmt: skip
 @click.option("--apply", "apply", is_flag=True, help="Rewrite the profiles file where a flag's spelling "
               "changed (comments kept), printing the diff.")  # fmt: skip
 @file_option
@@ -80,14 +81,21 @@ def upgrade(
 ) -> None:
     """What moving PROFILES (default: all) from OLD to NEW does: OLD and NEW are variants (images/<name>/)
     or SGLang releases (the stack's variant with that release's wheel). Exit 1 when a profile is predicted to
-    get worse. --measure (CPU variants) runs both and adds the measured divergence; exit 1 also when it is
-    past compare's thresholds."""
+    get worse. --measure runs both, one at a time (CPU variants in containers of their own, GPU variants on
+    this host's GPUs as up runs them), and adds the measured divergence; exit 1 also when it is past
+    compare's thresholds."""
     from bwstack.errors import ExternalError
     from bwstack.ops import upgrade as upgrade_mod
     from bwstack.ops import upgrade_render
     from bwstack.stack import loader
 
     stack = loader.load_stack(file)
+    if measure:  # what the measurement would refuse, before the prediction's minutes
+        from bwstack.ops import upgrade_measure
+
+        upgrade_measure.preflight(
+            stack, upgrade_mod.side(stack, old).variant, upgrade_mod.side(stack, new).variant, profiles
+        )
     try:
         report = upgrade_mod.compare(stack, old, new, profiles=list(profiles), archs=list(archs))
     except ExternalError as exc:
@@ -121,7 +129,7 @@ def upgrade(
 
 
 def measure_sides(stack: Any, sides: Any, profiles: tuple[str, ...]) -> dict[str, Any]:
-    """``--measure``: both sides' CPU variants run, compared (:mod:`bwstack.ops.upgrade_measure`)."""
+    """``--measure``: both sides run, one at a time, compared (:mod:`bwstack.ops.upgrade_measure`)."""
     from bwstack.ops import upgrade_measure
 
     old, new = sides

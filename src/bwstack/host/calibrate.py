@@ -13,10 +13,10 @@ from typing import Any
 from bwstack import launch
 from bwstack.errors import ExternalError, UserError
 from bwstack.files import atomic_write
-from bwstack.host import netwait
+from bwstack.host import netwait, secretfiles
 from bwstack.stack import baselines, modelconfig
 from bwstack.stack.schema import Stack
-from healthchecks import common, judging, longprobe, probehttp, settings, warmup
+from healthchecks import judging, longprobe, probehttp, settings, warmup
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -112,8 +112,7 @@ def calibrate(
     if not margin > 0:
         raise UserError("must be > 0", field="--margin")
     target = url or f"http://127.0.0.1:{stack.settings.port}"
-    key_file = stack.root / stack.settings.secrets_dir / "api_key"
-    api_key = common.read_secret(str(key_file)) if stack.settings.api_key else None  # a key-protected server
+    api_key = secretfiles.api_key(stack)  # a key-protected server
     found = measure(target, window=modelconfig.sparse_window(stack), api_key=api_key)
     model = stack.model_path_for(profile)
     served = {model, launch.model_path_in_container(stack, profile)}  # a tiny model: its path in the image

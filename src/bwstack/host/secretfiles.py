@@ -224,3 +224,11 @@ def ensure_secrets(
             notes.append(labelled or f"{path}: SELinux is enforcing and chcon is missing: label it "
                          "container_file_t yourself")  # fmt: skip
     return notes
+
+
+def api_key(stack: Stack) -> str | None:
+    """The key the stack's services take (``stack.api_key`` on), read from the operator's secret file; None
+    when the services take none (or the file is empty). Never logged."""
+    if not stack.settings.api_key:
+        return None
+    return common.read_secret(str(stack.root / stack.settings.secrets_dir / "api_key"))

@@ -8,10 +8,10 @@ length. One server at a time is what a GPU host can hold (two GLM-5 servers do n
 one path. Each container is removed when its phase ends, also on failure or Ctrl-C; each phase says so on
 stderr.
 
-A side given as a bare SGLang version is measured on the CPU variant of ``images/`` that pins that release.
-A GPU variant is refused (one line, exit 2) naming the same steps by hand on a GPU host: ``bwstack up``
-the old, ``compare --save-a``, ``down``, ``up`` the new, ``compare --a-from``. Starting GPU variants here the
-way ``up`` gives a service its GPUs is not built yet (issue 39).
+On a CPU stack a side given as a bare SGLang version is measured on the CPU variant of ``images/`` that pins
+that release. Two GPU variants of a GPU stack are measured on this host's GPUs, the same sequence, each side
+the profile's rendered compose service started as ``bwstack up`` starts it (:mod:`bwstack.ops.measure_gpu`);
+one GPU and one CPU variant are refused (the device would be the difference).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from typing import Any
 
 from bwstack import launch
 from bwstack.errors import ExternalError, UserError
-from bwstack.host import stackproject
+from bwstack.host import secretfiles, stackproject
+from bwstack.ops import measure_gpu
 from bwstack.quality import compare, recorded, show
 from bwstack.render import k8s
 from bwstack.stack import modelconfig, snapshots
@@ -53,21 +54,31 @@ def cpu_variant(stack: Stack, variant: str, version: str) -> str:
             return name
     cpu = [n for n in names if stack.variant(n).device == "cpu"]
     raise UserError(
-        f"--measure runs CPU variants only; {variant} is not one and no CPU variant pins sglang {version} "
-        f"(CPU variants: {', '.join(cpu) or 'none'}); on a GPU host, one at a time: bwstack up the old "
-        "one, bwstack compare A --save-a FILE, bwstack down, bwstack up the new one, "
-        "bwstack compare A B --a-from FILE",
+        f"--measure on a CPU stack runs CPU variants; {variant} is not one and no CPU variant pins sglang "
+        f"{version} (CPU variants: {', '.join(cpu) or 'none'}); GPU variants are measured on a GPU host from "
+        "the GPU stack: bwstack upgrade OLD NEW --measure -f profiles.yaml",
         field="--measure",
     )
 
 
-def measured_profile(stack: Stack, names: Sequence[str]) -> str:
-    """The profile both variants serve: the first of ``names`` (default all) that is expected healthy."""
+def measured_profile(stack: Stack, names: Sequence[str], variants: Sequence[str] = ()) -> str:
+    """The profile both variants serve: the first of ``names`` (default all) that is expected healthy and that
+    each of ``variants``' SGLang can launch (a backend field an older release has no flag for cannot)."""
+    refused: list[str] = []
     for name in list(names) or list(stack.profiles):
-        if stack.profile(name).expect == "healthy":
-            return name
+        if stack.profile(name).expect != "healthy":
+            continue
+        try:
+            for variant in variants:
+                launch.launch_spec(_on(stack, name, variant), name, variant).argv  # noqa: B018 (renders it)
+        except launch.LaunchError as exc:
+            refused.append(str(exc))
+            continue
+        return name
+    why = f" ({'; '.join(refused)})" if refused else ""
     raise UserError(
-        "--measure needs a profile whose expect is healthy among the named ones", field="PROFILES"
+        f"--measure needs a profile whose expect is healthy and that both variants can launch{why}",
+        field="PROFILES",
     )
 
 
@@ -172,6 +183,34 @@ def serving(
         echo(f"measure: {variant}: {name} stopped and removed")
 
 
+def on_gpus(stack: Stack, old: str, new: str) -> bool:
+    """Whether the two side variants are measured on this host's GPUs: both GPU variants, on a GPU stack
+    (its own variant not a CPU one); UserError for one of each on a GPU stack."""
+    if stack.variant(stack.settings.variant).device == "cpu":
+        return False
+    gpu = [stack.variant(v).device != "cpu" for v in (old, new)]
+    if all(gpu):
+        return True
+    if any(gpu):
+        raise UserError(
+            f"both sides run on one device: {old} and {new} are one GPU and one CPU variant "
+            "(the difference would be the device, not the upgrade)",
+            field="--measure",
+        )
+    return False
+
+
+def preflight(stack: Stack, old: str, new: str, names: Sequence[str]) -> None:
+    """What ``--measure`` can refuse in seconds, before the prediction runs (UserError): one GPU and one CPU
+    variant; for two GPU variants, a host without usable GPUs, no profile both can launch, an image not
+    built."""
+    if on_gpus(stack, old, new):
+        measure_gpu.check_host(old)
+        profile = measured_profile(stack, names, (old, new))
+        for variant in (old, new):
+            measure_gpu.check_image(_on(stack, profile, variant), profile, variant)
+
+
 def measure(
     stack: Stack,
     old: tuple[str, str],
@@ -179,38 +218,52 @@ def measure(
     names: Sequence[str],
     echo: Callable[[str], None],
 ) -> dict[str, Any]:
-    """The comparison of ``old`` and ``new`` ((variant, SGLang version) each) on real servers: the CPU
-    variants measured, the profile, and ``compare``'s report as JSON (:func:`bwstack.quality.show.to_json`)
+    """The comparison of ``old`` and ``new`` ((variant, SGLang version) each) on real servers: the variants
+    measured (on this host's GPUs for two GPU variants of a GPU stack, :mod:`bwstack.ops.measure_gpu`; else
+    the CPU variants), the profile, and ``compare``'s report as JSON (:func:`bwstack.quality.show.to_json`)
     and as text."""
-    variants = cpu_variant(stack, *old), cpu_variant(stack, *new)
-    profile = measured_profile(stack, names)
-    from rich.console import Console
-
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    for variant in variants:  # the tiny models in the cache and each image (built once)
-        run.prepare_real_cpu(
-            plan.Plan(stack=_on(stack, profile, variant), names=[profile], skipped=[]), console
-        )
-    client = docker_client()
-    wait_s = stackproject.default_wait_seconds(stack)
+    profile = measured_profile(stack, names, (old[0], new[0]) if on_gpus(stack, old[0], new[0]) else ())
     window = modelconfig.sparse_window(stack)
-    echo(f"measure: {profile} on {variants[0]}, then on {variants[1]}, one server at a time")
+    serve: Callable[[str], contextlib.AbstractContextManager[str]]
+    api_key: str | None = None
+    if on_gpus(stack, old[0], new[0]):
+        variants = old[0], new[0]
+        api_key = secretfiles.api_key(stack)
+        echo(f"measure: {profile} on {variants[0]}, then on {variants[1]}, one server at a time, on this "
+             "host's GPUs")  # fmt: skip
 
-    def serve(variant: str) -> contextlib.AbstractContextManager[str]:
-        return serving(_on(stack, profile, variant), profile, variant, client, wait_s, echo=echo)
+        def serve(variant: str) -> contextlib.AbstractContextManager[str]:
+            return measure_gpu.serving(_on(stack, profile, variant), profile, variant, echo=echo)
+
+    else:
+        variants = cpu_variant(stack, *old), cpu_variant(stack, *new)
+        from rich.console import Console
+
+        console = Console(stderr=True, highlight=False, soft_wrap=True)
+        for variant in variants:  # the tiny models in the cache and each image (built once)
+            run.prepare_real_cpu(
+                plan.Plan(stack=_on(stack, profile, variant), names=[profile], skipped=[]), console
+            )
+        client = docker_client()
+        wait_s = stackproject.default_wait_seconds(stack)
+        echo(f"measure: {profile} on {variants[0]}, then on {variants[1]}, one server at a time")
+
+        def serve(variant: str) -> contextlib.AbstractContextManager[str]:
+            return serving(_on(stack, profile, variant), profile, variant, client, wait_s, echo=echo)
 
     with tempfile.TemporaryDirectory(prefix="bwstack-measure-") as scratch:
         answers_file = Path(scratch) / "answers-old.json"
         with serve(variants[0]) as url:
             recording = time.monotonic()
-            answers = compare.record(compare.Side(f"{profile}@{variants[0]}", url), window=window, echo=echo)
+            answers = compare.record(compare.Side(f"{profile}@{variants[0]}", url, api_key), window=window,
+                                     echo=echo)  # fmt: skip
             recording = time.monotonic() - recording
             recorded.save(answers_file, answers)
             echo(f"measure: {variants[0]}: recorded {len(answers.prompts)} prompts' answers")
         old_answers = recorded.load(answers_file)
         with serve(variants[1]) as url:
-            report = compare.run(old_answers, compare.Side(f"{profile}@{variants[1]}", url), window=window,
-                                 echo=echo)  # fmt: skip
+            report = compare.run(old_answers, compare.Side(f"{profile}@{variants[1]}", url, api_key),
+                                 window=window, echo=echo)  # fmt: skip
     report.seconds += recording  # the comparison: recording the old, scoring the new (starts not counted)
     return {"profile": profile, "variants": list(variants), "report": show.to_json(report),
             "lines": show.lines(report)}  # fmt: skip
