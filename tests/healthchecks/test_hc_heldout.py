@@ -5,8 +5,7 @@ round 9 (``heldout9/README.md``): 44; each labelled and committed before the cla
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
-``SCORE-before.json``; docs/healthcheck.md keeps the table of rounds (round 9 is pinned, not scored yet, so it
-has no ``SCORE-before.json`` and no row there).
+``SCORE-before.json``; docs/healthcheck.md keeps the table of rounds.
 """
 
 from __future__ import annotations
@@ -82,8 +81,6 @@ ROUNDS = (
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
-#: the rounds whose score before is recorded (round 9 is pinned first, then scored once)
-SCORED = ROUNDS[:-1]
 
 
 def _where(held: Round) -> tuple[Path, dict[str, dict[str, str]]]:
@@ -121,7 +118,7 @@ def test_round_sources_are_new_to_the_corpus(held: Round) -> None:
     assert not set(sources) & older
 
 
-@pytest.mark.parametrize("held", SCORED, ids=ROUND_IDS[: len(SCORED)])
+@pytest.mark.parametrize("held", ROUNDS, ids=ROUND_IDS)
 def test_round_recorded_score_before_is_in_the_scores_table(held: Round) -> None:
     before = json.loads((held.folder / "SCORE-before.json").read_text(encoding="utf-8"))
     assert before["total"] == held.size
