@@ -1,7 +1,7 @@
 """The held-out rounds: their logs and labels are pinned, their recorded scores are the catalog's.
 
-Round 3 (issue 36, ``heldout/README.md``), rounds 5, 6 and 7 (``heldout5/``, ``heldout6/``, ``heldout7/``) and
-round 8 (``heldout8/README.md``): 45 public logs each, labelled and committed before the classifier saw them.
+Round 3 (issue 36, ``heldout/README.md``), rounds 5 to 8 (``heldout5/`` to ``heldout8/``): 45 public logs each;
+round 9 (``heldout9/README.md``): 44; each labelled and committed before the classifier saw it.
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
@@ -71,6 +71,13 @@ ROUNDS = (
         45,
         "43367427792becd6a320156675de0647518c1e7f91f6fe866910576e82299fcd",
         "9bd04a6076107c6e7e5bf3902699faea7a659d4d6ce39d36749fd0db1a8367fa",
+    ),
+    Round(
+        9,
+        HERE / "heldout9",
+        44,
+        "6b9b41f629a64eb965e55ed80494b1e7082c1f28705ccf3d5d165ce8220d3b84",
+        "0b8f74af48fa9c4ddcf220cdaaeafa5ee4aece00acd738adc0dc7a132bc4da2e",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
