@@ -184,7 +184,8 @@ def test_bisect_finds_the_planted_tag_and_resumes_after_sigkill(
     print(resumed.stdout, f"\nbisect: 3 steps, {wall:.0f} s wall (with the killed step 2 run twice)")
     # docs/sweep.md shows the resumed run's output (by shape: scratch paths, ports, ids and times vary)
     command = "bwstack " + " ".join([*bisect_args(tagged, out), "--resume"])
-    docsblock.check("docs/sweep.md", "tests/bisect/test_bisect_real.py", command, resumed.stdout)
+    names = {str(out): "reports/bisect", str(tagged["root"]): ".", tagged["repo"]: "bwstack-bisect/sglang"}
+    docsblock.check("docs/sweep.md", "tests/bisect/test_bisect_real.py", command, resumed.stdout, names=names)
 
 
 def test_ctrl_c_in_a_step_stops_its_server_saves_the_state_and_exits_130(

@@ -55,15 +55,24 @@ def _block(page_text: str, test: str) -> tuple[int, int]:
 
 
 def check(
-    page: str, test: str, command: str, output: str, extra: tuple[tuple[re.Pattern[str], str], ...] = ()
+    page: str,
+    test: str,
+    command: str,
+    output: str,
+    extra: tuple[tuple[re.Pattern[str], str], ...] = (),
+    names: dict[str, str] | None = None,
 ) -> None:
     """Compare ``$ command`` and its real ``output`` with ``page``'s block marked for ``test`` (paths relative
     to the repository), ``extra`` volatile fields too (e.g. :data:`LOAD_FIGURES`); rewrite it where
-    ``BWSTACK_WRITE_DOCS=1``, else fail when it is stale."""
+    ``BWSTACK_WRITE_DOCS=1``, else fail when it is stale. ``names`` renames a test's scratch paths and random
+    names to what a reader's own run shows (``{"/tmp/pytest-…/bisect": "reports/bisect"}``), longest first:
+    no path of the machine that ran the test goes into a page."""
     path = ROOT / page
     text = path.read_text(encoding="utf-8")
     start, end = _block(text, test)
     real = f"$ {command}\n{output.rstrip()}\n"
+    for scratch in sorted(names or {}, key=len, reverse=True):
+        real = real.replace(scratch, (names or {})[scratch])
     if os.environ.get(WRITE_ENV) == "1":
         if text[start:end] != real:
             atomic_write(path, text[:start] + real + text[end:])
