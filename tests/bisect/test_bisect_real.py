@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from support import dockerstack
+from support import dockerstack, docsblock
 from support.stack import copy_stack, edit_yaml
 
 pytestmark = [pytest.mark.docker, pytest.mark.real, pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -182,6 +182,10 @@ def test_bisect_finds_the_planted_tag_and_resumes_after_sigkill(
     assert "step 2 of ≤3: testing" in text and "step 3 of ≤3: testing" in text
     assert result["compare"] in text
     print(resumed.stdout, f"\nbisect: 3 steps, {wall:.0f} s wall (with the killed step 2 run twice)")
+    # docs/sweep.md shows the resumed run's output (by shape: scratch paths, ports, ids and times vary)
+    command = "bwstack " + " ".join([*bisect_args(tagged, out), "--resume"])
+    names = {str(out): "reports/bisect", str(tagged["root"]): ".", tagged["repo"]: "bwstack-bisect/sglang"}
+    docsblock.check("docs/sweep.md", "tests/bisect/test_bisect_real.py", command, resumed.stdout, names=names)
 
 
 def test_ctrl_c_in_a_step_stops_its_server_saves_the_state_and_exits_130(

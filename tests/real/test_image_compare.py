@@ -26,7 +26,7 @@ from bwstack.stack import loader
 from bwstack.sweep import plan, quality, run
 from bwstack.sweep.streams import docker_client
 from healthchecks import common, judging, longprobe
-from support import compareproofs, dockerstack
+from support import compareproofs, dockerstack, docsblock
 from support.realhc import healthcheck
 from support.stack import copy_stack
 
@@ -68,6 +68,11 @@ def image_twin(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) ->
     with upgrade_measure.serving(stack, PAIR[0], VARIANT, client, wait) as url_a:
         with upgrade_measure.serving(stack, PAIR[1], VARIANT, client, wait) as url_b:
             out["code"], out["report"] = compare_cli(root, PAIR[1], "--url-a", url_a, "--url-b", url_b)
+            # the same comparison as a person runs it, the human report (docs/compare.md shows it)
+            command = ["compare", *PAIR, "-f", "profiles.cpu.yaml", "--url-a", url_a, "--url-b", url_b]
+            text = subprocess.run([sys.executable, "-m", "bwstack", *command], capture_output=True, text=True,
+                                  timeout=900, cwd=root)  # fmt: skip
+            out["text"] = (text.returncode, "bwstack " + " ".join(command), text.stdout)
             # the sweep's --compare-to step on the same two servers, one after the other: the reference's
             # answers recorded to a file, the twin scored against the file; then the command's --a-from
             step = quality.Step(stack, root / "sweep", PAIR[0])
@@ -97,6 +102,15 @@ def image_twin(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) ->
         "volume", "ls", "-q", "--filter", f"label={upgrade_measure.LABEL}"
     ).stdout.split()
     return out
+
+
+def test_the_human_report_is_the_one_docs_compare_shows(image_twin: dict[str, Any]) -> None:
+    """docs/compare.md's block is this run's text report (by shape: durations and ports vary); exit 1 past the
+    thresholds, as with --json."""
+    code, command, stdout = image_twin["text"]
+    assert code == 1 == image_twin["code"], stdout
+    assert "DIVERGES" in stdout and "needle retrieval accuracy by length" in stdout
+    docsblock.check("docs/compare.md", "tests/real/test_image_compare.py", command, stdout)
 
 
 def test_in_the_image_the_twin_diverges_only_past_its_window(image_twin: dict[str, Any]) -> None:

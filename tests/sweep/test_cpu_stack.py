@@ -35,7 +35,7 @@ from ruamel.yaml import YAML
 
 from bwstack.stack import loader
 from bwstack.sweep import bench, quality, report, soak
-from support import dockerstack
+from support import dockerstack, docsblock
 from support.dockerstack import TrackedContainer
 from support.headless import run_chromium, table_cells
 from support.realserve import hold
@@ -539,6 +539,10 @@ def test_healthy_idle_and_under_a_soak_a_frozen_scheduler_is_hang_and_the_contai
     assert down.returncode == 0, down.stderr
     assert dockerstack.leftovers(stack.settings.project) == {}
     soaked = [line for line in out.splitlines() if line.startswith("bwstack: soak")]
+    # docs/operating.md shows these lines of this run (by shape: a soak's counts and latencies vary)
+    docsblock.check("docs/operating.md", "tests/sweep/test_cpu_stack.py",
+                    f"bwstack up {HEALTHY} --soak 20 -f profiles.cpu.yaml", "\n".join(soaked),
+                    extra=docsblock.LOAD_FIGURES)  # fmt: skip
     print("\n" + "\n".join(soaked) + f"\nup --soak 20 took {up_s:.0f} s")
     print(f"soak hang after {seen:.1f} s, health unhealthy after {unhealthy:.1f} s, container exited "
           f"(code {state['ExitCode']}) after {stopped:.1f} s (hang bound {HANG_BOUND} s, probes every "
