@@ -17,14 +17,13 @@ the model fetched. Each missing piece is one line (exit 2 for this host, exit 1 
 from __future__ import annotations
 
 import contextlib
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bwstack import files, launch
 from bwstack.errors import ExternalError, UserError
-from bwstack.host import modelcache
+from bwstack.host import dockerimage, modelcache
 from bwstack.host.doctor import command, container, facts, probe
 from bwstack.host.stackproject import project_for
 from bwstack.ops import updown
@@ -61,8 +60,7 @@ def check_host(variant: str) -> None:
 def check_image(stack: Stack, profile: str, variant: str) -> str:
     """The side's serving image, or UserError naming the build that makes it."""
     image = launch.launch_spec(stack, profile, variant).image
-    found = subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False)
-    if found.returncode != 0:
+    if not dockerimage.image_exists(image):
         raise UserError(
             f"--measure needs the image {image} of {variant}: run 'bwstack build --variant {variant}' first",
             field="--measure",

@@ -222,11 +222,12 @@ def measure(
     measured (on this host's GPUs for two GPU variants of a GPU stack, :mod:`bwstack.ops.measure_gpu`; else
     the CPU variants), the profile, and ``compare``'s report as JSON (:func:`bwstack.quality.show.to_json`)
     and as text."""
-    profile = measured_profile(stack, names, (old[0], new[0]) if on_gpus(stack, old[0], new[0]) else ())
+    gpus = on_gpus(stack, old[0], new[0])
+    profile = measured_profile(stack, names, (old[0], new[0]) if gpus else ())
     window = modelconfig.sparse_window(stack)
     serve: Callable[[str], contextlib.AbstractContextManager[str]]
     api_key: str | None = None
-    if on_gpus(stack, old[0], new[0]):
+    if gpus:
         variants = old[0], new[0]
         api_key = secretfiles.api_key(stack)
         echo(f"measure: {profile} on {variants[0]}, then on {variants[1]}, one server at a time, on this "
