@@ -1,5 +1,6 @@
 """Failure signatures of issue 36: JIT tools missing, c10d store time-outs, in-kernel asserts, a negative KV
-budget, the 2026 H2 driver text, a watchdog's own py-spy dump, a launcher's failed start, and the clean stop.
+budget, the 2026 H2 driver text, a watchdog's own py-spy dump, a launcher's failed start, AMD's and Ascend's
+own words, and the clean stop.
 
 Stdlib only; part of the one failure catalog (:mod:`healthchecks.signatures` joins ``gpu``, ``runtime``,
 ``shapes`` and this table, in that order: a saved scan numbers the entries, so this table goes last). Each
@@ -242,6 +243,48 @@ SIGNATURES: tuple[Signature, ...] = (
         "(ranked first); SGLang under Ray (read in sglang 0.5.23 wheel srt/ray/scheduler_actor.py 'Scheduler "
         "PP{pp} TP{tp} crashed: {e}', srt/ray/engine.py 'Ray scheduler actor terminated with error: {e}')",
         "read the error above it: the launcher names only that the start failed",
+    ),
+    # --- round 10: written from round 9's misses (in-sample once round 9 joined the corpus) -----------------
+    # nccl: a rank waiting on the c10d store for rank 0's NCCL id, the store's error quoted (also cut before
+    # the exception line, the message's tail alone)
+    sig(
+        "nccl",
+        r"\bretrieving [nxm]cclUniqueId from \[\d+\] via c10d key-value store"
+        r"|\bThis may indicate a possible application crash on rank 0 or a network set up issue",
+        ("UniqueId from [", "application crash on rank 0"),
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp broadcastUniqueNCCLID (DistBackendError '[r] is "
+        "setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key "
+        ".., but store->get(..) got error: .. This may indicate a possible application crash on rank 0 or a "
+        "network set up issue.'); round 10 (in-sample, sgl-project/sglang#9867: DP ranks waiting while "
+        "rank 0 ran a long DeepGEMM warm-up)",
+        "rank 0 never published its NCCL id: read rank 0's log first (a crash, or a warm-up/JIT longer "
+        "than the store's time-out), then the network between nodes",
+    ),
+    # illegal_memory: AMD's words for a kernel's bad access (the ROCm runtime's, and the amdgpu driver's
+    # page-fault report in dmesg)
+    sig(
+        "illegal_memory",
+        r"\bMemory access fault by GPU node-\d+"
+        r"|\bamdgpu\b[^\n]*(?:\bVM_L2_PROTECTION_FAULT_STATUS|\[gfxhub\S*\] (?:no-retry )?page fault)",
+        ("Memory access fault by GPU", "VM_L2_PROTECTION_FAULT", "page fault"),
+        "ROCm's runtime (ROCR-Runtime: 'Memory access fault by GPU node-N (Agent handle: ..) on address .. "
+        "Reason: Page not present or supervisor privilege.') and the amdgpu kernel driver's report of the "
+        "same fault ('amdgpu ..: [gfxhub] page fault (src_id:0 ring:..) .. for process python3', "
+        "'VM_L2_PROTECTION_FAULT_STATUS:0x..'); round 10 (in-sample, sgl-project/sglang#10195: MI300 "
+        "expert parallelism)",
+        "a kernel read or wrote memory it may not: bisect the attention/MoE backend; try "
+        "--disable-cuda-graph; report with AMD_SERIALIZE_KERNEL=3",
+    ),
+    # kernel_compile: Ascend CANN's operator compiler could not start (no kernel can be built on the NPU)
+    sig(
+        "kernel_compile",
+        r"\bInit compiler failed\b|\bOpCompileProcessor init failed\b",
+        ("Init compiler failed", "OpCompileProcessor init failed"),
+        "Ascend CANN's error report ('[Init][Compiler]Init compiler failed[FUNC:ReportInnerError]', "
+        "'[Set][Options]OpCompileProcessor init failed!'); round 10 (in-sample, sgl-project/sglang#9226: "
+        "a 910B3 NPU)",
+        "the NPU's operator compiler cannot start: check the CANN toolkit install and its environment "
+        "(set_env.sh), and that its version matches torch_npu",
     ),
 )
 

@@ -11,7 +11,8 @@ container runtime carries text around SGLang's own line that no signature should
   ``[pod/name/container]``, journald's ``Mon DD HH:MM:SS host unit[pid]: ``, the kernel's ``[  12.345678]``
   and ``dmesg -T``'s ``[Fri Jun  5 01:02:42 2026]``, Kibana's ``Dec 3, 2025 @ 10:00:00.000``, ISO time
   stamps (also CRI's ``… stdout F``, and a CI runner's bracketed ``[2025-11-06T02:10:00.702Z]``), a
-  viewer's year-less ``04-20 13:32:25.784`` or bare ``13:32:25``, a
+  viewer's year-less ``04-20 13:32:25.784`` or bare ``13:32:25``, mpirun's ``--tag-output`` /
+  ``--timestamp-output`` ``Thu Jan 23 11:55:50 2025[1,1]<stderr>:``, a
   Python-logging or loguru ``- name - LEVEL -`` / ``| LEVEL | name |`` after them, Ray's
   ``(Worker pid=N, ip=…)``, torchrun's ``[rank0]:`` (``--tee``'s ``[default0]:``); several in a row (a
   viewer's time stamp before the runtime's before SGLang's);
@@ -41,6 +42,8 @@ _PIECE = (
     r"|[A-Z][a-z]{2}[ \t]+\d{1,2}[ \t]+\d\d:\d\d:\d\d(?:\.\d+)?[ \t]+\S+[ \t]+[\w@./:-]+(?:\[\d+\])?:[ \t]?"
     r"|\[[ \t]*\d+\.\d+\][ \t]?"  # kernel ring buffer
     r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2}[ \t]+\d{1,2} \d\d:\d\d:\d\d \d{4}\][ \t]?"  # dmesg -T
+    r"|[A-Z][a-z]{2} [A-Z][a-z]{2}[ \t]+\d{1,2} \d\d:\d\d:\d\d \d{4}(?=\[\d+,\d+\]<std)"  # mpirun's ctime
+    r"|\[\d+,\d+\]<std(?:out|err)>:"  # mpirun --tag-output's [job,rank]<stderr>:
     r"|[A-Z][a-z]{2} \d{1,2}, \d{4} @ \d\d:\d\d:\d\d(?:\.\d+)?[ \t]*"  # Kibana
     r"|" + _STAMP + r"[ \t]*"
     r"|(?:\d\d[-/]\d\d[ \t]+)?\d\d:\d\d:\d\d(?:[.,]\d+)?[ \t]"  # a year-less stamp (04-20 13:32:25.784)

@@ -224,6 +224,11 @@ SERVING: tuple[bytes, ...] = (
     b'/v1/models http/1.1" 200',
     # round 7: an embedding model's OpenAI route; its warm-up posts /encode (the same function), never this
     b'/v1/embeddings http/1.1" 200',
+    # round 10 (in-sample, kvcache-ai/Mooncake#851): a health probe answered 200; SGLang answers 503 until
+    # its warm-up is done (sglang 0.5.9-0.5.23 srt/entrypoints/http_server.py health_generate: ServerStatus.
+    # Starting -> 503), and its own warm-up never asks for it
+    b'/health http/1.1" 200',
+    b'/health_generate http/1.1" 200',
 )
 SERVING_MIN = 4
 #: serving evidence that is decisive alone (an excerpt may hold one line of it; issue 36 round 5):

@@ -250,6 +250,25 @@ RULES: tuple[Rule, ...] = (
         "the checkpoint does not fit the model class (a wrong --tp split, quantization or architecture)",
         function=_LOADER,
     ),
+    # round 10: written from round 9's misses (in-sample once round 9 joined the corpus)
+    _rule(
+        "import_error",
+        (r"(?:^|\.)OSError$", r"/ctypes/__init__\.py$", r""),
+        "a shared library that cannot be loaded (ctypes.CDLL's dlopen: 'cannot open shared object file', "
+        "'undefined symbol: ..'), as torch.ops.load_library and torch.utils.cpp_extension load a built or "
+        "cached extension; round 10 (in-sample, sgl-project/sglang#5695: a FlashInfer JIT cache built "
+        "against another torch)",
+        "an extension built for another torch/CUDA: clear the JIT cache (~/.cache/flashinfer) and rebuild "
+        "the image from the pinned lock",
+    ),
+    _rule(
+        "import_error",
+        (r"(?:^|\.)AttributeError$", r"", r"^module '[\w.]+' has no attribute '"),
+        "a package of another version than the code calling it was written for (Python's 'module 'triton."
+        "language' has no attribute ..', 'module 'torch' has no attribute 'float8_e4m3fn''): the "
+        "vocabulary's 'a module does not match'",
+        "rebuild the image from the pinned lock (the packages must be the versions SGLang pins)",
+    ),
 )
 #: a capture that never returned: the log's own clock ran CAPTURE_HUNG_S past its begin line, nothing after
 CAPTURE_HUNG = sig(

@@ -186,6 +186,18 @@ def test_an_embedding_servers_answers_count_as_serving() -> None:
     assert signatures.scan_text(warmup * signatures.SERVING_MIN).verdict() == "starting"
 
 
+def test_health_probes_answered_200_count_as_serving_and_503_does_not() -> None:
+    """Round 10 (kvcache-ai/Mooncake#851): SGLang answers /health 503 until its warm-up is done, so probes
+    answered 200 are a server up; the 503s of one still starting are not."""
+    ok = '[2025-09-17 16:23:16] INFO:     10.10.11.1:41712 - "GET /health HTTP/1.1" 200 OK\n'
+    assert signatures.scan_text(ok * signatures.SERVING_MIN).verdict() == "healthy"
+    assert signatures.scan_text(ok * (signatures.SERVING_MIN - 1)).verdict() == "starting"
+    probe = ok.replace("/health ", "/health_generate ")
+    assert signatures.scan_text(probe * signatures.SERVING_MIN).verdict() == "healthy"
+    starting = ok.replace("200 OK", "503 Service Unavailable")
+    assert signatures.scan_text(starting * signatures.SERVING_MIN).verdict() == "starting"
+
+
 @pytest.mark.parametrize(
     ("line", "verdict"),
     [

@@ -49,6 +49,9 @@ FORMS = {
     "year-less stamp": lambda line: "04-20 13:32:25.784 " + line,
     "bare time": lambda line: "13:32:25 " + line,
     "slashed date": lambda line: "2025/04/20 13:32:25.784 " + line,
+    # round 10: mpirun --tag-output's rank tag, with --timestamp-output's ctime before it (sgl-project/sglang#3065)
+    "mpirun tag": lambda line: "[1,1]<stderr>:" + line,
+    "mpirun time stamp and tag": lambda line: "Thu Jan 23 11:55:50 2025[1,1]<stderr>:" + line,
     "ansi": lambda line: "\x1b[31m" + line + "\x1b[0m",
     "crlf": lambda line: line + "\r",
 }
@@ -86,6 +89,23 @@ def test_a_ranks_traceback_frames_keep_their_indentation_under_the_prefix() -> N
     assert match is not None and (match.cls, match.line) == ("crash", 1)
     # a rank tag inside a line is no prefix
     assert paste.normalise("Loaded [rank0]: done\n") == "Loaded [rank0]: done\n"
+
+
+def test_frames_behind_mpiruns_time_stamp_and_tag_keep_their_indentation() -> None:
+    """A traceback cut behind ``<ctime>[job,rank]<stderr>:`` reads as a cut traceback (crash), its frames
+    indented as the process wrote them; a ctime not followed by the tag is left alone."""
+    pasted = (
+        'Thu Jan 23 11:55:50 2025[1,1]<stderr>:  File "/sgl/srt/managers/scheduler.py", line 1799, in '
+        "run_scheduler_process\n"
+        "Thu Jan 23 11:55:50 2025[1,1]<stderr>:    scheduler.event_loop_overlap()\n"
+    )
+    assert paste.normalise(pasted).splitlines() == [
+        '  File "/sgl/srt/managers/scheduler.py", line 1799, in run_scheduler_process',
+        "    scheduler.event_loop_overlap()",
+    ]
+    match = signatures.scan_text(pasted).result()
+    assert match is not None and (match.cls, match.line) == ("crash", 1)
+    assert paste.normalise("Thu Jan 23 11:55:50 2025 boot\n") == "Thu Jan 23 11:55:50 2025 boot\n"
 
 
 def test_a_wrapped_line_is_read_joined_and_keeps_its_place() -> None:

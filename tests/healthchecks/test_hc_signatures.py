@@ -348,6 +348,33 @@ EXAMPLES: list[tuple[str, str]] = [
     ("[2026-01-01 00:00:00] Ray scheduler actor terminated with error: The actor died", "crash"),
     ("    pyspy_dump_schedulers (utils/common.py:2432)", "timeout"),
     ("    pyspy_dump_schedulers (sglang/srt/utils/cudacore_pyspy_dump_utils.py:84)", "timeout"),
+    # round 10: the c10d store's NCCL-id error, AMD's fault reports, Ascend CANN's compiler
+    (
+        "RuntimeError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d "
+        "key-value store by key '0', but store->get('0') got error: wait timeout after 600000ms",
+        "nccl",
+    ),
+    (". This may indicate a possible application crash on rank 0 or a network set up issue.", "nccl"),
+    (
+        "Memory access fault by GPU node-2 (Agent handle: 0x5606c2f5e1a0) on address 0x7f2a1c000000. "
+        "Reason: Page not present or supervisor privilege.",
+        "illegal_memory",
+    ),
+    (
+        "[Tue Sep  9 02:30:28 2025] amdgpu 0000:c6:00.0: amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00341051",
+        "illegal_memory",
+    ),
+    (
+        "amdgpu 0000:06:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:153 vmid:1 pasid:32771, for "
+        "process python3 pid 1 thread python3 pid 1)",
+        "illegal_memory",
+    ),
+    ("amdgpu 0000:06:00.0: amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00000000 cleared", "illegal_memory"),
+    (
+        "        [Init][Compiler]Init compiler failed[FUNC:ReportInnerError][FILE:log_inner.cpp]",
+        "kernel_compile",
+    ),
+    ("        [Set][Options]OpCompileProcessor init failed![FUNC:ReportInnerError]", "kernel_compile"),
     ("OSError: [Errno 28] No space left on device", "crash"),  # the disk, not the KV pool: not oom
     ("sglang-1 exited with code 137", "crash"),
     ("subprocess.CalledProcessError: Command '['python3']' died with <Signals.SIGKILL: 9>.", "crash"),

@@ -60,6 +60,45 @@ def test_a_store_failure_raised_in_torch_distributed_is_nccl() -> None:
     assert match is not None and match.cls == "nccl"
 
 
+DLOPEN = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/cpp_extension.py", line 2250, in _import_module_from_library
+    torch.ops.load_library(filepath)
+  File "/usr/local/lib/python3.10/dist-packages/torch/_ops.py", line 1357, in load_library
+    ctypes.CDLL(path)
+  File "/usr/lib/python3.10/ctypes/__init__.py", line 374, in __init__
+    self._handle = _dlopen(self._name, mode)
+OSError: /root/.cache/flashinfer/90/cached_ops/batch_prefill/batch_prefill.so: undefined symbol: _ZN3c10
+"""
+MODULE_ATTRIBUTE = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/layers/quantization/fp8_kernel.py", line 40, in <module>
+    fp8_type_ = tl.float8e4b8
+AttributeError: module 'triton.language' has no attribute 'float8e4b8'
+"""
+
+
+def test_a_library_that_cannot_be_loaded_is_an_import_error_by_its_frames() -> None:
+    """An OSError raised by ctypes' dlopen (a built or cached extension that does not load) is import_error;
+    the same OSError raised elsewhere (a disk full) stays a crash."""
+    match = signatures.scan_text(START + DLOPEN).result()
+    assert match is not None and (match.cls, match.line) == ("import_error", 9)
+    cut = DLOPEN.replace(": undefined symbol: _ZN3c10", "")[: DLOPEN.index("batch_prefill.so") - 10]
+    match = signatures.scan_text(START + cut + "\n").result()  # the message cut before its reason
+    assert match is not None and match.cls == "import_error"
+    other = cut.replace("/usr/lib/python3.10/ctypes/__init__.py", "/sgl/srt/utils.py") + "\n"
+    match = signatures.scan_text(START + other).result()
+    assert match is not None and match.cls == "crash"
+
+
+def test_a_module_without_the_attribute_asked_for_is_an_import_error_and_an_object_without_one_a_crash() -> (
+    None
+):
+    match = signatures.scan_text(START + MODULE_ATTRIBUTE).result()
+    assert match is not None and (match.cls, match.line) == ("import_error", 5)
+    other = MODULE_ATTRIBUTE.replace("module 'triton.language'", "'NoneType' object")
+    match = signatures.scan_text(START + other).result()
+    assert match is not None and match.cls == "crash"
+
+
 LOAD = """Traceback (most recent call last):
   File "/sgl-workspace/sglang/python/sglang/srt/model_loader/loader.py", line 381, in load_model
     self.load_weights_and_postprocess(
