@@ -1,7 +1,7 @@
 """The held-out rounds: their logs and labels are pinned, their recorded scores are the catalog's.
 
 Round 3 (issue 36, ``heldout/README.md``), rounds 5 to 8 (``heldout5/`` to ``heldout8/``): 45 public logs each;
-round 9 (``heldout9/README.md``): 44; each labelled and committed before the classifier saw it.
+rounds 9 and 10 (``heldout9/README.md``, ``heldout10/README.md``): 44 each; each labelled and committed before the classifier saw it.
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
@@ -78,6 +78,13 @@ ROUNDS = (
         44,
         "6b9b41f629a64eb965e55ed80494b1e7082c1f28705ccf3d5d165ce8220d3b84",
         "0b8f74af48fa9c4ddcf220cdaaeafa5ee4aece00acd738adc0dc7a132bc4da2e",
+    ),
+    Round(
+        10,
+        HERE / "heldout10",
+        44,
+        "a07bd91e8a9dd5ac3dad6027fcb7ece31dd539555b53384a69b442f58974c648",
+        "770fbf19c9c3815054de083001897d42e50c4d1e96f30d106415750c9fa73dc9",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
