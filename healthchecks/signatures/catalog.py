@@ -195,4 +195,5 @@ STOP_FOLDED: tuple[bytes, ...] = (
     b"exitcode",
     b"withcode",
     b"exitingnormally",
+    b"terminatedwith",
 )

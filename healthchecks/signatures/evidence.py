@@ -311,6 +311,7 @@ STOPPED: tuple[bytes, ...] = (
     b"exit code: -15",
     b"exited with code -15",
     b"exitcode=-15",
+    b"terminated with -15",
     # round 4 (in-sample): a signal handler that chose to exit cleanly ('SIGTERM received in scheduler process
     # (TP0 PP0); exiting normally to allow cleanup...', sgl-project/sglang#16484, an open PR; no released
     # wheel up to 0.5.23 prints it)

@@ -281,10 +281,23 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|" + LINE_START + r"(?:Segmentation fault|Bus error|Aborted|Killed)\s*$"
         r"|: line \d+: +\d+ +(?:Segmentation fault|Bus error|Aborted|Killed)\b"
         r"|\bdouble free or corruption\b|\b(?:free|munmap_chunk)\(\): invalid (?:pointer|size|next size)"
-        r"|\bcorrupted size vs\. prev_size\b|\bmalloc\(\): (?:corrupted|memory corruption)",
+        r"|\bcorrupted size vs\. prev_size\b|\bmalloc\(\): (?:corrupted|memory corruption)"
+        # round 11, from the sources, not from a log: libstdc++'s verbose terminate handler without an
+        # exception, absl's and glog's failure-signal handlers, CPython's fatal-error dump of extension
+        # modules (its tail alone once a paste is cut), the kernel's OOM killer (host RAM)
+        r"|terminate called (?:without an active exception|recursively)"
+        r"|\*\*\* SIG[A-Z]+ (?:\(@0x[0-9a-f]+\) )?received (?:at time=|by PID )"
+        r"|\*\*\* Aborted at \d+ \(unix time\)"
+        r"|" + LINE_START + r"Extension modules: |(?:[\w.]+, )+[\w.]+ \(total: \d+\)\s*$"
+        r"|\bOut of memory: Kill(?:ed)? process \d+ \(",
         (
             "Fatal Python error",
-            "terminate called after",
+            "terminate called ",
+            "*** SIG",
+            "*** Aborted at ",
+            "Extension modules: ",
+            " (total: ",
+            "Out of memory: Kill",
             "core dumped",
             "Segmentation fault",
             "Bus error",
@@ -301,32 +314,45 @@ SIGNATURES: tuple[Signature, ...] = (
         "job as '/bin/bash: line 1:    12 Killed    python3 -m sglang.launch_server ...' (bash jobs.c); "
         "glibc's heap checks abort with 'double free or corruption (out)', 'free(): invalid pointer', "
         "'corrupted size vs. prev_size', 'malloc(): corrupted top size' (malloc/malloc.c malloc_printerr), "
-        "with no shell to add '(core dumped)' in a container",
-        "a native crash: read the thread dump; check driver/CUDA/torch versions match",
+        "with no shell to add '(core dumped)' in a container; libstdc++'s 'terminate called without an "
+        "active exception' / 'terminate called recursively' (libsupc++/vterminate.cc); absl's '*** SIGSEGV "
+        "received at time=..' (absl/debugging/failure_signal_handler.cc) and glog's '*** Aborted at .. (unix "
+        "time)' / '*** SIGSEGV (@0x0) received by PID ..' (glog signalhandler.cc); CPython's 'Extension "
+        "modules: a, b (total: N)' after a fatal error (Python/pylifecycle.c _Py_DumpExtensionModules, "
+        "3.10+); Linux's 'Out of memory: Killed process N (python3)' (mm/oom_kill.c; 'Kill process' before "
+        "4.19)",
+        "a native crash: read the thread dump; check driver/CUDA/torch versions match (the OOM killer: host "
+        "RAM, dmesg)",
     ),
     sig(
         "crash",
         r"crashed with exit code -?(?!15\b)\d+|(?:terminated|killed) (?:with|by) signal(?! (?:15|SIGTERM)\b)"
         # SIGTERM's -15 is a stop (evidence.STOPPED); 134/137/139 are a shell's or Docker's 128 + SIGABRT,
         # SIGKILL, SIGSEGV
-        r"|\bexited(?: \w+){0,2} with (?:exit )?code (?:-(?!15\b)\d+|13[479]\b)"
-        r"|\bdied with <Signals\.SIG(?!TERM\b|INT\b)[A-Z]+",
+        r"|\bexited(?: \w+){0,2} with (?:exit )?code[ =](?:-(?!15\b)\d+|13[479]\b)"
+        r"|\bdied with <Signals\.SIG(?!TERM\b|INT\b)[A-Z]+"
+        r"|\bA process in the process pool was terminated abruptly\b",
         (
             "crashed with exit code",
             "with signal",
             "by signal",
             " with code -",
+            " with code=",
             " with exit code -",
             " with code 13",
             " with exit code 13",
             "died with <Signals.",
+            "terminated abruptly",
         ),
         "read in sglang 0.5.23 wheel srt/utils/watchdog.py (SubprocessWatchdog: 'Subprocess scheduler_0 "
         "(pid=..) "
         "crashed with exit code -6'); sgl-project/sglang#18582; round 8 (in-sample, "
         "sgl-project/sglang#29149): a harness's 'server exited early with code -9', words between 'exited' "
         "and 'with'; Python's subprocess.CalledProcessError ('died with <Signals.SIGKILL: 9>.'); "
-        "Docker/Compose's 'exited with code 137'",
+        "Docker/Compose's 'exited with code 137'; round 11 (sglang 0.5.23 wheel "
+        "srt/disaggregation/encoder/runtime.py: 'DP worker rank=1 (pid=..) exited with code=-11'); CPython's "
+        "BrokenProcessPool ('A process in the process pool was terminated abruptly ..', "
+        "concurrent/futures/process.py)",
         "a child was killed by a signal: read the lines above (OOM killer: dmesg)",
     ),
     sig(

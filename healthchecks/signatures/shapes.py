@@ -40,7 +40,8 @@ _DEATH = sig(
     r"|\bdied during initialization\b|Initialization failed\. Please see the error messages above"
     r"|Dumping requests before crash"
     r"|Server process (?:exited with code -?(?!15\b)[1-9]|terminated unexpectedly)"
-    r"|\bExit code: -?(?!15\b)(?!143\b)[1-9]\d*",  # -15 (SIGTERM) is a stop: evidence.STOPPED
+    r"|\bExit code: -?(?!15\b)(?!143\b)[1-9]\d*"  # -15 (SIGTERM) is a stop: evidence.STOPPED
+    r"|\bScheduler or DataParallelController \d+ terminated with -?(?!15\b)[1-9]\d*",
     (
         "sigquit from a child",
         "usually means the child failed",
@@ -50,13 +51,16 @@ _DEATH = sig(
         "before crash",
         "Server process",
         "Exit code: ",
+        "DataParallelController ",
     ),
     "read in sglang 0.5.9/0.5.23 wheels: srt/entrypoints/engine.py ('Received sigquit from a child process. "
     "It usually means the child failed.', 'Rank N scheduler is dead', 'Rank N scheduler died during "
     "initialization (exit code: ..)', 'Exit code: ..', 'Initialization failed. Please see the error messages "
     "above.'), srt/managers/scheduler.py ('Dumping requests before crash'), test/test_utils.py "
     "('Server process "
-    "exited with code -9'); sgl-project/sglang#3685 (the 'proces' typo)",
+    "exited with code -9'); sgl-project/sglang#3685 (the 'proces' typo); round 11: 'Scheduler or "
+    "DataParallelController {pid} terminated with {exitcode}' (sglang 0.5.23 srt/entrypoints/engine.py, "
+    "srt/managers/data_parallel_controller.py: the launcher's join on a scheduler that died)",
     "a server process died: read the lines above it (exit code -9: the OOM killer, dmesg)",
     generic=True,
 )

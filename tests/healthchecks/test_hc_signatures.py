@@ -375,6 +375,32 @@ EXAMPLES: list[tuple[str, str]] = [
         "kernel_compile",
     ),
     ("        [Set][Options]OpCompileProcessor init failed![FUNC:ReportInnerError]", "kernel_compile"),
+    # round 11, from the sources: SGLang 0.5.23's own join and worker-death notices, libstdc++'s terminate
+    # without an exception, absl's and glog's signal handlers, CPython's fatal-error module list (also its
+    # tail alone), BrokenProcessPool, the kernel's OOM killer
+    ("[2026-01-01 10:00:09] Scheduler or DataParallelController 4242 terminated with -9", "crash"),
+    ("[2026-01-01 10:00:09] Scheduler or DataParallelController 4242 terminated with 1", "crash"),
+    (
+        "[2026-01-01 10:00:09] DP worker rank=1 (pid=4242) exited with code=-11; failing pending requests",
+        "crash",
+    ),
+    ("terminate called without an active exception", "crash"),
+    ("terminate called recursively", "crash"),
+    ("*** SIGSEGV received at time=1740000000 on cpu 12 ***", "crash"),
+    ("*** SIGSEGV (@0x0) received by PID 4242 (TID 0x7f0000000000) from PID 0; stack trace: ***", "crash"),
+    (
+        '*** Aborted at 1740000000 (unix time) try "date -d @1740000000" if you are using GNU date ***',
+        "crash",
+    ),
+    ("Extension modules: numpy._core._multiarray_umath, torch._C, torch._C._fft (total: 3)", "crash"),
+    (", psutil._psutil_linux, zmq.backend.cython._zmq, uvloop.loop, msgspec._core (total: 214)", "crash"),
+    (
+        "concurrent.futures.process.BrokenProcessPool: A process in the process pool was terminated abruptly "
+        "while the future was running or pending.",
+        "crash",
+    ),
+    ("[Mon Mar  3 10:00:00 2025] Out of memory: Killed process 4242 (python3) total-vm:1000kB", "crash"),
+    ("Out of memory: Kill process 4242 (python3) score 900 or sacrifice child", "crash"),
     ("OSError: [Errno 28] No space left on device", "crash"),  # the disk, not the KV pool: not oom
     ("sglang-1 exited with code 137", "crash"),
     ("subprocess.CalledProcessError: Command '['python3']' died with <Signals.SIGKILL: 9>.", "crash"),
@@ -609,6 +635,10 @@ BENIGN = [
     "    time.sleep(self.watchdog_timeout / 2)",
     "sglang-1 exited with code 143",
     "Subprocess exited with code -15",
+    "[2026-03-02 10:40:04] Scheduler or DataParallelController 4243 terminated with -15",
+    "[2026-03-02 10:40:04] Scheduler or DataParallelController 4243 terminated with 0",
+    "[2026-03-02 10:40:04] DP worker rank=1 (pid=4243) exited with code=-15; failing pending requests",
+    "Total tokens (total: 12)",
     "[2026-03-02 10:17:55 TP0] KV Cache is allocated. #tokens: 441344, K size: 3.16 GB, available_size()=441344",
     "bwstack-serve: starting python3 -m sglang.launch_server --model-path m --api-key ***",
     "WARNING 12-29 15:21:09 [custom_all_reduce.py:154] Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs.",
