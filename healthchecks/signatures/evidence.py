@@ -286,6 +286,32 @@ SIGNATURES: tuple[Signature, ...] = (
         "the NPU's operator compiler cannot start: check the CANN toolkit install and its environment "
         "(set_env.sh), and that its version matches torch_npu",
     ),
+    # --- round 12: written from round 10's misses (in-sample once round 10 joined the corpus) -------------
+    # nccl: gloo's monitored barrier between ranks (the scheduler's traceback after it is its consequence)
+    sig(
+        "nccl",
+        r"\bsuccessfully reached monitoredBarrier, but received errors while waiting for send/recv from rank"
+        r"|\bfailed to pass monitoredBarrier in \d+ ms",
+        ("reached monitoredBarrier", "failed to pass monitoredBarrier"),
+        "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp monitoredBarrier ('Rank 6 successfully reached "
+        "monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please check rank 0 "
+        "logs for faulty rank.', 'Ranks 1 failed to pass monitoredBarrier in 600000 ms'); round 12 "
+        "(in-sample, sgl-project/sglang#5602: a two-node DeepSeek-V3 start)",
+        "a rank did not reach the barrier: read the named rank's log first (a crash there), then the network "
+        "between nodes (GLOO_SOCKET_IFNAME)",
+    ),
+    # model_load: an FP8 block-quantized checkpoint that this TP size cannot split
+    sig(
+        "model_load",
+        r"\bis not divisible by weight quantization block_[nk] = \d+",
+        ("by weight quantization block_",),
+        "SGLang's block-quantization shape check (sglang 0.5.23 srt/layers/quantization/fp8_utils.py "
+        "validate_block_quant_shapes: 'Weight output_partition_size = 8 is not divisible by weight "
+        "quantization block_n = 128.'); round 12 (in-sample, sgl-project/sglang#19045: Qwen3.5-397B FP8 "
+        "at TP8)",
+        "the checkpoint's FP8 blocks cannot be split this way: use a TP size that divides the weights into "
+        "whole blocks (or EP / DP attention), or a checkpoint quantized per channel",
+    ),
 )
 
 #: SGLang's own words on a failure it recovered from: it logs a warning that ends 'To silence this warning,

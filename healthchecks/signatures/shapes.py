@@ -250,7 +250,27 @@ SERVING_MIN = 4
 #:   in --log-requests' ``out={'meta_info': ..}``, or a JSON answer's ``"completion_tokens": 14``): the
 #:   warm-up's max_new_tokens is 8 (1 for an embedding model), so it is a client's (round 9, in-sample:
 #:   sgl-project/sglang#18989).
-SERVED: tuple[bytes, ...] = (b"decode batch",)
+#: - a /health_generate answered 200 (round 12, in-sample: round 10's sgl-project/sglang#3695): it answers
+#:   503 while the server is starting (sglang 0.5.9-0.5.23 srt/entrypoints/http_server.py health_generate:
+#:   ServerStatus.Starting) and else generates one token first (every version), so a 200 is a server up and
+#:   generating; the warm-up never asks for it. ``/health`` is not: before 0.5.9 it answered 200 at once.
+#: - a POST /v1/completions answered 200 (round 12, in-sample: round 10's ovg-project/kvcached#5): the
+#:   warm-up posts /generate, /encode or, for a VLM, /v1/chat/completions (sglang 0.5.9-0.5.23
+#:   _execute_server_warmup), never the text-completion route, so its 200 is a client served.
+#: - ``sglang.bench_one_batch``'s ``Decode.  median latency:`` (round 12, in-sample: round 10's
+#:   mirage-project/mirage#405; sglang 0.5.9 bench_one_batch.py): every prefill and decode step of the
+#:   offline run completed.
+SERVED: tuple[bytes, ...] = (
+    b"decode batch",
+    b'/health_generate http/1.1" 200',
+    b'post /v1/completions http/1.1" 200',
+    b"decode.  median latency: ",
+    # round 12 (in-sample: round 10's sgl-project/sglang#7118): a PD transfer of a client's request failed;
+    # the warm-up's request uses the fake transfer backend, which never fails (sglang 0.5.23
+    # srt/disaggregation/prefill.py: FAKE_BOOTSTRAP_HOST -> TransferBackend.FAKE), so the server was serving
+    # (one failed request is no fatal evidence: round 8's convention)
+    b"transfer failed for request rank=",
+)
 _CACHED = b"#cached"
 _CACHED_TOKEN = (b"-token: ", b"_token: ")  # ``#cached-token: 12`` (0.2 on), ``#cached_token: 12`` (0.1.x)
 _COMPLETION = b"completion_tokens"

@@ -64,6 +64,8 @@ class Structure:
     capture_open: int = 0  # line of a capture that began and did not end (0: none)
     capture_seconds: float = 0.0  # log-clock seconds from that line to the log's last stamp
     collapse_line: int = 0  # a line holding a collapsed output (``!!!!...``)
+    cut_line: int = 0  # the excerpt's last line, cut inside a fatal header (``Trace``, ``hit an ex``)
+    modules_line: int = 0  # a line of CPython's fatal-error dump of extension modules
 
     def to_dict(self) -> dict[str, object]:
         """The non-empty fields (``bwstack classify-log`` prints them; ``--json`` as ``structure``)."""
@@ -124,11 +126,59 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
             found.errors = [*found.errors[-2:], (number, shown.strip()[:300])]
         if collapse and not found.collapse_line and collapse_re.search(line):
             found.collapse_line = number
+        if line.count(", ") >= _MODULES_MIN and _re(_MODULES).search(line):
+            found.modules_line = number
+    _read_end(found, text, first_line, since, capture=(begin, last_stamp))
+    return found
+
+
+def _read_end(
+    found: Structure,
+    text: str,
+    first_line: int,
+    since: int,
+    *,
+    capture: tuple[tuple[int, int | None] | None, int | None],
+) -> None:
+    """What the log's end says: a paste cut inside a fatal header, a capture still open (``capture``: its
+    begin line and stamp, and the log's last stamp: how long it stayed open by the log's clock)."""
+    begin, last = capture
+    end = _last_line(text)
+    if end is not None and first_line + end[0] > since and _cut_fatal(end[1]):
+        found.cut_line = first_line + end[0]
     if begin is not None:
         found.capture_open = begin[0]
-        if begin[1] is not None and last_stamp is not None:
-            found.capture_seconds = float(last_stamp - begin[1])
-    return found
+        if begin[1] is not None and last is not None:
+            found.capture_seconds = float(last - begin[1])
+
+
+#: the headers a dying process prints that an excerpt may end inside: CPython's traceback header, SGLang's
+#: ``<Component> hit an exception: <traceback>`` (sglang 0.5.23 srt/managers/scheduler.py,
+#: data_parallel_controller.py, detokenizer_manager.py, tokenizer_manager.py)
+_TRACEBACK = "Traceback (most recent call last):"
+_HIT = "hit an exception:"
+_HIT_CUT = r"\b[A-Z]\w+ (hit an e[a-z]*:?)$"
+_CUT_MIN = 5  # 'Trace': shorter stubs ('T', 'Tr') are no evidence a person would read
+#: CPython's fatal-error dump lists the loaded extension modules on one long line ('Extension modules:
+#: numpy._core._multiarray_umath, torch._C, ... (total: N)', Python/pylifecycle.c _Py_DumpExtensionModules,
+#: 3.10+); a paste may hold a piece of it alone, with neither its head nor its tail
+_MODULES_MIN = 8
+_MODULES = r"(?:\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+, ){8}"
+
+
+def _last_line(text: str) -> tuple[int, str] | None:
+    """The offset and stripped text of ``text``'s last non-blank line, else None."""
+    lines = text.rstrip().split("\n")
+    return (len(lines) - 1, lines[-1].strip()) if lines[-1].strip() else None
+
+
+def _cut_fatal(line: str) -> bool:
+    """Whether ``line`` ends inside a fatal header: the excerpt was cut as a traceback or SGLang's
+    ``hit an exception`` began (a person reads the process as dying there)."""
+    if len(line) >= _CUT_MIN and _TRACEBACK.startswith(line):
+        return True
+    hit = _re(_HIT_CUT).search(line) if "hit an e" in line else None
+    return hit is not None and _HIT.startswith(hit.group(1))
 
 
 def _after(text: str, first_line: int, since: int) -> tuple[str, int]:
@@ -292,6 +342,32 @@ COLLAPSED = Signature(  # garbage ranks after nan: the collapse is what NaN logi
 )
 
 
+#: an excerpt that ends inside a traceback's header or SGLang's 'hit an exception' line (read only in a paste:
+#: the live healthcheck never counts structure alone as fatal)
+CUT_FATAL = sig(
+    "crash",
+    r"^\s*Trace(?:b(?:a(?:c(?:k)?)?)?)?\s*$|\bhit an e[a-z]*:?\s*$",
+    ("Trace", "hit an e"),
+    "round 12 (in-sample, round 10's sgl-project/sglang#3695 and #5858): a paste cut inside CPython's "
+    "'Traceback (most recent call last):' or SGLang's '<Component> hit an exception:' (sglang 0.5.23 "
+    "srt/managers/scheduler.py 'Scheduler hit an exception: {traceback}')",
+    "the paste was cut where the process began to die: paste the lines after it",
+    weak=True,
+)
+
+
+#: a piece of CPython's fatal-error module list: the process died (segfault, abort) before the paste's end
+FATAL_MODULES = sig(
+    "crash",
+    _MODULES,
+    (", ",),
+    "round 12 (in-sample, round 10's gpustack/gpustack#5641): CPython's fatal-error dump of extension "
+    "modules (Python/pylifecycle.c _Py_DumpExtensionModules), a piece of its one long line pasted alone",
+    "a native crash: paste the 'Fatal Python error' line and the thread dump above the module list",
+    weak=True,
+)
+
+
 def explain(found: Structure) -> tuple[Signature, int] | None:
     """The class the structure proves (its signature and evidence line), else None."""
     if found.collapse_line:
@@ -310,4 +386,8 @@ def explain(found: Structure) -> tuple[Signature, int] | None:
                 return rule.signature, found.exception_line
     if found.capture_open and found.capture_seconds >= CAPTURE_HUNG_S:
         return CAPTURE_HUNG, found.capture_open
+    if found.modules_line:
+        return FATAL_MODULES, found.modules_line
+    if found.cut_line:
+        return CUT_FATAL, found.cut_line
     return None

@@ -120,7 +120,9 @@ def test_figures_follow_the_servers_pacing(paced_server: tuple[str, Pacing]) -> 
     assert 0.45 <= out["duration_s"] <= 3.0
     # what was sent: one uncounted warmup request, then the 8; exact lengths, random ids inside every
     # byte-level vocabulary, greedy, ignore_eos, stream
-    assert len(pacing.bodies) == 9 and pacing.most_in_flight == 4
+    # concurrency 4: never more in flight; at least two at once (all four is the usual, but a loaded box can
+    # finish one before the fourth is sent: that is pacing, not the cap)
+    assert len(pacing.bodies) == 9 and 2 <= pacing.most_in_flight <= 4
     for body in pacing.bodies:
         ids = body["input_ids"]
         assert len(ids) == 24 and all(

@@ -218,3 +218,37 @@ def test_health_probes_answered_200_count_as_serving_and_503_does_not() -> None:
 )
 def test_a_request_that_generated_more_than_the_warmup_is_serving(line: str, verdict: str) -> None:
     assert signatures.scan_text(line + "\n").verdict() == verdict
+
+
+@pytest.mark.parametrize(
+    ("line", "verdict"),
+    [
+        # round 12 (in-sample, round 10's misses): decisive alone
+        (
+            '[2025-02-19 11:45:37] INFO:     172.17.0.109:43128 - "GET /health_generate HTTP/1.1" 200 OK',
+            "healthy",
+        ),
+        (
+            '[2025-06-04 16:47:58] INFO:     127.0.0.1:47588 - "POST /v1/completions HTTP/1.1" 200 OK',
+            "healthy",
+        ),
+        ("Decode.  median latency: 0.00556 s, median throughput:    179.77 token/s", "healthy"),
+        (
+            "[2025-06-12 14:05:26] Prefill transfer failed for request rank=0 req.rid='e34851ad' "
+            "req.bootstrap_room=8804230600348159981 with exception",
+            "healthy",
+        ),
+        # not decisive: /health answered 200 at once before 0.5.9; the VLM warm-up posts chat completions
+        ('[2025-02-19 11:45:37] INFO:     172.17.0.109:43128 - "GET /health HTTP/1.1" 200 OK', "starting"),
+        (
+            '[2025-06-04 16:47:58] INFO:     127.0.0.1:47588 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+            "starting",
+        ),
+        (
+            '[2025-02-19 11:45:37] INFO:     172.17.0.109:43128 - "GET /health_generate HTTP/1.1" 503',
+            "starting",
+        ),
+    ],
+)
+def test_one_line_that_only_a_served_client_can_cause_is_serving(line: str, verdict: str) -> None:
+    assert signatures.scan_text(line + "\n").verdict() == verdict

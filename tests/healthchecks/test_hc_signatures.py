@@ -401,6 +401,23 @@ EXAMPLES: list[tuple[str, str]] = [
     ),
     ("[Mon Mar  3 10:00:00 2025] Out of memory: Killed process 4242 (python3) total-vm:1000kB", "crash"),
     ("Out of memory: Kill process 4242 (python3) score 900 or sacrifice child", "crash"),
+    # round 12, from round 10's misses (in-sample): gloo's monitored barrier, FP8 block shapes
+    (
+        "[rank6]:[E421 04:13:43.457389636 ProcessGroupGloo.cpp:143] Rank 6 successfully reached "
+        "monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please check rank 0 "
+        "logs for faulty rank.",
+        "nccl",
+    ),
+    ("RuntimeError: Ranks 1, 3 failed to pass monitoredBarrier in 600000 ms", "nccl"),
+    (
+        "ValueError: Weight output_partition_size = 8 is not divisible by weight quantization block_n = 128.",
+        "model_load",
+    ),
+    (
+        "ValueError: Weight input_size_per_partition = 96 is not divisible by weight quantization "
+        "block_k = 128.",
+        "model_load",
+    ),
     ("OSError: [Errno 28] No space left on device", "crash"),  # the disk, not the KV pool: not oom
     ("sglang-1 exited with code 137", "crash"),
     ("subprocess.CalledProcessError: Command '['python3']' died with <Signals.SIGKILL: 9>.", "crash"),

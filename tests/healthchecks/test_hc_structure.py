@@ -269,3 +269,67 @@ def test_a_cut_traceback_gives_way_to_the_log_and_levels_count_as_pasted() -> No
     found = signatures.scan_text(log).structure()
     assert found.exception == "" and (found.exit, found.died_line) == ("-9", 4)
     assert [line for line, _ in found.errors] == [3] and "- ERROR -" in found.errors[0][1]
+
+
+PREFILL = (
+    "[2025-02-19 11:45:37 TP0] Prefill batch. #new-seq: 1, #new-token: 1, #cached-token: 0, cache hit rate: "
+    "0.00%, token usage: 0.00, #running-req: 0, #queue-req: 0\n"
+)
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        "Trace",
+        "Traceb",
+        "Traceback (most recent call last",
+        "[2025-04-29 07:35:49 DP6 TP6] TpModelWorkerClient hit an ex",
+        "[2025-04-29 07:35:49 TP0] Scheduler hit an exception:",
+    ],
+)
+def test_a_paste_cut_inside_a_fatal_header_is_a_crash(cut: str) -> None:
+    """Round 12 (in-sample: round 10's sgl-project/sglang#3695 and #5858): an excerpt that ends where a
+    traceback or SGLang's 'hit an exception' began is a process dying, as a person reads it."""
+    found = structure.read(PREFILL + cut + "\n")
+    assert found.cut_line == 2
+    explained = structure.explain(found)
+    assert explained is not None and explained[0].cls == "crash"
+    assert signatures.scan_text(START + PREFILL + cut + "\n").result() is not None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Tra",  # too short to read as anything
+        "Trace the request through the router",
+        "Tracer: initialised",
+        "[2025-04-29 07:35:49 TP0] the router hit an ex-colleague",  # not a component's header
+        "hit an ex",  # no component
+    ],
+)
+def test_a_last_line_that_only_looks_like_a_cut_header_is_not(line: str) -> None:
+    found = structure.read(PREFILL + line + "\n")
+    assert found.cut_line == 0
+    assert signatures.scan_text(START + PREFILL + line + "\n").result() is None
+
+
+def test_a_cut_header_above_the_last_line_is_no_evidence() -> None:
+    """Only the excerpt's end: 'Trace' followed by more log is not a cut (the log went on)."""
+    assert structure.read("Trace\n" + PREFILL).cut_line == 0
+
+
+def test_a_piece_of_cpythons_fatal_module_list_is_a_crash_and_a_short_list_is_not() -> None:
+    """Round 12 (in-sample: round 10's gpustack/gpustack#5641): a piece of CPython's 'Extension modules:'
+    line pasted alone, neither its head nor its tail in view."""
+    piece = (
+        "orized, pandas._libs.ops_dispatch, pandas._libs.missing, pandas._libs.hashtable, pandas._libs.algos, "
+        "pandas._libs.interval, pandas._libs.lib, pyarrow._compute, pandas._libs.ops, pandas._libs.hashing\n"
+    )
+    found = structure.read(piece)
+    assert found.modules_line == 1
+    explained = structure.explain(found)
+    assert explained is not None and explained[0].cls == "crash"
+    short = "imports: numpy.linalg, torch.cuda, os.path, json.decoder\n"
+    assert structure.read(short).modules_line == 0
+    words = "ready, set, go, a, b, c, d, e, f, g, h, i\n"  # commas without dotted names
+    assert structure.read(words).modules_line == 0
