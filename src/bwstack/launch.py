@@ -87,6 +87,17 @@ class Mount:
     host_folder: str | None = None
 
 
+def variant_mounts(stack: Stack, variant: str) -> tuple[Mount, ...]:
+    """The volumes a server of ``variant`` mounts, whatever renders it (compose, Kubernetes, the image's
+    self-check): the model cache at HF_HOME (a host folder where ``model_cache_path`` is set) and the
+    variant's own JIT cache."""
+    settings = stack.settings
+    return (
+        Mount(settings.model_cache, imagelayout.HF_HOME, settings.model_cache_path),
+        Mount(jit_volume(variant), imagelayout.JIT_CACHE),
+    )
+
+
 @dataclass(frozen=True)
 class Placement:
     """One replica over ``nodes`` hosts: exactly one rank group per host (a Kubernetes pod kept apart from
@@ -160,13 +171,8 @@ class LaunchSpec:
 
     @property
     def mounts(self) -> tuple[Mount, ...]:
-        """The volumes every renderer mounts: the model cache at HF_HOME (a host folder where
-        ``model_cache_path`` is set) and the variant's own JIT cache."""
-        settings = self.stack.settings
-        return (
-            Mount(settings.model_cache, imagelayout.HF_HOME, settings.model_cache_path),
-            Mount(jit_volume(self.variant), imagelayout.JIT_CACHE),
-        )
+        """The volumes every renderer mounts (:func:`variant_mounts`)."""
+        return variant_mounts(self.stack, self.variant)
 
     @property
     def shm_size(self) -> str:

@@ -48,18 +48,19 @@ def _volume(stack: Stack, short: str, *, create: bool) -> str | None:
 
 
 def mounts(stack: Stack, variant: str) -> list[str]:
-    """``-v`` arguments as Compose mounts them for a service of ``variant``."""
+    """``-v`` arguments as Compose mounts them for a service of ``variant`` (:func:`launch.variant_mounts`):
+    a host folder where one is set and exists; the JIT cache's volume, created as Compose would (the server
+    writes there); the model cache's volume only where it exists (the self-check reads, never fills it)."""
     out = []
-    jit = _volume(stack, launch.jit_volume(variant), create=True)
-    out += ["-v", f"{jit}:{imagelayout.JIT_CACHE}"]
-    if stack.settings.model_cache_path is not None:
-        folder = (stack.root / stack.settings.model_cache_path).resolve()
-        if folder.is_dir():
-            out += ["-v", f"{folder}:{imagelayout.HF_HOME}"]
-    else:
-        cache = _volume(stack, stack.settings.model_cache, create=False)
-        if cache is not None:
-            out += ["-v", f"{cache}:{imagelayout.HF_HOME}"]
+    for mount in launch.variant_mounts(stack, variant):
+        if mount.host_folder is not None:
+            folder = (stack.root / mount.host_folder).resolve()
+            if folder.is_dir():
+                out += ["-v", f"{folder}:{mount.target}"]
+            continue
+        volume = _volume(stack, mount.volume, create=mount.target == imagelayout.JIT_CACHE)
+        if volume is not None:
+            out += ["-v", f"{volume}:{mount.target}"]
     for name in launch.stack_secrets(stack):
         path = (stack.root / stack.settings.secrets_dir / name).resolve()
         if path.exists():
