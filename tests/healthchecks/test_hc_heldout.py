@@ -1,7 +1,8 @@
 """The held-out rounds: their logs and labels are pinned, their recorded scores are the catalog's.
 
 Round 3 (issue 36, ``heldout/README.md``), rounds 5 to 8 (``heldout5/`` to ``heldout8/``): 45 public logs each;
-rounds 9 and 10 (``heldout9/README.md``, ``heldout10/README.md``): 44 each; each labelled and committed before the classifier saw it.
+rounds 9 and 10 (``heldout9/README.md``, ``heldout10/README.md``): 44 each; round 11 (``heldout11/README.md``): 41;
+each labelled and committed before the classifier saw it.
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
@@ -85,6 +86,13 @@ ROUNDS = (
         44,
         "a07bd91e8a9dd5ac3dad6027fcb7ece31dd539555b53384a69b442f58974c648",
         "770fbf19c9c3815054de083001897d42e50c4d1e96f30d106415750c9fa73dc9",
+    ),
+    Round(
+        11,
+        HERE / "heldout11",
+        41,
+        "6591d04c1e5dcb620d5c8915aae3dece41665c94b74def53a7a88d01c0e070e4",
+        "746d114d2fa6ea71e97b25e12471f70fb4ebf56b04f929c9fc1b2734ffcfcacf",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
