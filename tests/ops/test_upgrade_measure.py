@@ -57,7 +57,7 @@ def test_upgrade_measure_prints_the_measured_divergence_of_0_5_9_and_0_5_23(
     assert mean < compare.MAX_MEAN_KL / 100 and p99 < compare.MAX_P99_KL / 100 and top1 >= 99.0, out
     assert "\nwithin (thresholds: " in out
     docsblock.check("docs/upgrade.md", "tests/ops/test_upgrade_measure.py",
-                    "bwstack upgrade v0.5.9-cpu 0.5.23 --measure -f profiles.cpu.yaml", out)  # fmt: skip
+                    "bwstack upgrade v0.5.9-cpu 0.5.23 --measure -f profiles.cpu.yaml", out, floats=True)  # fmt: skip
     left = dockerstack.docker("ps", "-aq", "--filter", f"label={upgrade_measure.LABEL}").stdout.split()
     assert left == [], left
     volumes = dockerstack.docker(

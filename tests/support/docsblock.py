@@ -33,6 +33,37 @@ LOAD_FIGURES = (
 )
 
 
+#: a measured divergence's figures (KL, log-probabilities, agreement): the same run on another machine's CPU
+#: float path moves them in the last printed digit, and a KL of two identical models is rounding noise
+#: (1e-16 .. 1e-14) whose ranking of "worst" prompts is arbitrary. ``check(..., floats=True)`` compares such
+#: blocks by their text with the numbers taken out, then number by number within FLOAT_REL or both below
+#: FLOAT_NOISE.
+FLOAT_REL = 2e-3
+FLOAT_NOISE = 1e-9
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_NOISE_WORST = re.compile(r"worst prompts: (?:[\w-]+ \(\d(?:\.\d+)?e-1\d(?:, from position \d+)?\)(?:, )?)+")
+
+
+def _floats_match(shown: str, real: str) -> bool:
+    """Whether two shaped blocks differ only by figures within FLOAT_REL (or both below FLOAT_NOISE), the
+    number-free text equal up to column padding."""
+    shown, real = (_NOISE_WORST.sub("worst prompts: <noise>", t) for t in (shown, real))
+    skeleton = [re.sub(r"[ \t]+", " ", _NUMBER.sub("#", t)) for t in (shown, real)]
+    if skeleton[0] != skeleton[1]:
+        return False
+    for a, b in zip(_NUMBER.findall(shown), _NUMBER.findall(real), strict=True):
+        if "." not in a + b and "e" not in a + b:  # a count (positions, retrieved needles) is exact
+            if a != b:
+                return False
+            continue
+        x, y = float(a), float(b)
+        if x == y or (abs(x) < FLOAT_NOISE and abs(y) < FLOAT_NOISE):
+            continue
+        if abs(x - y) > FLOAT_REL * max(abs(x), abs(y)):
+            return False
+    return True
+
+
 def shape(text: str, extra: tuple[tuple[re.Pattern[str], str], ...] = ()) -> str:
     """``text`` with its volatile fields replaced (see :data:`VOLATILE`, then ``extra``)."""
     for pattern, placeholder in (*extra, *VOLATILE):
@@ -61,12 +92,14 @@ def check(
     output: str,
     extra: tuple[tuple[re.Pattern[str], str], ...] = (),
     names: dict[str, str] | None = None,
+    floats: bool = False,
 ) -> None:
     """Compare ``$ command`` and its real ``output`` with ``page``'s block marked for ``test`` (paths relative
     to the repository), ``extra`` volatile fields too (e.g. :data:`LOAD_FIGURES`); rewrite it where
     ``BWSTACK_WRITE_DOCS=1``, else fail when it is stale. ``names`` renames a test's scratch paths and random
     names to what a reader's own run shows (``{"/tmp/pytest-…/bisect": "reports/bisect"}``), longest first:
-    no path of the machine that ran the test goes into a page."""
+    no path of the machine that ran the test goes into a page. ``floats``: a measured divergence's block,
+    compared figure by figure within a tolerance (:data:`FLOAT_REL`)."""
     path = ROOT / page
     text = path.read_text(encoding="utf-8")
     start, end = _block(text, test)
@@ -78,7 +111,10 @@ def check(
             atomic_write(path, text[:start] + real + text[end:])
         return
     shown = text[start:end]
-    assert shape(shown, extra) == shape(real, extra), (
+    same = shape(shown, extra) == shape(real, extra)
+    if floats and not same:
+        same = _floats_match(shape(shown, extra), shape(real, extra))
+    assert same, (
         f"{page}: the block of {test} is stale (rerun with {WRITE_ENV}=1 to rewrite it):\n"
         f"--- shown\n{shown}\n--- real\n{real}"
     )
