@@ -2,7 +2,7 @@
 
 Round 3 (issue 36, ``heldout/README.md``), rounds 5 to 8 (``heldout5/`` to ``heldout8/``): 45 public logs each;
 rounds 9 and 10 (``heldout9/README.md``, ``heldout10/README.md``): 44 each; round 11 (``heldout11/README.md``): 41;
-each labelled and committed before the classifier saw it.
+round 12 (``heldout12/README.md``): 24; each labelled and committed before the classifier saw it.
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
@@ -93,6 +93,13 @@ ROUNDS = (
         41,
         "6591d04c1e5dcb620d5c8915aae3dece41665c94b74def53a7a88d01c0e070e4",
         "746d114d2fa6ea71e97b25e12471f70fb4ebf56b04f929c9fc1b2734ffcfcacf",
+    ),
+    Round(
+        12,
+        HERE / "heldout12",
+        24,
+        "2770681783b298565cf6278e4efc1d97564ba6f0ac44f9490449a94aaa528f43",
+        "7daedbd9fbdea133e1702bb7344da814226856f3a97bf05aae1853e40957ad28",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
