@@ -75,37 +75,31 @@ def test_serving_lines_read_as_serving_through_each_noise_form(form: str) -> Non
     )
 
 
-def test_a_ranks_traceback_frames_keep_their_indentation_under_the_prefix() -> None:
-    """The frames of a traceback behind ``<time>Z [rank0]:`` read as frames (a cut traceback is crash)."""
-    pasted = (
-        '2025-10-09T04:13:06.6371779Z [rank0]:   File "/sgl/srt/model_executor/cuda_graph_runner.py", line 485, '
-        "in capture\n2025-10-09T04:13:06.6372391Z [rank0]:     ) = self.capture_one_batch_size(bs, forward)\n"
-    )
-    assert paste.normalise(pasted).splitlines() == [
-        '  File "/sgl/srt/model_executor/cuda_graph_runner.py", line 485, in capture',
-        "    ) = self.capture_one_batch_size(bs, forward)",
-    ]
+@pytest.mark.parametrize(
+    ("prefixes", "untouched"),
+    [
+        # torchrun behind a container time stamp; a rank tag inside a line is no prefix
+        (
+            ("2025-10-09T04:13:06.6371779Z [rank0]: ", "2025-10-09T04:13:06.6372391Z [rank0]: "),
+            "Loaded [rank0]: done",
+        ),
+        # mpirun's --timestamp-output ctime and --tag-output tag; a ctime not followed by the tag is left alone
+        (("Thu Jan 23 11:55:50 2025[1,1]<stderr>:",) * 2, "Thu Jan 23 11:55:50 2025 boot"),
+    ],
+    ids=["torchrun-rank", "mpirun-ctime-tag"],
+)
+def test_frames_behind_a_launchers_prefix_keep_their_indentation(
+    prefixes: tuple[str, str], untouched: str
+) -> None:
+    """The frames of a traceback cut behind a launcher's per-line prefix read as frames, indented as the
+    process wrote them (a cut traceback is crash); the same words not in prefix position stay."""
+    frame = '  File "/sgl/srt/managers/scheduler.py", line 1799, in run_scheduler_process'
+    source = "    scheduler.event_loop_overlap()"
+    pasted = f"{prefixes[0]}{frame}\n{prefixes[1]}{source}\n"
+    assert paste.normalise(pasted).splitlines() == [frame, source]
     match = signatures.scan_text(pasted).result()
     assert match is not None and (match.cls, match.line) == ("crash", 1)
-    # a rank tag inside a line is no prefix
-    assert paste.normalise("Loaded [rank0]: done\n") == "Loaded [rank0]: done\n"
-
-
-def test_frames_behind_mpiruns_time_stamp_and_tag_keep_their_indentation() -> None:
-    """A traceback cut behind ``<ctime>[job,rank]<stderr>:`` reads as a cut traceback (crash), its frames
-    indented as the process wrote them; a ctime not followed by the tag is left alone."""
-    pasted = (
-        'Thu Jan 23 11:55:50 2025[1,1]<stderr>:  File "/sgl/srt/managers/scheduler.py", line 1799, in '
-        "run_scheduler_process\n"
-        "Thu Jan 23 11:55:50 2025[1,1]<stderr>:    scheduler.event_loop_overlap()\n"
-    )
-    assert paste.normalise(pasted).splitlines() == [
-        '  File "/sgl/srt/managers/scheduler.py", line 1799, in run_scheduler_process',
-        "    scheduler.event_loop_overlap()",
-    ]
-    match = signatures.scan_text(pasted).result()
-    assert match is not None and (match.cls, match.line) == ("crash", 1)
-    assert paste.normalise("Thu Jan 23 11:55:50 2025 boot\n") == "Thu Jan 23 11:55:50 2025 boot\n"
+    assert paste.normalise(untouched + "\n") == untouched + "\n"
 
 
 def test_a_wrapped_line_is_read_joined_and_keeps_its_place() -> None:
