@@ -217,19 +217,17 @@ class Scanner:
         live = self._changing(candidates, line_no)
         if not live:
             return
-        found = [
-            SIGNATURES[i] for i in live if not SIGNATURES[i].generic and SIGNATURES[i].pattern.search(line)
-        ]
+        found = [SIGNATURES[i] for i in live if not SIGNATURES[i].generic and SIGNATURES[i].matches(line)]
         generic = [SIGNATURES[i] for i in live if SIGNATURES[i].generic]
         if (
             generic
             and not found
             and not any(
-                not SIGNATURES[i].generic and i not in live and SIGNATURES[i].pattern.search(line)
+                not SIGNATURES[i].generic and i not in live and SIGNATURES[i].matches(line)
                 for i in candidates
             )
         ):
-            found = [sig for sig in generic if sig.pattern.search(line)]
+            found = [sig for sig in generic if sig.matches(line)]
         if found:
             self._changes, self._quiet = {}, {}
         for sig in found:

@@ -36,7 +36,9 @@ SIGNATURES: tuple[Signature, ...] = (
 )
 #: the catalog's identity (its entries in order): a saved scan made by another catalog is not continued
 CATALOG_ID = hashlib.sha256(
-    "\n".join(f"{s.cls}\t{s.priority}\t{s.weak}\t{s.pattern.pattern}" for s in SIGNATURES).encode()
+    "\n".join(
+        f"{s.cls}\t{s.priority}\t{s.weak}\t{s.pattern.pattern}\t{s.unless}" for s in SIGNATURES
+    ).encode()
 ).hexdigest()[:16]
 #: every literal key, each once: the start texts, the ready line, the signatures' keys, the host-arch keys
 KEYS: tuple[str, ...] = tuple(

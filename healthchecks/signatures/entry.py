@@ -26,6 +26,10 @@ class Signature:
     fix: str
     weak: bool = False  # generic traceback evidence: a verdict only once the server stopped answering
     generic: bool = False  # counts only on lines no specific signature explains (weak implies generic)
+    #: a regex for the lines that are no match although the pattern finds them (a warning, a fallback the
+    #: server takes instead); read only on a line the pattern found (a lookahead over the whole line before
+    #: the pattern would cost every candidate line a scan of its own)
+    unless: str = ""
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -34,6 +38,17 @@ class Signature:
         if found is None:
             found = _COMPILED[self.regex] = re.compile(self.regex)
         return found
+
+    def matches(self, line: str) -> bool:
+        """Whether ``line`` is this signature's: the pattern finds it and ``unless`` does not."""
+        if self.pattern.search(line) is None:
+            return False
+        if not self.unless:
+            return True
+        unless = _COMPILED.get(self.unless)
+        if unless is None:
+            unless = _COMPILED[self.unless] = re.compile(self.unless)
+        return unless.search(line) is None
 
 
 _COMPILED: dict[str, re.Pattern[str]] = {}
@@ -49,6 +64,7 @@ def sig(
     priority: int | None = None,
     weak: bool = False,
     generic: bool = False,
+    unless: str = "",
 ) -> Signature:
     """A :class:`Signature` of ``cls``, ranked as its class unless ``priority`` is given."""
     if cls not in CLASS_PRIORITY:
@@ -63,6 +79,7 @@ def sig(
         fix=fix,
         weak=weak,
         generic=generic or weak,
+        unless=unless,
     )
 
 
@@ -82,6 +99,8 @@ _PREFIX = (
     r")"
 )
 LINE_START = rf"(?:^|\r)\s*(?:{_PREFIX}\s*)*"
+#: a line that only warns or names the fallback the server takes instead (an ``unless`` of the gates)
+WARNING = r"(?i:warn|fall(?:s|ing)?[ -]?back|instead)"
 #: a model's architecture as transformers and SGLang's registry name it (``LlamaForCausalLM``,
 #: ``ChatGLMForConditionalGeneration``, ``ChatGLMModel``): an "unsupported architecture" naming one is the
 #: checkpoint's (model_load), not the GPU's (unsupported_arch)

@@ -9,7 +9,7 @@ entry names the public text it was written from; none was written from a held-ou
 
 from __future__ import annotations
 
-from healthchecks.signatures.entry import Signature, sig
+from healthchecks.signatures.entry import WARNING, Signature, sig
 
 _TOOLS = r"(?:ninja|nvcc|ptxas|cicc|nvlink|fatbinary|gcc|g\+\+|cc|c\+\+|clang(?:\+\+)?)"
 
@@ -85,8 +85,7 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- unsupported_arch: gate wordings the shape table's verbs miss ---------------------------------------
     sig(
         "unsupported_arch",
-        r"^(?!.*(?i:warn|fall(?:s|ing)?[ -]?back|instead))"
-        r".*?(?:\b(?i:only)\b[^\n]{0,100}?\b(?:is |are )?supported (?:on|for|by|with)\b[^\n]{0,40}?"
+        r"(?:\b(?i:only)\b[^\n]{0,100}?\b(?:is |are )?supported (?:on|for|by|with)\b[^\n]{0,40}?"
         r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}[a-z]?\b|\b(?:Hopper|Blackwell|Ampere|Ada)\b)"
         r"|\b(?i:only) (?:sm_?|SM ?)\d{2,3}[a-z]?(?: and (?:sm_?|SM ?)\d{2,3}[a-z]?)? (?:is|are) supported"
         r"|\b(?:Hopper|Blackwell|Ampere)? ?\((?:sm_?|SM ?)\d{2,3}[a-z]?\) (?:is |are )?required\b)",
@@ -95,6 +94,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "sgl-project/sglang#18751), 'Only sm100 is supported', 'Blackwell (SM100) required'; a gate raised "
         "as AssertionError is still a gate",
         "pick a backend or kernel built for this GPU's arch (bwstack explain lists them per arch)",
+        unless=WARNING,
     ),
     # --- round 4 (issue 36): written after round 3's held-out logs were seen, so in-sample ----------------
     # gpu_fault: the driver's own GSP time-out banner, printed whether or not an Xid line follows in view
@@ -122,8 +122,7 @@ SIGNATURES: tuple[Signature, ...] = (
     # unsupported_arch: SGLang's own floor, "only supports smNN and above" (also as a user retypes it)
     sig(
         "unsupported_arch",
-        r"^(?!.*(?i:warn|fall(?:s|ing)?[ -]?back|instead))"
-        r".*?\b(?i:only) supports (?:sm|SM)[ _]?\d{2,3}[a-z]?"
+        r"\b(?i:only) supports (?:sm|SM)[ _]?\d{2,3}[a-z]?"
         r"(?:\+| +(?:and|or) +(?:above|newer|later|higher))",
         ("only supports",),
         "sglang srt/model_executor/model_runner.py load_model (later load_model_utils."
@@ -131,6 +130,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "GPU below compute capability 7.5; opendatalab/MinerU#3416 (V100, retyped 'SGlang only supports "
         "sm 75 and  above')",
         "a GPU the stack supports (SGLang: sm75 and newer), or a backend built for this arch",
+        unless=WARNING,
     ),
     # crash (weak, like a Python traceback's frames): a native stack's frame as PyTorch's c10 backtrace prints
     # it, also with the frame number turned into a markdown link by the issue tracker

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import re
 
-from healthchecks.signatures.entry import LINE_START, Signature, sig
+from healthchecks.signatures.entry import LINE_START, WARNING, Signature, sig
 
 _WEAK = 95  # as signatures_runtime: generic traceback evidence ranks after every crash banner
-#: a line that only warns, or says what the server does instead, is no gate
-_NOT_A_WARNING = r"^(?!.*(?i:warn|fall(?:s|ing)?[ -]?back|skipp|instead|serving this))"
+#: a line that only warns, or says what the server does instead, is no gate (a signature's ``unless``)
+_A_WARNING = WARNING + r"|(?i:skipp|serving this)"
 #: an arch as a log names it: sm_120, sm120a, SM100f, SM 90, compute_90a, CC 12.0, or a family name
 _ARCH = (
     r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}[a-z]?\b|\bcompute_\d{2,3}[a-z]?\b|\bCC \d|compute capabilit"
@@ -103,8 +103,7 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- arch gates by shape ------------------------------------------------------------------------------
     sig(
         "unsupported_arch",
-        _NOT_A_WARNING
-        + r".*?(?:\b(?:requires?|required|only supports?)\b[^\n]{0,60}?"
+        r"(?:\b(?:requires?|required|only supports?)\b[^\n]{0,60}?"
         + _ARCH
         + r"|\b(?:does not|doesn't|do not|cannot|can't) support\b[^\n]{0,40}?"
         + _ARCH
@@ -134,6 +133,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "SM version' (FlashInfer's CUTLASS FMHA: assert sm_version >= 100 and sm_version < 120, 'Unsupported "
         "SM version'; TensorRT-LLM 'Unsupported SM version for FP8 block scaling GEMM')",
         _PICK_ARCH,
+        unless=_A_WARNING,
     ),
     sig(
         "unsupported_arch",

@@ -709,7 +709,7 @@ def test_log_excerpt_classifies_to_its_root_cause(name: str) -> None:
     assert cls not in match.also
     lines = path.read_text().splitlines()
     assert match.text == lines[match.line - 1].strip()
-    assert match.signature.pattern.search(match.text)
+    assert match.signature.matches(match.text)
 
 
 @pytest.mark.parametrize("name", HEALTHY)
@@ -733,6 +733,13 @@ def test_every_signature_is_exercised_and_its_keys_prefilter_soundly() -> None:
         assert hits, f"no example for {sig.pattern.pattern!r}"
         for line in hits:
             assert any(key in line for key in sig.keys), (sig.pattern.pattern, line)
+
+
+def test_a_gate_that_only_warns_is_found_by_the_pattern_and_dropped_by_unless() -> None:
+    line = "[2025-09-01 10:00:00] FlashInfer only supports sm75+ kernels here, falling back to triton"
+    gates = [sig for sig in SIGNATURES if sig.unless and sig.pattern.search(line)]
+    assert gates and not any(sig.matches(line) for sig in gates)
+    assert all(sig.matches(line.replace(", falling back to triton", "")) for sig in gates)
 
 
 @pytest.mark.parametrize("line", BENIGN)
