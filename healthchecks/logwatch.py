@@ -117,7 +117,7 @@ def root_cause_or(run: Run, fallback: Unhealthy, wait: bool = False) -> Unhealth
         )
 
     def match_of(scanner: signatures.Scanner) -> signatures.Match | None:
-        return scanner.result(strong_only=not fallback.gone)
+        return scanner.result(strong_only=not fallback.gone, answering=not fallback.gone)
 
     scanner = scan_log(run)
     match = match_of(scanner)

@@ -136,6 +136,9 @@ SERVING_MIN = shapes.SERVING_MIN
 
 #: the classes a stated host arch explains (Match.host_arch is set for them)
 _ARCH_CLASSES = frozenset({"unsupported_arch", "no_kernel_image", "kernel_compile", "shared_memory"})
+#: the classes whose evidence says that something failed, not why: the structural rules may name the cause
+#: (an AssertionError raised in a weight loader is the checkpoint's shape, round 13: sgl-project/sglang#4431)
+_EXPLAINED = frozenset({"crash", "assertion"})
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: how far above a strong exception line a weak match may be and still be its failing source line (a
 #: traceback prints ``File ..``, the source line, then the exception; a caret line may come between)
@@ -386,12 +389,20 @@ class Scanner:
         low = raw.lower()
         if counting:
             self.serving += sum(low.count(word, last_start + 1) for word in SERVING)
-            self.serving += SERVING_MIN if shapes.served(low, last_start + 1) else 0
+            # only whether SERVING_MIN is reached counts: the rarer evidence is looked for only below it
+            if self.serving < SERVING_MIN and b"x across cluster]" in low:
+                self.serving += shapes.repeated_serving(low, last_start + 1)
+            if self.serving < SERVING_MIN and shapes.served(low, last_start + 1):
+                self.serving += SERVING_MIN
         if may_stop:
             self.stopped += sum(low.count(word, last_start + 1) for word in STOPPED)
 
-    def result(self, strong_only: bool = False) -> Match | None:
+    def result(self, strong_only: bool = False, answering: bool | None = None) -> Match | None:
         """The root cause of the current run, or None; ``strong_only`` skips generic traceback evidence.
+
+        ``answering``: whether the server is known to answer now (the live healthcheck knows; a paste does
+        not: None). Unless it is known not to, traceback evidence that was one failed request's, with the
+        server answering on (:func:`structure.request_failed`), is set aside.
 
         When no specific signature explains the run (nothing, or only crash evidence: a traceback, a child
         that died, a failed capture, none of which names a cause), the structural rules
@@ -400,15 +411,27 @@ class Scanner:
         best = self._strong if strong_only else self._best
         if strong_only and best is not None and self._explains(best):
             best = self._best  # e.g. the arch gate's `assert is_sm100_supported()` above its AssertionError
-        if best is None or best[3].cls == "crash":
+        if best is None or best[3].cls in _EXPLAINED or best[3].weak:
             found = structure.explain(self.structure()) if self._tail else None
             # live (strong_only), a traceback alone is no fatal evidence; once strong crash evidence is there
-            # (a child died, a capture failed) the structure only names its cause
+            # (a child died, a capture failed) the structure only names its cause. An assert, and weak
+            # evidence of any class, give way to a structure that names a cause (raised in a weight loader)
             if found is not None and (not strong_only or found[0].cls == "garbage" or best is not None):
                 sig, line_no = found
-                if line_no > self.start_line and (best is None or sig.priority < best[0] or best[3].weak):
+                if line_no > self.start_line and (
+                    best is None
+                    or sig.priority < best[0]
+                    or (best[3].weak and (best[3].cls == "crash" or not sig.weak))
+                ):
                     best = (sig.priority, line_no, _clean(self._line_of(line_no)), sig)
+        if best is not None and best[3].weak and answering is not False and self._request_failed(best):
+            return None
         return self._match(best)
+
+    def _request_failed(self, best: _Best) -> bool:
+        """Whether the run's traceback evidence (all weak, from ``best``'s line on) was one failed request's
+        and the server went on answering (:func:`structure.request_failed`)."""
+        return bool(self._tail) and best[1] > self.start_line and structure.request_failed(self.structure())
 
     def _explains(self, strong: _Best) -> bool:
         """Whether the best match overall is weak evidence that names the strong match's cause: a more
@@ -454,7 +477,10 @@ class Scanner:
         match = self.result()
         if match is not None:
             return match.cls
-        return "healthy" if self.serves or self.stopped else "starting"
+        if self.serves or self.stopped:
+            return "healthy"
+        best = self._best  # evidence result() set aside: one failed request, and the server answered on
+        return "healthy" if best is not None and best[3].weak and self._request_failed(best) else "starting"
 
     def to_state(self) -> dict[str, Any]:
         """A JSON-able snapshot, so a later process can continue the scan."""

@@ -67,7 +67,7 @@ SCAN_WORDS: tuple[str, ...] = (
     "hit an exception", "unknown recipe", "gloo/transport", "exception in ", "nan detected", "contains nan",
     "no compiled ", "gpu is lost", "core dumped", "peer access", "config.json", "aborted", "killed",
     "the server is fired up and ready to roll", "traceback (most recent call last)", "out of memory", "xid",
-    "exception", 'file "', "timed out", "warmup", "corrupt",
+    "exception", 'file "', "timed out", "warmup", "corrupt", "crash", "died", "mpirun ",
 )  # fmt: skip
 KEYS_LOW: tuple[str, ...] = tuple(key.lower() for key in KEYS)
 _SCAN: tuple[str, ...] = (
@@ -169,7 +169,7 @@ def word_keys() -> list[tuple[int, ...]]:
 #: none of those signatures could change the verdict
 FOLDED_SIGS: tuple[tuple[int, ...] | None, ...] = tuple(
     None
-    if len(sigs) > 4 or any(k in START_KEYS or k in HOST_KEYS or k == READY_KEY for _, g in groups for k in g)
+    if len(sigs) > 8 or any(k in START_KEYS or k in HOST_KEYS or k == READY_KEY for _, g in groups for k in g)
     else tuple(sorted(sigs))
     for groups in FOLDED_KEYS
     for sigs in [set().union(*(KEY_SIGS[k] for _, g in groups for k in g))]
@@ -198,4 +198,5 @@ STOP_FOLDED: tuple[bytes, ...] = (
     b"withcode",
     b"exitingnormally",
     b"terminatedwith",
+    b"codekilledstatusterm",
 )

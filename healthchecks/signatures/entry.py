@@ -99,8 +99,13 @@ _PREFIX = (
     r")"
 )
 LINE_START = rf"(?:^|\r)\s*(?:{_PREFIX}\s*)*"
+#: the fix of an arch gate
+PICK_ARCH = "pick a backend or kernel built for this GPU's arch (bwstack explain lists them per arch)"
 #: a line that only warns or names the fallback the server takes instead (an ``unless`` of the gates)
 WARNING = r"(?i:warn|fall(?:s|ing)?[ -]?back|instead)"
+#: an allocator's failure it retries (fzyzcjy/torch_memory_saver csrc/core.cpp: 'cuMemCreate
+#: CUDA_ERROR_OUT_OF_MEMORY (may not be an issue e.g. torch allocator will free cache and retry)')
+RETRIED = r"may not be an issue"
 #: a model's architecture as transformers and SGLang's registry name it (``LlamaForCausalLM``,
 #: ``ChatGLMForConditionalGeneration``, ``ChatGLMModel``): an "unsupported architecture" naming one is the
 #: checkpoint's (model_load), not the GPU's (unsupported_arch)

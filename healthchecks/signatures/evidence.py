@@ -9,7 +9,7 @@ entry names the public text it was written from; none was written from a held-ou
 
 from __future__ import annotations
 
-from healthchecks.signatures.entry import WARNING, Signature, sig
+from healthchecks.signatures.entry import PICK_ARCH, RETRIED, WARNING, Signature, sig
 
 _TOOLS = r"(?:ninja|nvcc|ptxas|cicc|nvlink|fatbinary|gcc|g\+\+|cc|c\+\+|clang(?:\+\+)?)"
 
@@ -29,7 +29,9 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- nccl: the c10d store (the process group's rendezvous) timed out --------------------------------
     sig(
         "nccl",
-        r"\bTCPStore\b[^\n]*(?:timed out|[Tt]imeout|failed to connect)"
+        r"\bTCPStore\b[^\n]*(?:timed out|[Tt]imeout|failed to connect|Connection reset by peer"
+        r"|shut down too early)"
+        r"|\brecvValue failed on SocketImpl\b"
         r"|\bclient socket has timed out after\b|\bDistStoreError\b|\bRendezvousConnectionError\b"
         r"|\bconnection to the C10d store has failed"
         r"|\bwaitForInput: socket [^\n]*timed out after"
@@ -37,6 +39,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\bclient socket has failed to connect to any network address",
         (
             "TCPStore",
+            "recvValue failed",
             "socket has timed out",
             "DistStoreError",
             "RendezvousConnectionError",
@@ -49,7 +52,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "out after {}ms' (a store read past its read_timeout), "
         "'The server socket has failed to listen on any local network address.' (the store's port taken), "
         "'The client socket has failed to connect to any network address of (host, port).'; elastic "
-        "'RendezvousConnectionError: The connection to the C10d store has failed', pytorch/pytorch#107021)",
+        "'RendezvousConnectionError: The connection to the C10d store has failed', pytorch/pytorch#107021); "
+        "round 13 (in-sample, sgl-project/sglang#20859): a worker losing the store ('[c10d] recvValue "
+        "failed on SocketImpl(..): Connection reset by peer', ProcessGroupNCCL's 'Failed to check the "
+        '"should dump" flag on TCPStore, (maybe TCPStore server has shut down too early)\')',
         "the rank-0 store is unreachable: check --dist-init-addr, the port and the firewall between nodes, "
         "and that every node started",
     ),
@@ -93,7 +99,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "issue 36's wordings: '.. is only supported on Blackwell GPUs (SM100)' (sglang server_args, "
         "sgl-project/sglang#18751), 'Only sm100 is supported', 'Blackwell (SM100) required'; a gate raised "
         "as AssertionError is still a gate",
-        "pick a backend or kernel built for this GPU's arch (bwstack explain lists them per arch)",
+        PICK_ARCH,
         unless=WARNING,
     ),
     # --- round 4 (issue 36): written after round 3's held-out logs were seen, so in-sample ----------------
@@ -312,6 +318,67 @@ SIGNATURES: tuple[Signature, ...] = (
         "the checkpoint's FP8 blocks cannot be split this way: use a TP size that divides the weights into "
         "whole blocks (or EP / DP attention), or a checkpoint quantized per channel",
     ),
+    # --- round 13: written from its training batch (train13a/b/c: corpus, "issue 36 round 13 (training)") -
+    # crash: a Rust panic (SGLang's router / model gateway is Rust; the message follows on the next line)
+    sig(
+        "crash",
+        r"\bthread '[^'\n]*' panicked at\b",
+        ("panicked at",),
+        "Rust's default panic hook (library/std/src/panicking.rs: \"thread '{name}' panicked at "
+        "{location}:\" then the message); round 13 (in-sample, Ziems/arbor#48: sglang-router's actix "
+        "worker, 'Too many open files')",
+        "read the panic's message on the next line (a resource limit: raise ulimit -n; a bug: report it)",
+    ),
+    # unsupported_arch: ROCm aiter's chip table does not know the GPU
+    sig(
+        "unsupported_arch",
+        r"\bUnknown GPU architecture: \w+",
+        ("Unknown GPU architecture",),
+        "ROCm aiter aiter/jit/utils/chip_info.py get_gfx_custom_op_core (KeyError 'Unknown GPU architecture: "
+        "gfx1101. Supported architectures: [..]'); round 13 (in-sample, gpustack/gpustack#3345: a Radeon "
+        "gfx1101)",
+        PICK_ARCH,
+    ),
+    # model_load: transformers cannot find or parse a file the model needs
+    sig(
+        "model_load",
+        r"\bdoes not appear to have a file named [\w.-]+"
+        r"|\bIt looks like the config file at '[^'\n]*' is not a valid JSON file",
+        # keys without 'file': a traceback's frame lines hold that scan word, and would all be read
+        ("does not appear to have a ", "is not a valid JSON "),
+        "transformers utils/hub.py cached_file ('{repo} does not appear to have a file named {file}. "
+        "Checkout 'https://huggingface.co/{repo}/tree/{revision}' for available files.') and "
+        "configuration_utils.py ('It looks like the config file at '..' is not a valid JSON file.'); "
+        "round 13 (in-sample, LLaVA-VL/LLaVA-NeXT#164: no preprocessor_config.json)",
+        "check the model path and revision: the repo lacks a file this model class needs, or a file is not "
+        "what its name says",
+    ),
+    # nccl: a multi-node DP start whose node 0 never sent its ports (the nodes' ZMQ handshake, not NCCL's,
+    # but the same between-nodes failure and fix)
+    sig(
+        "nccl",
+        r"\bTimeout waiting for worker ports from node \d+|\bFailed to receive worker ports from node \d+",
+        ("worker ports from node",),
+        "sglang 0.5.23 srt/managers/data_parallel_controller.py (logger.error('Timeout waiting for worker "
+        "ports from node 0'), then RuntimeError('Failed to receive worker ports from node 0 within "
+        "timeout')); round 13, from the wheel, not from a log",
+        "node 0 did not answer the other nodes: check --dist-init-addr and --nnodes/--node-rank on every "
+        "node, that node 0 started first, and the network between nodes",
+    ),
+    # oom: the CUDA driver API's and runtime's out-of-memory codes as allocators print them
+    # (torch_memory_saver first warns that a cuMemCreate failure may be retried: no fatal evidence)
+    sig(
+        "oom",
+        r"\bCUDA_ERROR_OUT_OF_MEMORY\b|\b(?:cudaError|CUDA) error:? 2 \(out of memory\)",
+        ("CUDA_ERROR_OUT_OF_MEMORY", "2 (out of memory)"),
+        "CUDA's cuMemCreate CUDA_ERROR_OUT_OF_MEMORY and cudaErrorMemoryAllocation (= 2, 'out of memory') as "
+        "fzyzcjy/torch_memory_saver csrc/core.cpp prints them ('[torch_memory_saver.cpp] cudaError error: 2 "
+        "(out of memory) file=csrc/core.cpp func=resume'); round 13 (in-sample, "
+        "fzyzcjy/torch_memory_saver#99)",
+        "the GPU memory is taken: release other processes' memory (or pause them) before resuming, or lower "
+        "--mem-fraction-static",
+        unless=RETRIED,
+    ),
 )
 
 #: SGLang's own words on a failure it recovered from: it logs a warning that ends 'To silence this warning,
@@ -342,4 +409,10 @@ STOPPED: tuple[bytes, ...] = (
     # (TP0 PP0); exiting normally to allow cleanup...', sgl-project/sglang#16484, an open PR; no released
     # wheel up to 0.5.23 prints it)
     b"exiting normally",
+    # round 13, from the launchers' sources: Docker Compose's container stopped by SIGTERM (128 + 15) or
+    # SIGINT (128 + 2), systemd's main process killed by SIGTERM (service.c 'Main process exited,
+    # code=killed, status=15/TERM')
+    b"exited with code 143",
+    b"exited with code 130",
+    b"code=killed, status=15/term",
 )

@@ -13,9 +13,22 @@ from __future__ import annotations
 import re
 
 from healthchecks import verdict
-from healthchecks.signatures.entry import LINE_START, MODEL_CLASS, Signature, sig
+from healthchecks.signatures.entry import LINE_START, MODEL_CLASS, RETRIED, Signature, sig
 
 _WEAK = 95  # generic traceback evidence: ranks after every crash banner
+
+
+def _launcher(regex: str, keys: tuple[str, ...], source: str) -> Signature:
+    """A launcher's death notice (round 13: written from the launcher's own texts, not from a log): crash."""
+    return sig(
+        "crash",
+        regex,
+        keys,
+        source + "; round 13, from the launcher's own texts",
+        "the server's process died or never started: read the lines above it, and the launcher's own log "
+        "(kubectl describe, journalctl -u, dmesg for the OOM killer)",
+    )
+
 
 SIGNATURES: tuple[Signature, ...] = (
     # --- model_load --------------------------------------------------------------------------------------
@@ -355,6 +368,62 @@ SIGNATURES: tuple[Signature, ...] = (
         "concurrent/futures/process.py)",
         "a child was killed by a signal: read the lines above (OOM killer: dmesg)",
     ),
+    # round 13, from the launchers' own sources, not from a log: what Docker Compose, Kubernetes, systemd,
+    # Open MPI, Slurm, Ray, uvicorn, glibc and CPython print when the server's process died or never ran (one
+    # entry per launcher: a line holding one launcher's key runs only that launcher's regex)
+    _launcher(
+        LINE_START + r"[\w.-]+ exited with code (?!0\b|130\b|143\b)\d+\s*$",
+        ("exited with code ",),
+        "Docker Compose v2 ('<container> exited with code N'; 130 and 143 are SIGINT's and SIGTERM's stop)",
+    ),
+    _launcher(
+        r"\bBack-off restarting failed container\b|\bCrashLoopBackOff\b|\bReason:\s+OOMKilled\b",
+        ("Back-off restarting failed container", "CrashLoopBackOff", "OOMKilled"),
+        "kubelet ('Back-off restarting failed container', a pod's 'CrashLoopBackOff', kubectl describe's "
+        "'Reason: OOMKilled')",
+    ),
+    _launcher(
+        r"\bMain process exited, code=(?:exited, status=(?!0/)\d+|killed, status=(?!(?:15|2)/)\d+"
+        r"|dumped, status=\d+)|\bFailed with result '(?:exit-code|signal|core-dump|oom-kill|timeout)'",
+        ("Main process exited, code=", "Failed with result '"),
+        "systemd src/core/service.c ('Main process exited, code=exited, status=1/FAILURE'; killed by TERM or "
+        "INT is a stop) and unit.c ('Failed with result 'exit-code'.')",
+    ),
+    _launcher(
+        r"\bmpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (?!15\b)\d+"
+        r"|\bPrimary job\s+terminated normally, but \d+ process(?:es)? returned\b"
+        r"|\bmpirun detected that one or more processes exited with non-zero status"
+        r"|\bsrun: error: \S+: tasks? [\d,-]+: (?:Killed|Exited with exit code [1-9]|Segmentation fault"
+        r"|Aborted)|\bDetected \d+ oom[_-]kill events?\b",
+        ("mpirun ", "Primary job", "srun: error: ", "oom_kill event", "oom-kill event"),
+        "Open MPI ('mpirun noticed that process rank 0 with PID .. on node .. exited on signal 9 (Killed).', "
+        "'Primary job  terminated normally, but 1 process returned'), Slurm ('srun: error: node1: task 0: "
+        "Killed', slurmstepd's 'Detected 1 oom_kill event')",
+    ),
+    _launcher(
+        r"\bThe actor died unexpectedly before finishing this task\b"
+        r"|\bA worker died or was killed while executing a task\b"
+        r"|\bWorker exit type: (?:SYSTEM_ERROR|NODE_OUT_OF_MEMORY)\b",
+        ("actor died unexpectedly", "A worker died or was killed", "Worker exit type: "),
+        "Ray ('The actor died unexpectedly before finishing this task.', the raylet's 'A worker died or was "
+        "killed while executing a task by an unexpected system error.', 'Worker exit type: SYSTEM_ERROR')",
+    ),
+    _launcher(
+        r"\berror while attempting to bind on address\b|\*\*\* stack smashing detected \*\*\*"
+        r"|^\s*SystemExit: (?!0\s*$)\S"
+        r"|\bOCI runtime create failed\b|\bcould not select device driver \S* with capabilities",
+        (
+            "error while attempting to bind",
+            "stack smashing detected",
+            "SystemExit: ",
+            "OCI runtime create failed",
+            "could not select device driver",
+        ),
+        "uvicorn server.py ('error while attempting to bind on address ..': it exits), glibc ('*** stack "
+        "smashing detected ***: terminated'), CPython ('SystemExit: 1' closing a traceback), Docker's 'OCI "
+        "runtime create failed' / 'could not select device driver \"\" with capabilities: [[gpu]]' (the "
+        "container never ran)",
+    ),
     sig(
         "crash",
         r"\bCUDA (?:error|Error|ERROR)(?: \d+)?: |\bcudaError[A-Z]\w+|\bCUDA_ERROR_[A-Z_]+|\bCUDART error: ",
@@ -363,6 +432,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "sgl-project/sglang#7918 ('operation not permitted when stream is capturing')",
         "read the CUDA error; CUDA_LAUNCH_BLOCKING=1 locates it",
         priority=92,
+        # round 13: torch_memory_saver's cuMemCreate warning says the allocator frees its cache and retries
+        unless=RETRIED,
         generic=True,
     ),
     sig(

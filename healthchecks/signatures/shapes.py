@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from healthchecks.signatures.entry import LINE_START, WARNING, Signature, sig
+from healthchecks.signatures.entry import LINE_START, PICK_ARCH, WARNING, Signature, sig
 
 _WEAK = 95  # as signatures_runtime: generic traceback evidence ranks after every crash banner
 #: a line that only warns, or says what the server does instead, is no gate (a signature's ``unless``)
@@ -30,7 +30,6 @@ _ARCH = (
     r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}[a-z]?\b|\bcompute_\d{2,3}[a-z]?\b|\bCC \d|compute capabilit"
     r"|\b(?:Hopper|Blackwell|Ampere|Ada|Volta|Turing)\b)"
 )
-_PICK_ARCH = "pick a backend or kernel built for this GPU's arch (bwstack explain lists them per arch)"
 
 #: fatal evidence that proves a process died: SGLang's own death notices and crash advice (read in the sglang
 #: 0.5.9/0.5.23 wheels: srt/entrypoints/engine.py, srt/utils/watchdog.py, test_utils.py) and the launchers'
@@ -132,7 +131,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "NVIDIA/cutlass#2819), SGLang ('is only supported on Blackwell GPUs (SM100)'); round 7: 'Unsupported "
         "SM version' (FlashInfer's CUTLASS FMHA: assert sm_version >= 100 and sm_version < 120, 'Unsupported "
         "SM version'; TensorRT-LLM 'Unsupported SM version for FP8 block scaling GEMM')",
-        _PICK_ARCH,
+        PICK_ARCH,
         unless=_A_WARNING,
     ),
     sig(
@@ -142,7 +141,7 @@ SIGNATURES: tuple[Signature, ...] = (
         ("assert", "raise"),
         "a device-property check cut off with its traceback: the failing `assert`/`raise` compares the GPU's "
         "compute capability (SGLang's is_sm100_supported() gates, sgl-project/sglang#18755)",
-        _PICK_ARCH,
+        PICK_ARCH,
         weak=True,
     ),
     # --- no_kernel_image by shape: no code for this GPU in the binary ------------------------------------
@@ -233,6 +232,9 @@ SERVING: tuple[bytes, ...] = (
     # Starting -> 503), and its own warm-up never asks for it
     b'/health http/1.1" 200',
     b'/health_generate http/1.1" 200',
+    # round 13 (in-sample, THUDM/slime#1487): a metrics scraper answered; the warm-up never asks for it, and
+    # SERVING_MIN of them (a scrape every 15 s by default) is a server up for a minute
+    b'/metrics http/1.1" 200',
 )
 SERVING_MIN = 4
 #: serving evidence that is decisive alone (an excerpt may hold one line of it; issue 36 round 5):
@@ -270,11 +272,44 @@ SERVED: tuple[bytes, ...] = (
     # srt/disaggregation/prefill.py: FAKE_BOOTSTRAP_HOST -> TransferBackend.FAKE), so the server was serving
     # (one failed request is no fatal evidence: round 8's convention)
     b"transfer failed for request rank=",
+    # round 13 (in-sample, THUDM/slime#1305): an RL trainer's calls, made once the server is up (slime, verl
+    # and miles wait for it): flushing the cache, updating or releasing the weights; SGLang's warm-up polls
+    # /model_info and posts one /generate, /encode or /v1/chat/completions, never these (sglang 0.5.23
+    # srt/entrypoints/http_server.py _execute_server_warmup and its routes)
+    b'/flush_cache http/1.1" 200',
+    b'/update_weights_from_disk http/1.1" 200',
+    b'/update_weights_from_tensor http/1.1" 200',
+    b'/update_weights_from_distributed http/1.1" 200',
+    b'/release_memory_occupation http/1.1" 200',
+    b'/resume_memory_occupation http/1.1" 200',
 )
 _CACHED = b"#cached"
 _CACHED_TOKEN = (b"-token: ", b"_token: ")  # ``#cached-token: 12`` (0.2 on), ``#cached_token: 12`` (0.1.x)
 _COMPLETION = b"completion_tokens"
 _WARMUP_MAX_NEW_TOKENS = 8  # sglang srt/entrypoints/http_server.py _execute_server_warmup
+
+
+#: Ray's log deduplication folds a worker's repeated line into one ending "[repeated 4x across cluster]"
+#: (ray/_private/ray_logging: RAY_DEDUP_LOGS, on by default): the line stands for that many more
+_RAY_REPEATED = b"[repeated "
+_RAY_ACROSS = b"x across cluster]"
+
+
+def repeated_serving(low: bytes, start: int) -> int:
+    """How many more SERVING lines the Ray-deduplicated ones in lower-cased ``low`` (from ``start`` on)
+    stand for (round 13, in-sample: THUDM/slime#1487's ``GET /metrics .. 200 OK [repeated 4x across
+    cluster]``)."""
+    more = 0
+    at = low.find(_RAY_REPEATED, start)
+    while at >= 0:
+        end = low.find(_RAY_ACROSS, at)
+        count = low[at + len(_RAY_REPEATED) : end]
+        if end >= 0 and count.isdigit():
+            line = low[low.rfind(b"\n", 0, at) + 1 : at]
+            if any(word in line for word in SERVING):
+                more += int(count)
+        at = low.find(_RAY_REPEATED, at + 1)
+    return more
 
 
 def served(low: bytes, start: int) -> bool:

@@ -25,7 +25,24 @@ TAIL = 64 * 1024
 CAPTURE_HUNG_S = 600
 
 _FRAME = r'^\s*File "([^"]+)", line \d+, in (\S+)'
-_EXCEPTION = r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning)?): ?(.*)$"
+#: a paste that starts inside a frame line (read only as the first line of what is read):
+#: ``sg_env/lib/python3.10/site-packages/sglang/srt/layers/linear.py", line 1226, in weight_loader``
+_CUT_FRAME = r'^\s*(?:[^"\s]*/)?[^"\s/]+\.py", line \d+, in (\S+)'
+#: an exception line: ``Type: message``, or a bare ``AssertionError`` (an ``assert`` without a message)
+_EXCEPTION = (
+    r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning)?): ?(.*)$"
+    r"|^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))$"
+)
+#: exception types an excerpt may end inside (``AssertionErro``): the last line, cut, names its type
+_CUT_TYPES = ("AssertionError", "RuntimeError", "ValueError", "KeyError", "TypeError", "AttributeError")
+_CUT_TYPE_MIN = 6
+#: uvicorn's line before the traceback of one request's handler (uvicorn/protocols/http/h11_impl.py and
+#: httptools_impl.py: logger.error("Exception in ASGI application\n", exc_info=exc)); the server goes on
+_REQUEST_FAILED = "Exception in ASGI application"
+#: a paste that starts inside an access-log line: ``1.1" 500 Internal Server Error`` (its first line only)
+_CUT_ANSWER = r'^\s*[\d.]*" ([1-5])\d\d [A-Z][a-z]'
+#: an HTTP server's access-log line (uvicorn: '127.0.0.1:51720 - "POST /v1/chat/completions HTTP/1.1" 500')
+_ANSWER = r'"(?:GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) /[^"\s]* HTTP/[\d.]+" (\d)\d\d\b'
 _DIED = r"(?i:exit(?:ed with)? ?code[:=]? ?|exitcode=|signal |killed by |Signals\.)(-?\d+|SIG[A-Z]+)"
 _ERROR_LINE = r"\b(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} "
 _STAMP = r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
@@ -66,6 +83,11 @@ class Structure:
     collapse_line: int = 0  # a line holding a collapsed output (``!!!!...``)
     cut_line: int = 0  # the excerpt's last line, cut inside a fatal header (``Trace``, ``hit an ex``)
     modules_line: int = 0  # a line of CPython's fatal-error dump of extension modules
+    request_line: int = 0  # the last traceback's header follows uvicorn's "Exception in ASGI application"
+    answered_line: int = 0  # the last line where the HTTP server answered a request (an access-log line)
+    failed_line: int = 0  # the last such answer that was a server error (5xx)
+    trace_line: int = 0  # the last traceback's first line (its header, else its first frame)
+    raised_line: int = 0  # the last exception line outside a traceback (``RuntimeError: ..`` pasted alone)
 
     def to_dict(self) -> dict[str, object]:
         """The non-empty fields (``bwstack classify-log`` prints them; ``--json`` as ``structure``)."""
@@ -90,23 +112,34 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
     frame_re, exception_re, died_re, error_re = _re(_FRAME), _re(_EXCEPTION), _re(_DIED), _re(_ERROR_LINE)
     stamp_re, collapse_re = _re(_STAMP), _re(_COLLAPSE)
     collapse = "!" * 64 in text or collapse_re.search(text) is not None
-    for offset, line in enumerate(text.split("\n")):
+    lines = text.split("\n")
+    last = len(text.rstrip().split("\n")) - 1  # the offset of the last non-blank line
+    request = 0  # the line of the last "Exception in ASGI application"
+    for offset, line in enumerate(lines):
         number = first_line + offset
         if number <= since:
             continue
         if "Traceback (most recent call last)" in line:
             in_trace, frames = True, []
+            found.trace_line = number
+            found.request_line = number if request and 0 < number - request <= 2 else 0
             continue
         if not in_trace and 'File "' in line and frame_re.match(line):
             in_trace, frames = True, []
+            found.trace_line, found.request_line = number, 0
+        elif offset == 0 and (cut := _re(_CUT_FRAME).match(line)):  # a paste that starts inside a frame
+            in_trace, frames = True, [(line.strip().split('"', 1)[0], cut.group(1))]
+            found.trace_line, found.request_line = number, 0
+            continue
         if in_trace:
             frame = frame_re.match(line)
             if frame:
                 frames.append((frame.group(1), frame.group(2)))
                 continue
-            exception = exception_re.match(line.strip())
+            exception = exception_re.match(line.strip()) or _cut_type(line, frames, offset == last)
             if exception and frames:
-                found.exception, found.message = exception.group(1), exception.group(2)[:300]
+                found.exception = exception.group(1) or exception.group(3)
+                found.message = (exception.group(2) or "")[:300]
                 found.module, found.function = frames[-1]
                 found.frames = [file for file, _ in frames]
                 found.functions = [function for _, function in frames]
@@ -115,6 +148,7 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
             if not line or line[0].isspace():  # a frame's source line, its carets, a blank line
                 continue
             in_trace = False  # the traceback was cut: what follows is the log again
+        request = _mark_requests(found, line, number, offset == 0, request)
         stamp = stamp_re.search(line) if "[" in line else None
         if stamp:
             last_stamp = _seconds(stamp)
@@ -164,6 +198,52 @@ _CUT_MIN = 5  # 'Trace': shorter stubs ('T', 'Tr') are no evidence a person woul
 #: 3.10+); a paste may hold a piece of it alone, with neither its head nor its tail
 _MODULES_MIN = 8
 _MODULES = r"(?:\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+, ){8}"
+
+
+def _mark_requests(found: Structure, line: str, number: int, first: bool, request: int) -> int:
+    """Mark what ``line`` (not in a traceback) says of requests: an answer (and a 5xx one), an exception line
+    pasted alone; returns the line of the last "Exception in ASGI application" (``request`` or this one)."""
+    if _REQUEST_FAILED in line:
+        return number
+    if "Error" in line or "Exception" in line:
+        raised = _re(_EXCEPTION).match(line.strip())
+        if raised and (raised.group(1) or raised.group(3)).endswith(("Error", "Exception")):
+            found.raised_line = number
+    answer = _re(_ANSWER).search(line) if "HTTP/" in line else None
+    if answer is None and first:  # a paste that starts inside an access-log line
+        answer = _re(_CUT_ANSWER).match(line)
+    if answer is not None:
+        found.answered_line = number
+        if answer.group(1) == "5":
+            found.failed_line = number
+    return request
+
+
+def request_failed(found: Structure) -> bool:
+    """Whether the run's traceback evidence was one request's and the server went on (round 13, in-sample:
+    sgl-project/sglang#3552, sgl-project/sglang-omni#214): the last traceback follows uvicorn's "Exception
+    in ASGI application" (a handler raised; uvicorn answers 500 and serves the next request) in a log where
+    the server answers requests, or the last exception line is followed at once by the request's own 5xx
+    answer. Nothing may look fatal after it (a death notice, CPython's fatal dump, a cut header). An answer
+    of the HTTP front alone proves nothing: it answers /health while a dead scheduler serves no one
+    (sgl-project/sglang#17874)."""
+    end = max(found.died_line, found.modules_line, found.cut_line)
+    if found.request_line and found.request_line == found.trace_line:
+        return found.answered_line > 0 and end < found.trace_line
+    raised = max(found.exception_line, found.raised_line)
+    return raised > 0 and 0 < found.failed_line - raised <= 2 and end < raised and found.trace_line <= raised
+
+
+def _cut_type(line: str, frames: list[tuple[str, str]], is_last: bool) -> re.Match[str] | None:
+    """An excerpt's last line cut inside an exception type after a traceback's frames (``AssertionErro``),
+    matched as that type's bare line; else None."""
+    stub = line.strip()
+    if not (is_last and frames and len(stub) >= _CUT_TYPE_MIN):
+        return None
+    for name in _CUT_TYPES:
+        if name.startswith(stub):
+            return _re(_EXCEPTION).match(name)
+    return None
 
 
 def _last_line(text: str) -> tuple[int, str] | None:
@@ -270,13 +350,16 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "model_load",
         (
-            r"(?:^|\.)(?:ValueError|KeyError|OSError|EnvironmentError|JSONDecodeError|SafetensorError)$",
+            r"(?:^|\.)(?:ValueError|KeyError|OSError|EnvironmentError|JSONDecodeError|UnicodeDecodeError"
+            r"|SafetensorError)$",
             r"/(?:transformers/(?:configuration|models/auto|modeling_utils)|hf_transformers_utils"
             r"|model_loader|safetensors)",
             r"",
         ),
         "the checkpoint's config or weights refused by the loader (transformers' AutoConfig, SGLang's "
-        "srt/model_loader and hf_transformers_utils.py, safetensors)",
+        "srt/model_loader and hf_transformers_utils.py, safetensors); round 13: a config that is not text "
+        "(UnicodeDecodeError in configuration_utils _dict_from_json_file, in-sample "
+        "jingyaogong/minimind#741: a .pth file passed as the model path)",
         "check the model path, its config.json and the transformers version the image pins",
     ),
     _rule(
@@ -318,6 +401,22 @@ RULES: tuple[Rule, ...] = (
         "language' has no attribute ..', 'module 'torch' has no attribute 'float8_e4m3fn''): the "
         "vocabulary's 'a module does not match'",
         "rebuild the image from the pinned lock (the packages must be the versions SGLang pins)",
+    ),
+    # round 13: a traceback ending in an AssertionError that no line-level signature read (its line cut:
+    # 'AssertionErro', in-sample sgl-project/sglang#19503); weak like the bare line's signature
+    Rule(
+        r"(?:^|\.)AssertionError$",
+        r"",
+        r"",
+        sig(
+            "assertion",
+            r"AssertionError",
+            ("AssertionError",),
+            "CPython's traceback of a failed assert; round 13 (in-sample, sgl-project/sglang#19503: "
+            "'self.support_pp' then a cut 'AssertionErro')",
+            "read the assert's source line above the exception: it names what the code expected",
+            weak=True,
+        ),
     ),
 )
 #: a capture that never returned: the log's own clock ran CAPTURE_HUNG_S past its begin line, nothing after

@@ -60,6 +60,8 @@ def structure_lines(found: dict[str, Any]) -> list[str]:
         lines.append(f"process ended: exit {found['exit']} (line {found['died_line']}): {found['died']}")
     for line_no, text in found.get("errors", []):
         lines.append(f"error line {line_no}: {text}")
+    if found.get("failed_line"):
+        lines.append(f"a request was answered with a server error (5xx) at line {found['failed_line']}")
     if found.get("capture_open"):
         lines.append(
             f"CUDA-graph capture begun at line {found['capture_open']} has not ended "

@@ -628,10 +628,88 @@ EXAMPLES: list[tuple[str, str]] = [
     ("To work around this error, add --disable-piecewise-cuda-graph to your launch command.", "crash"),
     ("Exception: Capture CUDA graph failed: CUDA error: out of bounds", "crash"),
     ("Piecewise CUDA graph failed.", "crash"),
+    # round 13, from its training batch: a Rust panic (sglang-router), ROCm aiter's chip table, transformers'
+    # missing or unreadable files, the CUDA OOM codes as torch_memory_saver prints them, the store lost
+    (
+        "[SGLang LOG] thread 'actix-rt|system:0|arbiter:242' panicked at /root/.cargo/registry/src/"
+        "index.crates.io-6f17d22bba15001f/actix-server-2.5.0/src/worker.rs:429:30:",
+        "crash",
+    ),
+    ("thread 'main' panicked at 'called `Option::unwrap()` on a `None` value', src/main.rs:4:5", "crash"),
+    (
+        "KeyError: \"Unknown GPU architecture: gfx1101. Supported architectures: ['native', 'gfx90a', 'gfx942']\"",
+        "unsupported_arch",
+    ),
+    (
+        "OSError: lmms-lab/llava-onevision-qwen2-72b-ov does not appear to have a file named "
+        "preprocessor_config.json. Checkout 'https://huggingface.co/lmms-lab/llava-onevision-qwen2-72b-ov/tree/"
+        "main' for available files.",
+        "model_load",
+    ),
+    (
+        "OSError: It looks like the config file at '/models/minimind/pytorch_model.pth' is not a valid JSON file.",
+        "model_load",
+    ),
+    (
+        "[torch_memory_saver.cpp] cudaError error: 2 (out of memory) file=csrc/core.cpp func=resume line=172",
+        "oom",
+    ),
+    ("cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY", "oom"),
+    (
+        "[rank12]:[W318 10:00:41.915284135 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=135, "
+        "addr=[sglang-0-1]:48750, remote=[sglang-0]:20000): Connection reset by peer",
+        "nccl",
+    ),
+    (
+        "[rank8]:[W318 10:00:41.929037914 ProcessGroupNCCL.cpp:1771] [PG ID 0 PG GUID 0 Rank 8] Failed to check "
+        'the "should dump" flag on TCPStore, (maybe TCPStore server has shut down too early), with error: x',
+        "nccl",
+    ),
+    ("[2026-01-01 00:00:00] Timeout waiting for worker ports from node 0", "nccl"),
+    ("RuntimeError: Failed to receive worker ports from node 0 within timeout", "nccl"),
+    # round 13, from the launchers' sources: Compose, kubelet, systemd, Open MPI, Slurm, Ray, uvicorn, glibc
+    ("sglang-1 exited with code 1", "crash"),
+    ("  Warning  BackOff  2m (x5 over 4m)  kubelet  Back-off restarting failed container sglang", "crash"),
+    ("sglang-0   0/1     CrashLoopBackOff   5 (40s ago)   6m", "crash"),
+    ("      Reason:       OOMKilled", "crash"),
+    ("sglang.service: Main process exited, code=exited, status=1/FAILURE", "crash"),
+    ("sglang.service: Main process exited, code=killed, status=9/KILL", "crash"),
+    ("sglang.service: Failed with result 'exit-code'.", "crash"),
+    ("mpirun noticed that process rank 0 with PID 1234 on node n1 exited on signal 9 (Killed).", "crash"),
+    ("Primary job  terminated normally, but 1 process returned", "crash"),
+    ("mpirun detected that one or more processes exited with non-zero status, thus causing", "crash"),
+    ("srun: error: node1: task 0: Exited with exit code 1", "crash"),
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=123.0.", "crash"),
+    ("(raylet) The actor died unexpectedly before finishing this task.", "crash"),
+    ("A worker died or was killed while executing a task by an unexpected system error.", "crash"),
+    ("Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits", "crash"),
+    (
+        "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already "
+        "in use",
+        "crash",
+    ),
+    ("*** stack smashing detected ***: terminated", "crash"),
+    ("SystemExit: 1", "crash"),
+    (
+        'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+        "crash",
+    ),
+    (
+        "Error response from daemon: failed to create task for container: failed to create shim task: OCI "
+        "runtime create failed: nvidia-container-cli: initialization error",
+        "crash",
+    ),
 ]
 
 # Lines that must never raise an alarm (warnings, deprecations, help texts, server_args dumps).
 BENIGN = [
+    # round 13: allocators that retry, the launchers' clean stops (128 + SIGTERM / SIGINT, systemd's TERM)
+    "[torch_memory_saver.cpp] cuMemCreate CUDA_ERROR_OUT_OF_MEMORY (may not be an issue e.g. torch allocator "
+    "will free cache and retry)",
+    "sglang-1 exited with code 0",
+    "sglang-1 exited with code 143",
+    "sglang.service: Main process exited, code=killed, status=15/TERM",
+    "SystemExit: 0",
     "[2026-10-31 08:00:02] WARNING overrides.py:537: Setting KV cache dtype to fp8_e4m3 for DeepSeek DSA on SM12 device.",
     "[2026-10-31 08:00:02] Set DSA backends for GLM FP8 KV Cache on SM120/SM121: prefill=flashinfer_sparse_mla, decode=flashinfer_sparse_mla.",
     "[2026-10-31 08:00:01] '--nsa-prefill-backend' is deprecated and will be removed in a future release. Use '--dsa-prefill-backend' instead.",

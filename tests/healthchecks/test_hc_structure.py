@@ -333,3 +333,91 @@ def test_a_piece_of_cpythons_fatal_module_list_is_a_crash_and_a_short_list_is_no
     assert structure.read(short).modules_line == 0
     words = "ready, set, go, a, b, c, d, e, f, g, h, i\n"  # commas without dotted names
     assert structure.read(words).modules_line == 0
+
+
+LOADER_ASSERT = (
+    'sg_env/lib/python3.10/site-packages/sglang/srt/layers/linear.py", line 1226, in weight_loader\n'
+    "    assert param_data.shape == loaded_weight.shape\n"
+    "AssertionError\n"
+)
+
+
+def test_a_paste_that_starts_inside_a_frame_reads_that_frame() -> None:
+    """Round 13 (in-sample, sgl-project/sglang#4431): the excerpt starts inside a weight loader's frame line;
+    its bare AssertionError is the loader refusing a weight of another shape (model_load), not an assert."""
+    found = structure.read(LOADER_ASSERT)
+    assert (found.exception, found.function, found.exception_line) == ("AssertionError", "weight_loader", 3)
+    match = signatures.scan_text(LOADER_ASSERT).result()
+    assert match is not None and match.cls == "model_load"
+    # the same lines later in a log are no cut frame: only a paste's first line can be one
+    assert structure.read(PREFILL + LOADER_ASSERT).exception == ""
+    elsewhere = LOADER_ASSERT.replace("in weight_loader", "in forward")
+    match = signatures.scan_text(elsewhere).result()
+    assert match is not None and match.cls == "assertion"
+
+
+@pytest.mark.parametrize(("cut", "cls"), [("AssertionErro", "assertion"), ("Assert", "assertion")])
+def test_a_paste_cut_inside_the_exception_type_names_it(cut: str, cls: str) -> None:
+    """Round 13 (in-sample, sgl-project/sglang#19503): the frames, the assert's source line, and the excerpt
+    cut inside 'AssertionError'."""
+    text = (
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 426, in '
+        "__init__\n    self.support_pp\n" + cut + "\n"
+    )
+    found = structure.read(text)
+    assert found.exception == "AssertionError"
+    match = signatures.scan_text(text).result()
+    assert match is not None and match.cls == cls
+    assert structure.read(text + PREFILL).exception == ""  # not the excerpt's end: the log went on
+    assert structure.read(text.replace(cut, "Asse")).exception == ""  # too short to name a type
+
+
+ASGI = (
+    "[2025-04-03 20:54:05] ERROR:    Exception in ASGI application\n"
+    "Traceback (most recent call last):\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/openai_api/adapter.py", line 958, in v1_chat_generate\n'
+    "    prompt_ids = tokenizer_manager.tokenizer.apply_chat_template(\n"
+)
+
+
+def test_one_failed_request_while_the_server_answers_is_no_crash() -> None:
+    """Round 13 (in-sample, sgl-project/sglang#3552): uvicorn's 'Exception in ASGI application' opens one
+    request's traceback; with the server answering requests (its 500 for that one), the run is healthy."""
+    answered = '[2025-04-03 20:54:05] INFO:     127.0.0.1:40000 - "POST /v1/chat/completions HTTP/1.1" 500\n'
+    scanner = signatures.scan_text(answered + ASGI)
+    assert scanner.result() is None and scanner.verdict() == "healthy"
+    cut = '1.1" 500 Internal Server Error\n'  # a paste that starts inside the answer's line
+    assert signatures.scan_text(cut + ASGI).verdict() == "healthy"
+    # no answer in view: the excerpt does not show the server living on (sgl-project/sglang#499's reading)
+    assert signatures.scan_text(ASGI).verdict() == "crash"
+    # a death notice after the request's traceback is the server's end
+    died = "[2025-04-03 20:54:06] Received sigquit from a child process. It usually means the child failed.\n"
+    assert signatures.scan_text(answered + ASGI + died).verdict() == "crash"
+
+
+def test_an_exception_answered_at_once_by_its_requests_500_is_one_request() -> None:
+    """Round 13 (in-sample, sgl-project/sglang-omni#214): the handler's exception line, then that request's
+    500; an answer of the HTTP front alone proves nothing (sgl-project/sglang#17874: /health answers 200 while
+    the scheduler is dead)."""
+    raised = "RuntimeError: cannot access local variable 'audio_target_sr' where it is not associated with a value\n"
+    failed = 'INFO:     127.0.0.1:51720 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error\n'
+    assert signatures.scan_text(raised + failed).verdict() == "healthy"
+    health = '[2026-01-28 08:52:46] INFO:     172.31.0.80:50570 - "GET /health HTTP/1.1" 200 OK\n'
+    assert signatures.scan_text(raised + health * 3).verdict() == "crash"
+    assert signatures.scan_text(raised + PREFILL * 3 + failed).verdict() == "crash"  # not that request's
+    assert signatures.scan_text(failed + raised).verdict() == "crash"  # the error came after the answer
+
+
+def test_rays_deduplicated_lines_count_as_the_lines_they_stand_for() -> None:
+    """Round 13 (in-sample, THUDM/slime#1487): Ray folds repeated lines into one '[repeated 4x across
+    cluster]'; three such metrics scrapes are fifteen."""
+    line = (
+        '(SGLangEngine pid=17467) [2026-03-24 06:36:52] INFO:     172.17.0.11:41646 - "GET /metrics HTTP/1.1" '
+        "200 OK{}\n"
+    )
+    assert signatures.scan_text(line.format(" [repeated 4x across cluster]") * 3).verdict() == "healthy"
+    assert signatures.scan_text(line.format("") * 3).verdict() == "starting"
+    loading = (
+        "(SGLangEngine pid=17467) [2026-03-24 06:36:52] Load weight begin. [repeated 9x across cluster]\n"
+    )
+    assert signatures.scan_text(line.format("") * 2 + loading).verdict() == "starting"  # not a serving line
