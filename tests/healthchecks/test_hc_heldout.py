@@ -147,3 +147,20 @@ def test_round_recorded_score_before_is_in_the_scores_table(held: Round) -> None
     doc = (ROOT / "docs/healthcheck.md").read_text(encoding="utf-8")
     row = next(line for line in doc.splitlines() if line.startswith(f"| {held.number} (issue 36)"))
     assert f"{before['right']}/{before['total']}" in row
+
+
+AFTER = [r for r in ROUNDS if (r.folder / "SCORE-after.json").exists()]
+
+
+@pytest.mark.parametrize("held", AFTER, ids=[f"round{r.number}" for r in AFTER])
+def test_round_recorded_score_after_is_in_the_scores_table(held: Round) -> None:
+    """The after-score (the round's rules, or a later round's written without opening the set) is the
+    table's "held-out after" cell, with its counts of failed servers read healthy and dead ones starting."""
+    after = json.loads((held.folder / "SCORE-after.json").read_text(encoding="utf-8"))
+    assert after["total"] == held.size
+    doc = (ROOT / "docs/healthcheck.md").read_text(encoding="utf-8")
+    row = next(line for line in doc.splitlines() if line.startswith(f"| {held.number} (issue 36)"))
+    cell = row.split(" | ")[3]
+    assert f"{after['right']}/{after['total']}" in cell
+    assert f"{len(after['failed_read_as_healthy'])} failed read" in cell
+    assert f"{len(after['dead_read_as_starting'])} dead read" in cell
