@@ -139,6 +139,7 @@ _ARCH_CLASSES = frozenset({"unsupported_arch", "no_kernel_image", "kernel_compil
 #: the classes whose evidence says that something failed, not why: the structural rules may name the cause
 #: (an AssertionError raised in a weight loader is the checkpoint's shape, round 13: sgl-project/sglang#4431)
 _EXPLAINED = frozenset({"crash", "assertion"})
+_FELL_BACK = re.compile(r"(?i)\bfall(?:ing|s)? ?back to\b")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: how far above a strong exception line a weak match may be and still be its failing source line (a
 #: traceback prints ``File ..``, the source line, then the exception; a caret line may come between)
@@ -426,7 +427,15 @@ class Scanner:
                     best = (sig.priority, line_no, _clean(self._line_of(line_no)), sig)
         if best is not None and best[3].weak and answering is not False and self._request_failed(best):
             return None
+        if best is not None and len(self._seen) == 1 and self._fell_back(best[1]):
+            return None
         return self._match(best)
+
+    def _fell_back(self, line_no: int) -> bool:
+        """Whether one of the two lines after ``line_no`` says the server went on another way ('Error while
+        loading customized transformer, falling back to native version' after its OOM, round 14: in-sample
+        gpustack/gpustack#4026): the failure was caught, as SGLang's RECOVERED warning says on one line."""
+        return any(_FELL_BACK.search(self._line_of(line_no + n)) for n in (1, 2))
 
     def _request_failed(self, best: _Best) -> bool:
         """Whether the run's traceback evidence (all weak, from ``best``'s line on) was one failed request's

@@ -185,10 +185,11 @@ CLASS_INFO: tuple[ClassInfo, ...] = (
     ClassInfo(
         "hang",
         "busy and stuck: requests in flight and no token generated for the hang bound (SGLang's own "
-        "/metrics counters), or a streamed probe/soak request with no token within it",
+        "/metrics counters), or a streamed probe/soak request with no token within it; in a log, a thread "
+        "dump of a stuck process (py-spy, faulthandler) with nothing fatal",
         "a livelocked kernel (FlashInfer SM120 sparse MLA under load): another DSA decode backend or the "
         "dense fallback; read a py-spy dump of the scheduler",
-        None,
+        94,
         True,
         2,
     ),

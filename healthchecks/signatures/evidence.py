@@ -365,6 +365,86 @@ SIGNATURES: tuple[Signature, ...] = (
         "node 0 did not answer the other nodes: check --dist-init-addr and --nnodes/--node-rank on every "
         "node, that node 0 started first, and the network between nodes",
     ),
+    # --- round 14: written from rounds 11 and 12's held-out misses once their after-scores were recorded
+    # (in-sample since: they joined the corpus) ------------------------------------------------------------
+    # oom: another device's allocator in PyTorch's words (torch_npu, XPU, MUSA), cuBLAS unable to allocate
+    sig(
+        "oom",
+        r"\b(?:NPU|XPU|MUSA|HPU) out of memory\b|\bCUBLAS_STATUS_ALLOC_FAILED\b",
+        ("PU out of memory", "MUSA out of memory", "CUBLAS_STATUS_ALLOC_FAILED"),
+        "torch_npu's caching allocator ('NPU out of memory. Tried to allocate 450.00 MiB (NPU 0; 61.27 GiB "
+        "total capacity; ..'), PyTorch's XPU and torch_musa's alike; cuBLAS's CUBLAS_STATUS_ALLOC_FAILED "
+        "('Resource allocation failed inside the cuBLAS library', a cudaMalloc that failed); round 14 "
+        "(in-sample, Ascend/sglang#668, gpustack/gpustack#4002)",
+        "the device's memory is full: lower --mem-fraction-static or the batch, shard wider, or use a "
+        "smaller model",
+    ),
+    # illegal_memory: an Ascend NPU kernel's invalid address (CANN's vector core exception)
+    sig(
+        "illegal_memory",
+        r"\bThe MPU address access is invalid\b",
+        ("MPU address access is invalid",),
+        "Ascend CANN's core exception report ('errorStr: The MPU address access is invalid.', an AIV "
+        "kernel's 'vector core exception'); round 14 (in-sample, sgl-project/sglang#12464)",
+        "a kernel read or wrote outside its memory on the NPU: rerun with ASCEND_LAUNCH_BLOCKING=1 to find "
+        "the operator, then report it with the shapes",
+    ),
+    # health_timeout: a launcher's or router's readiness wait that ran out on the SGLang server
+    sig(
+        "health_timeout",
+        r"\bserver did not become ready after\b|\bNo available workers \(all circuits open or unhealthy\)",
+        ("did not become ready after", "No available workers (all circuits"),
+        "allenai/olmocr pipeline.py sglang_server_ready ('sglang server did not become ready after "
+        "waiting.'); sgl-project's router ('No available workers (all circuits open or unhealthy)', its 503 "
+        "once no worker passes its health checks); round 14 (in-sample, allenai/olmocr#82, THUDM/slime#683). "
+        "SGLang's own warm-up wait ('Server warmup failed; aborting startup: HTTP server did not become "
+        "ready at ..') is warmup_failed's",
+        "the server never answered its health checks: read the server's own log for why (still loading, "
+        "crashed, or stuck), and raise the launcher's wait only for a slow start",
+    ),
+    # timeout (weak): SGLang's watchdog dump before its 'watchdog timeout' line (an excerpt may stop in it)
+    sig(
+        "timeout",
+        r"\bPyspy dump for PID \d+|\bself\.cur_batch\.batch_size\(\)=\d+",
+        ("Pyspy dump for PID", "self.cur_batch.batch_size()="),
+        "sglang 0.5.23 srt/utils/watchdog.py (the watchdog logs '{name} debug info:', then "
+        "pyspy_dump_schedulers' 'Pyspy dump for PID N (..)', then '{name} watchdog timeout'); older "
+        "schedulers' watchdog printed 'self.cur_batch.batch_size()=..' first; round 14 (in-sample, "
+        "gpustack/gpustack#3139). Weak: the same dump follows a crash when crash diagnostics are on "
+        "(tokenizer_manager.py), and a crash's own evidence ranks first",
+        "a forward pass hung (graph capture, a collective): read the py-spy dump; raise --watchdog-timeout "
+        "only for slow JIT warm-up",
+        priority=93,
+        weak=True,
+    ),
+    # crash (weak): faulthandler's dump of the thread a fatal signal hit ('Current thread'), also when the
+    # 'Fatal Python error' line above it is not in the excerpt; it ranks before a thread dump's hang
+    sig(
+        "crash",
+        r"^\s*Current thread 0x[0-9a-f]+ \(most recent call first\):",
+        ("(most recent call first)",),  # the dump's words: one scan word for both kinds of dump
+        "CPython faulthandler's fatal-error handler (Python/faulthandler.c faulthandler_fatal_error: 'Fatal "
+        "Python error: ..' then 'Current thread 0x.. (most recent call first):' for the faulting thread); "
+        "round 14 (in-sample: round 10's sgl-project/sglang#6083, round 12's verl-project/verl#2965, both "
+        "labelled crash)",
+        "a native crash: read the thread the signal hit (its innermost frame), and dmesg",
+        priority=92,
+        weak=True,
+    ),
+    # hang (weak): a thread dump of a live, stuck process (py-spy's dump, faulthandler's on a timer); a fatal
+    # error's dump holds 'Current thread' (above) or 'Fatal Python error', a crash that ranks first
+    sig(
+        "hang",
+        r"^\s*Thread \d+ \((?:idle|active)(?:\+gil)?\): \""
+        r"|^\s*Thread 0x[0-9a-f]+ \(most recent call first\):",
+        # keys with the quote or the dump's own words: 'Thread ' alone is in every threading.py frame
+        ("(idle", "(active", "(most recent call first)"),
+        "py-spy's dump ('Thread 90256 (idle): \"Thread-1\"', benfred/py-spy src/dump.rs), CPython's "
+        "faulthandler ('Thread 0x00007fce47ae1480 (most recent call first):' after dump_traceback_later's "
+        "'Timeout (0:05:00)!', Python/traceback.c); round 14 (in-sample, sgl-project/sglang#17941, #3836)",
+        "read where the scheduler waits (a collective, a lock, a graph replay): that is what hangs",
+        weak=True,
+    ),
     # oom: the CUDA driver API's and runtime's out-of-memory codes as allocators print them
     # (torch_memory_saver first warns that a cuMemCreate failure may be retried: no fatal evidence)
     sig(

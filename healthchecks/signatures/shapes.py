@@ -277,6 +277,11 @@ SERVED: tuple[bytes, ...] = (
     # /model_info and posts one /generate, /encode or /v1/chat/completions, never these (sglang 0.5.23
     # srt/entrypoints/http_server.py _execute_server_warmup and its routes)
     b'/flush_cache http/1.1" 200',
+    b'/abort_request http/1.1" 200',
+    # round 14 (in-sample, THUDM/slime#1497): the scheduler's answer to a client's flush (HTTP /flush_cache,
+    # Engine.flush_cache, release_memory_occupation: sglang 0.5.23 scheduler.py flush_cache); SGLang never
+    # flushes on its own while starting
+    b"cache flushed successfully!",
     b'/update_weights_from_disk http/1.1" 200',
     b'/update_weights_from_tensor http/1.1" 200',
     b'/update_weights_from_distributed http/1.1" 200',

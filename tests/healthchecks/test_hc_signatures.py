@@ -40,6 +40,7 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "crash_capture_failed_hint_cut.log": ("crash", set()),  # round 7: only SGLang's capture hint is left
     "health_timeout.log": ("health_timeout", set()),
     "timeout_watchdog.log": ("timeout", {"crash"}),
+    "hang_pyspy_dump.log": ("hang", set()),
     "crash_generic.log": ("crash", set()),
     "crash_killed.log": ("crash", set()),
     # issue 11 classes, excerpts of the real-world corpus (tests/healthchecks/corpus:
@@ -667,6 +668,36 @@ EXAMPLES: list[tuple[str, str]] = [
     ),
     ("[2026-01-01 00:00:00] Timeout waiting for worker ports from node 0", "nccl"),
     ("RuntimeError: Failed to receive worker ports from node 0 within timeout", "nccl"),
+    # round 14, from rounds 11 and 12's misses: other devices' OOM words, cuBLAS's allocation, CANN's invalid
+    # address, a launcher's or router's readiness wait, SGLang's watchdog dump, thread dumps
+    (
+        "[2026-05-29 16:30:21:955] torch_npu.memory: [ERROR] [1537] NPU out of memory. Tried to allocate "
+        "450.00 MiB (NPU 0; 61.27 GiB total capacity; 55.97 GiB already allocated)",
+        "oom",
+    ),
+    (
+        "[12-24 08:20:04] [TextEncodingStage] Error during execution after 14.8984 ms: CUDA error: "
+        "CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)",
+        "oom",
+    ),
+    (
+        "       The extend info: errcode:(0, 0x200000000000000, 0) errorStr: The MPU address access is invalid. "
+        "fixp_error0 info: 0xa0bfbd5",
+        "illegal_memory",
+    ),
+    ("Exception: sglang server did not become ready after waiting.", "health_timeout"),
+    (
+        "(RolloutManager pid=519445) For more information check: https://developer.mozilla.org/en-US/docs/Web/"
+        "HTTP/Status/503, retrying... (attempt 60/60, url=http://10.0.0.1:4674/generate, response=No available "
+        "workers (all circuits open or unhealthy))",
+        "health_timeout",
+    ),
+    ("[2025-11-05 10:18:51] Pyspy dump for PID 499:", "timeout"),
+    ("[2025-11-05 10:18:51] self.cur_batch.batch_size()=1", "timeout"),
+    ('Thread 90256 (idle): "Thread-1"', "hang"),
+    ('Thread 499 (active+gil): "MainThread"', "hang"),
+    ("Thread 0x00007fce47ae1480 (most recent call first):", "hang"),
+    ("Current thread 0x00007769465bb740 (most recent call first):", "crash"),
     # round 13, from the launchers' sources: Compose, kubelet, systemd, Open MPI, Slurm, Ray, uvicorn, glibc
     ("sglang-1 exited with code 1", "crash"),
     ("  Warning  BackOff  2m (x5 over 4m)  kubelet  Back-off restarting failed container sglang", "crash"),

@@ -421,3 +421,56 @@ def test_rays_deduplicated_lines_count_as_the_lines_they_stand_for() -> None:
         "(SGLangEngine pid=17467) [2026-03-24 06:36:52] Load weight begin. [repeated 9x across cluster]\n"
     )
     assert signatures.scan_text(line.format("") * 2 + loading).verdict() == "starting"  # not a serving line
+
+
+def test_a_failure_the_server_falls_back_from_is_no_evidence() -> None:
+    """Round 14 (in-sample, gpustack/gpustack#4026): an OOM loading a customized module, then 'falling back
+    to native version' and the loading goes on: still starting. A later failure of another class counts."""
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 30.00 MiB. GPU 0 has a total capacity "
+        "of 31.35 GiB of which 25.50 MiB is free.\n"
+    )
+    fell = "[12-25 10:14:03] Error while loading customized transformer, falling back to native version\n"
+    loading = "[12-25 10:14:03] Loaded transformer: ZImageTransformer2DModel from: native\n"
+    assert signatures.scan_text(oom + fell + loading).verdict() == "starting"
+    assert signatures.scan_text(oom + loading).verdict() == "oom"
+    assert signatures.scan_text(oom + loading * 3 + fell).verdict() == "oom"  # not the failure's own sequel
+    died = "[12-25 10:14:09] Received sigquit from a child process. It usually means the child failed.\n"
+    assert signatures.scan_text(oom + fell + loading + died).verdict() == "oom"
+
+
+def test_a_thread_dump_is_a_hang_unless_a_fatal_signal_made_it() -> None:
+    """Round 14 (in-sample, sgl-project/sglang#17941 and #3836; round 10's #6083, round 12's
+    verl-project/verl#2965): py-spy's and faulthandler's dumps of a stuck process read hang; faulthandler's
+    'Current thread' (the thread a fatal signal hit) and 'Fatal Python error' read crash; a traceback's
+    threading.py frames are no dump."""
+    dump = (
+        "Thread 0x00007fce47ae1480 (most recent call first):\n"
+        '  File "/usr/lib/python3.10/threading.py", line 320 in wait\n'
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 167 in '
+        "resolve_batch_result\n"
+    )
+    assert signatures.scan_text(dump).verdict() == "hang"
+    current = dump.replace("Thread 0x00007fce47ae1480", "Current thread 0x00007f80908e0640")
+    assert signatures.scan_text(dump + current).verdict() == "crash"
+    fatal = "Fatal Python error: Segmentation fault\n\n"
+    assert signatures.scan_text(fatal + dump).verdict() == "crash"
+    frames = (
+        'Traceback (most recent call last):\n  File "/usr/lib/python3.10/threading.py", line 320, in wait\n'
+    )
+    assert signatures.scan_text(frames).verdict() == "crash"
+    pyspy = 'Thread 90256 (idle): "Thread-1"\n    wait (threading.py:359)\n'
+    assert signatures.scan_text(pyspy).verdict() == "hang"
+    # live, a dump is weak evidence: it counts only once the port is gone
+    assert signatures.scan_text(pyspy).result(strong_only=True) is None
+
+
+def test_sglangs_own_warmup_wait_is_warmup_failed_a_launchers_is_health_timeout() -> None:
+    """Round 14 (in-sample, allenai/olmocr#82; round 7's sgl-project/sglang#28493 stays warmup_failed)."""
+    launcher = "Exception: sglang server did not become ready after waiting.\n"
+    assert signatures.scan_text(launcher).verdict() == "health_timeout"
+    own = (
+        "[06-17 13:46:56] Server warmup failed; aborting startup: HTTP server did not become ready at "
+        "http://[::1]:10454/health\n"
+    )
+    assert signatures.scan_text(own).verdict() == "warmup_failed"
