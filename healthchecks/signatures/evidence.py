@@ -445,6 +445,78 @@ SIGNATURES: tuple[Signature, ...] = (
         "read where the scheduler waits (a collective, a lock, a graph replay): that is what hangs",
         weak=True,
     ),
+    # --- round 15: the same failures in other vendors' and runtimes' words (ROCm's HIP and RCCL, Ascend's
+    # CANN and HCCL, XLA on TPU), read in their own texts, not from a log; and CPython's thread death ------
+    sig(
+        "oom",
+        r"\b(?:HIP|MUSA|XPU) error: out of memory\b|\bhipErrorOutOfMemory\b"
+        r"|\bRESOURCE_EXHAUSTED: (?:Out of memory|Error allocating device buffer)"
+        r"|\bEL0004: Failed to allocate memory",
+        (
+            "error: out of memory",
+            "hipErrorOutOfMemory",
+            "RESOURCE_EXHAUSTED: ",
+            "EL0004: Failed to allocate memory",  # the code alone folds to two letters
+        ),
+        "ROCm HIP's hipErrorOutOfMemory ('out of memory', as torch raises it: 'HIP error: out of memory'); "
+        "XLA's allocator on TPU/GPU ('RESOURCE_EXHAUSTED: Out of memory while trying to allocate ..', "
+        "'RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate ..', sglang-jax's "
+        "runtime); "
+        "Ascend CANN's 'EL0004: Failed to allocate memory.'; round 15, from the vendors' texts",
+        "the device's memory is full: lower --mem-fraction-static or the batch, shard wider, or use a "
+        "smaller model",
+    ),
+    sig(
+        "illegal_memory",
+        r"\bhipErrorIllegalAddress\b",
+        ("hipErrorIllegalAddress",),
+        "ROCm HIP's hipErrorIllegalAddress (CUDA's cudaErrorIllegalAddress); round 15, from HIP's error "
+        "names",
+        "bisect the attention/MoE backend; rerun with AMD_SERIALIZE_KERNEL=3 to find the kernel",
+    ),
+    sig(
+        "nccl",
+        r"\bRCCL (?:[Ee]rror|ERROR)\b|\bHCCL function error\b"
+        r"|\bProcessGroupHCCL\b[^\n]*(?:[Ee]rror|[Tt]imeout)"
+        r"|\bEI0006: Getting socket times out\b|\[ERROR\] HCCL\(",
+        ("RCCL ", "HCCL function error", "ProcessGroupHCCL", "EI0006: Getting socket", "[ERROR] HCCL("),
+        "ROCm RCCL ('RCCL error: unhandled system error', torch's ProcessGroupNCCL over RCCL); Ascend HCCL "
+        "through torch_npu ('HCCL function error: HcclCommInitRootInfo(..), error code is 7', "
+        "ProcessGroupHCCL), CANN's 'EI0006: Getting socket times out' and HCCL's '[ERROR] HCCL(pid,..)' log "
+        "lines; round 15, from the vendors' texts",
+        "the ranks cannot reach each other: the interconnect, the rank table / --dist-init-addr, the "
+        "firewall; "
+        "HCCL_CONNECT_TIMEOUT / NCCL_DEBUG=INFO name the peer",
+    ),
+    sig(
+        "crash",
+        r"\bE[A-Z]\d{4}: Inner Error!",
+        ("Inner Error!",),
+        "Ascend CANN's inner-error report ('EZ9999: Inner Error!', 'EE9999: Inner Error!' before the "
+        "device's own account of the failed operator); round 15, from CANN's error-code format",
+        "an NPU operator failed: read the lines after it (the operator, the error code) and the plog",
+        generic=True,
+    ),
+    sig(
+        "import_error",
+        r"\b[\w.+-]+\.so(?:\.\d+)*: cannot open shared object file\b",
+        ("cannot open shared object file",),
+        "glibc's dlopen error ('libhccl.so: cannot open shared object file: No such file or directory', "
+        "'libcuda.so.1: cannot open shared object file'), as Python's import and ctypes raise it; round 15, "
+        "from glibc's text",
+        "a native library the package needs is not in the image (or not on LD_LIBRARY_PATH): install the "
+        "toolkit or driver library it names, or rebuild the image from the pinned lock",
+    ),
+    sig(
+        "crash",
+        r"^\s*Exception in thread [^\n]*:\s*$",
+        ("Exception in thread ",),
+        "CPython's threading excepthook before an uncaught exception's traceback ('Exception in thread "
+        "Thread-3 (forward_thread_func):', Lib/threading.py); round 15, from CPython's text",
+        "read the traceback after it: a thread of the server died",
+        priority=95,
+        weak=True,
+    ),
     # oom: the CUDA driver API's and runtime's out-of-memory codes as allocators print them
     # (torch_memory_saver first warns that a cuMemCreate failure may be retried: no fatal evidence)
     sig(

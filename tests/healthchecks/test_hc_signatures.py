@@ -698,6 +698,37 @@ EXAMPLES: list[tuple[str, str]] = [
     ('Thread 499 (active+gil): "MainThread"', "hang"),
     ("Thread 0x00007fce47ae1480 (most recent call first):", "hang"),
     ("Current thread 0x00007769465bb740 (most recent call first):", "crash"),
+    # round 15, from the vendors' own texts: ROCm's HIP and RCCL, XLA on TPU, Ascend's CANN and HCCL, glibc,
+    # CPython's thread death
+    ("RuntimeError: HIP error: out of memory", "oom"),
+    ("hipErrorOutOfMemory", "oom"),
+    (
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+        "1.50GiB.",
+        "oom",
+    ),
+    (
+        "ValueError: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 8.00M. That was "
+        "not possible. There are 6.43M free.; (0x0x1_HBM0)",
+        "oom",
+    ),
+    ("EL0004: Failed to allocate memory.", "oom"),
+    ("hipErrorIllegalAddress", "illegal_memory"),
+    ("RuntimeError: RCCL error: unhandled system error", "nccl"),
+    (
+        "RuntimeError: HCCL function error: HcclCommInitRootInfo(numRanks, &rootInfo, rank, &comm), error "
+        "code is 7",
+        "nccl",
+    ),
+    (
+        "EI0006: Getting socket times out. Reason: 1. The remote does not initiate a connect request. some NPUs "
+        "in the cluster are abnormal.",
+        "nccl",
+    ),
+    ("[ERROR] HCCL(4242,python):2025-11-05-10:18:51.123.456 [hccl_communicator.cc:123] timeout", "nccl"),
+    ("EZ9999: Inner Error!", "crash"),
+    ("OSError: libhccl.so: cannot open shared object file: No such file or directory", "import_error"),
+    ("Exception in thread Thread-3 (forward_thread_func):", "crash"),
     # round 13, from the launchers' sources: Compose, kubelet, systemd, Open MPI, Slurm, Ray, uvicorn, glibc
     ("sglang-1 exited with code 1", "crash"),
     ("  Warning  BackOff  2m (x5 over 4m)  kubelet  Back-off restarting failed container sglang", "crash"),
