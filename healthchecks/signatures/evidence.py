@@ -517,6 +517,51 @@ SIGNATURES: tuple[Signature, ...] = (
         priority=95,
         weak=True,
     ),
+    # --- round 16: written from round 14's held-out misses once its after-scores were recorded (in-sample
+    # since: it joined the corpus) -------------------------------------------------------------------------
+    # import_error: sgl_kernel's loader found no loadable common_ops (its own summary, without an ImportError)
+    sig(
+        "import_error",
+        r"\bStandard Python import: common_ops - failed\b|\bPlease ensure sgl_kernel is properly installed\b",
+        ("common_ops - failed", "sgl_kernel is properly installed"),
+        "sgl_kernel's loader summary ('3. Standard Python import: common_ops - failed', 'Please ensure "
+        "sgl_kernel is properly installed with: pip install --upgrade sgl_kernel'); round 16 (in-sample, "
+        "sgl-project/sglang#12119). transformers' 'is already used by a Transformers model' is no rule: "
+        "SGLang logs it as a warning it goes on from (round 7's sgl-project/sglang#3792)",
+        "rebuild the image from the pinned lock: sgl_kernel must be the build for this SGLang, torch and GPU "
+        "arch, with its native libraries present",
+    ),
+    # nccl: NVSHMEM (DeepEP's transport) failing to connect the ranks
+    sig(
+        "nccl",
+        r"\bnvshmem setup connections failed\b|\btransport create connect failed\b|\bep_connect failed\b",
+        ("nvshmem setup connections failed", "transport create connect failed", "ep_connect failed"),
+        "NVSHMEM's transport setup ('ibrc.cpp:1433: non-zero status: 7 ep_connect failed', 'nvshmem setup "
+        "connections failed'); round 16 (in-sample, sgl-project/sglang#7450: DeepEP across two H20 nodes)",
+        "the ranks' RDMA connections failed: check the IB devices and NVSHMEM_* / DeepEP settings between "
+        "nodes (NVSHMEM_DEBUG=INFO names the peer)",
+    ),
+    # crash / oom: torch_memory_saver aborting on a CUDA driver call (result=2 is CUDA_ERROR_OUT_OF_MEMORY)
+    sig(
+        "oom",
+        r"\bCUresult error\s+result=2\b",
+        ("CUresult error",),
+        "fzyzcjy/torch_memory_saver csrc ('[torch_memory_saver.cpp] CUresult error  result=2 ..': the "
+        "driver's "
+        "CUDA_ERROR_OUT_OF_MEMORY); round 16, written beside the result=1 case below",
+        "the GPU memory is taken: release other processes' memory before resuming, or lower "
+        "--mem-fraction-static",
+    ),
+    sig(
+        "crash",
+        r"\bCUresult error\s+result=(?!2\b)\d+",
+        ("CUresult error",),
+        "fzyzcjy/torch_memory_saver csrc ('[torch_memory_saver.cpp] CUresult error  result=1 .. "
+        "func=resume', "
+        "then the process aborts); round 16 (in-sample, verl-project/verl#1911)",
+        "a CUDA driver call failed while pausing or resuming memory: read the result code (1: an invalid "
+        "value) and match torch_memory_saver to the driver",
+    ),
     # oom: the CUDA driver API's and runtime's out-of-memory codes as allocators print them
     # (torch_memory_saver first warns that a cuMemCreate failure may be retried: no fatal evidence)
     sig(

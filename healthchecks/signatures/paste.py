@@ -6,7 +6,7 @@ container runtime carries text around SGLang's own line that no signature should
 
 - markdown: quote markers (``> ``, nested ``> > ``), list bullets (``- ``, ``* ``, ``+ ``), inline-code
   backticks at a line's ends;
-- terminals: ANSI colour sequences, CR of CRLF line ends;
+- terminals: ANSI colour sequences (also in caret notation, ``^[[36m``), CR of CRLF line ends;
 - launchers and log stores: Docker Compose's ``svc-1  | ``, ``kubectl logs --prefix``'s
   ``[pod/name/container]``, journald's ``Mon DD HH:MM:SS host unit[pid]: ``, the kernel's ``[  12.345678]``
   and ``dmesg -T``'s ``[Fri Jun  5 01:02:42 2026]``, Kibana's ``Dec 3, 2025 @ 10:00:00.000``, ISO time
@@ -28,6 +28,9 @@ from __future__ import annotations
 import re
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: ANSI colour as caret notation prints it: ``^[[36m(WorkerDict pid=38869)^[[0m`` (round 16, in-sample:
+#: verl-project/verl#1208, a Ray worker's traceback pasted that way)
+_CARET_ANSI = re.compile(r"\^\[\[[0-9;?]*[A-Za-z]")
 _STAMP = (
     r"\d{4}(?:-\d\d-\d\d|/\d\d/\d\d)[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
     r"(?:[ \t]+(?:stdout|stderr)[ \t]+[FP](?=[ \t]))?"
@@ -72,6 +75,8 @@ def normalise(text: str) -> str:
         text = text.replace("\r\n", "\n")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
+    if "^[[" in text:  # the same sequences in caret notation (cat -v, less, a terminal copied as text)
+        text = _CARET_ANSI.sub("", text)
     text = _LEAD.sub("\n", "\n" + text)[1:]
     if "`\n" in text:  # inline code closed at a line end
         text = _drop_closing_ticks(text)

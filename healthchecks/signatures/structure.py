@@ -402,6 +402,19 @@ RULES: tuple[Rule, ...] = (
         "vocabulary's 'a module does not match'",
         "rebuild the image from the pinned lock (the packages must be the versions SGLang pins)",
     ),
+    # round 16: a launcher's wait for the server raising (AReaL's _wait_for_server 'server launch failed',
+    # olmocr's sglang_server_ready): the readiness wait ran out, whatever exception it raised
+    _rule(
+        "health_timeout",
+        (r"(?:Error|Exception)$", r"", r""),
+        "a launcher or trainer waiting for the SGLang server raises when it never answers "
+        "(areal-project/AReaL "
+        "areal/engine/sglang_remote.py _wait_for_server: RuntimeError('server launch failed'); round 16, "
+        "in-sample areal-project/AReaL#240)",
+        "the server never answered: read its own log for why (still loading, crashed, stuck), and raise the "
+        "launcher's wait only for a slow start",
+        function=r"^_?wait_for_server\w*$|^\w*server_ready$|^_?wait_until_(?:server_)?ready$",
+    ),
     # round 13: a traceback ending in an AssertionError that no line-level signature read (its line cut:
     # 'AssertionErro', in-sample sgl-project/sglang#19503); weak like the bare line's signature
     Rule(

@@ -53,6 +53,8 @@ FORMS = {
     "mpirun tag": lambda line: "[1,1]<stderr>:" + line,
     "mpirun time stamp and tag": lambda line: "Thu Jan 23 11:55:50 2025[1,1]<stderr>:" + line,
     "ansi": lambda line: "\x1b[31m" + line + "\x1b[0m",
+    # round 16: the same in caret notation, around Ray's prefix (verl-project/verl#1208)
+    "caret-notation ansi and ray": lambda line: "^[[36m(WorkerDict pid=38869)^[[0m " + line,
     "crlf": lambda line: line + "\r",
 }
 

@@ -698,6 +698,23 @@ EXAMPLES: list[tuple[str, str]] = [
     ('Thread 499 (active+gil): "MainThread"', "hang"),
     ("Thread 0x00007fce47ae1480 (most recent call first):", "hang"),
     ("Current thread 0x00007769465bb740 (most recent call first):", "crash"),
+    # round 16, from round 14's misses: sgl_kernel's loader, NVSHMEM's transport, torch_memory_saver's
+    # driver calls
+    ("3. Standard Python import: common_ops - failed", "import_error"),
+    ("Please ensure sgl_kernel is properly installed with:", "import_error"),
+    (
+        "/sgl-workspace/nvshmem/src/host/init/init.cu:1007: non-zero status: 7 nvshmem setup connections failed",
+        "nccl",
+    ),
+    (
+        "/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:1433: non-zero status: 7 ep_connect failed",
+        "nccl",
+    ),
+    (
+        "[torch_memory_saver.cpp] CUresult error  result=1 file=csrc/torch_memory_saver.cpp func=resume line=206",
+        "crash",
+    ),
+    ("[torch_memory_saver.cpp] CUresult error  result=2 file=csrc/torch_memory_saver.cpp func=resume", "oom"),
     # round 15, from the vendors' own texts: ROCm's HIP and RCCL, XLA on TPU, Ascend's CANN and HCCL, glibc,
     # CPython's thread death
     ("RuntimeError: HIP error: out of memory", "oom"),

@@ -474,3 +474,18 @@ def test_sglangs_own_warmup_wait_is_warmup_failed_a_launchers_is_health_timeout(
         "http://[::1]:10454/health\n"
     )
     assert signatures.scan_text(own).verdict() == "warmup_failed"
+
+
+def test_a_launchers_wait_for_the_server_raising_is_a_health_timeout() -> None:
+    """Round 16 (in-sample, areal-project/AReaL#240): the trainer's wait function raises whatever it raises;
+    the function that raised names a readiness wait that ran out. Another function's RuntimeError stays crash."""
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/AReaL/areal/engine/sglang_remote.py", line 80, in initialize\n'
+        "    self._wait_for_server(addr_)\n"
+        '  File "/workspace/AReaL/areal/engine/sglang_remote.py", line 67, in _wait_for_server\n'
+        '    raise RuntimeError("server launch failed")\n'
+        "RuntimeError: server launch failed\n"
+    )
+    assert signatures.scan_text(text).verdict() == "health_timeout"
+    assert signatures.scan_text(text.replace("_wait_for_server", "_launch")).verdict() == "crash"
