@@ -435,6 +435,8 @@ class Scanner:
         """Whether one of the two lines after ``line_no`` says the server went on another way ('Error while
         loading customized transformer, falling back to native version' after its OOM, round 14: in-sample
         gpustack/gpustack#4026): the failure was caught, as SGLang's RECOVERED warning says on one line."""
+        if not any("back to" in chunk or "BACK TO" in chunk for chunk in self._tail):
+            return False  # the usual case, without joining and splitting the kept tail
         return any(_FELL_BACK.search(self._line_of(line_no + n)) for n in (1, 2))
 
     def _request_failed(self, best: _Best) -> bool:

@@ -500,7 +500,7 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "import_error",
         r"\b[\w.+-]+\.so(?:\.\d+)*: cannot open shared object file\b",
-        ("cannot open shared object file",),
+        ("cannot open shared object ",),  # without 'file': every traceback frame line holds that scan word
         "glibc's dlopen error ('libhccl.so: cannot open shared object file: No such file or directory', "
         "'libcuda.so.1: cannot open shared object file'), as Python's import and ctypes raise it; round 15, "
         "from glibc's text",
