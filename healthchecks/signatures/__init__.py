@@ -139,7 +139,8 @@ _ARCH_CLASSES = frozenset({"unsupported_arch", "no_kernel_image", "kernel_compil
 #: the classes whose evidence says that something failed, not why: the structural rules may name the cause
 #: (an AssertionError raised in a weight loader is the checkpoint's shape, round 13: sgl-project/sglang#4431)
 _EXPLAINED = frozenset({"crash", "assertion"})
-_FELL_BACK = re.compile(r"(?i)\bfall(?:ing|s)? ?back to\b")
+#: what a line says when the server goes on another way after a failure ('.., falling back to native version')
+_FELL_BACK = ("falling back to", "falls back to", "fall back to", "fallback to")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: how far above a strong exception line a weak match may be and still be its failing source line (a
 #: traceback prints ``File ..``, the source line, then the exception; a caret line may come between)
@@ -437,7 +438,8 @@ class Scanner:
         gpustack/gpustack#4026): the failure was caught, as SGLang's RECOVERED warning says on one line."""
         if not any("back to" in chunk or "BACK TO" in chunk for chunk in self._tail):
             return False  # the usual case, without joining and splitting the kept tail
-        return any(_FELL_BACK.search(self._line_of(line_no + n)) for n in (1, 2))
+        after = [self._line_of(line_no + n).lower() for n in (1, 2)]
+        return any(said in line for line in after for said in _FELL_BACK)
 
     def _request_failed(self, best: _Best) -> bool:
         """Whether the run's traceback evidence (all weak, from ``best``'s line on) was one failed request's

@@ -99,6 +99,16 @@ _PREFIX = (
     r")"
 )
 LINE_START = rf"(?:^|\r)\s*(?:{_PREFIX}\s*)*"
+#: the fix of a full device memory (any vendor's words)
+DEVICE_FULL = (
+    "the device's memory is full: lower --mem-fraction-static or the batch, shard wider, or use a "
+    "smaller model"
+)
+#: the fix of a readiness wait that ran out (a launcher's, a router's, a trainer's)
+NEVER_ANSWERED = (
+    "the server never answered its health checks: read the server's own log for why (still loading, crashed, "
+    "or stuck), and raise the launcher's wait only for a slow start"
+)
 #: the fix of an arch gate
 PICK_ARCH = "pick a backend or kernel built for this GPU's arch (bwstack explain lists them per arch)"
 #: a line that only warns or names the fallback the server takes instead (an ``unless`` of the gates)

@@ -9,9 +9,22 @@ entry names the public text it was written from; none was written from a held-ou
 
 from __future__ import annotations
 
-from healthchecks.signatures.entry import PICK_ARCH, RETRIED, WARNING, Signature, sig
+from healthchecks.signatures.entry import (
+    DEVICE_FULL,
+    NEVER_ANSWERED,
+    PICK_ARCH,
+    RETRIED,
+    WARNING,
+    Signature,
+    sig,
+)
 
 _TOOLS = r"(?:ninja|nvcc|ptxas|cicc|nvlink|fatbinary|gcc|g\+\+|cc|c\+\+|clang(?:\+\+)?)"
+#: the fix when torch_memory_saver cannot get the GPU memory back (resume after a pause)
+_SAVER_FULL = (
+    "the GPU memory is taken: release other processes' memory (or pause them) before resuming, or lower "
+    "--mem-fraction-static"
+)
 
 SIGNATURES: tuple[Signature, ...] = (
     # --- kernel_compile: a JIT build whose tool is missing ------------------------------------------------
@@ -376,8 +389,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "total capacity; ..'), PyTorch's XPU and torch_musa's alike; cuBLAS's CUBLAS_STATUS_ALLOC_FAILED "
         "('Resource allocation failed inside the cuBLAS library', a cudaMalloc that failed); round 14 "
         "(in-sample, Ascend/sglang#668, gpustack/gpustack#4002)",
-        "the device's memory is full: lower --mem-fraction-static or the batch, shard wider, or use a "
-        "smaller model",
+        DEVICE_FULL,
     ),
     # illegal_memory: an Ascend NPU kernel's invalid address (CANN's vector core exception)
     sig(
@@ -399,8 +411,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "once no worker passes its health checks); round 14 (in-sample, allenai/olmocr#82, THUDM/slime#683). "
         "SGLang's own warm-up wait ('Server warmup failed; aborting startup: HTTP server did not become "
         "ready at ..') is warmup_failed's",
-        "the server never answered its health checks: read the server's own log for why (still loading, "
-        "crashed, or stuck), and raise the launcher's wait only for a slow start",
+        NEVER_ANSWERED,
     ),
     # timeout (weak): SGLang's watchdog dump before its 'watchdog timeout' line (an excerpt may stop in it)
     sig(
@@ -463,8 +474,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "'RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate ..', sglang-jax's "
         "runtime); "
         "Ascend CANN's 'EL0004: Failed to allocate memory.'; round 15, from the vendors' texts",
-        "the device's memory is full: lower --mem-fraction-static or the batch, shard wider, or use a "
-        "smaller model",
+        DEVICE_FULL,
     ),
     sig(
         "illegal_memory",
@@ -549,8 +559,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "fzyzcjy/torch_memory_saver csrc ('[torch_memory_saver.cpp] CUresult error  result=2 ..': the "
         "driver's "
         "CUDA_ERROR_OUT_OF_MEMORY); round 16, written beside the result=1 case below",
-        "the GPU memory is taken: release other processes' memory before resuming, or lower "
-        "--mem-fraction-static",
+        _SAVER_FULL,
     ),
     sig(
         "crash",
@@ -572,8 +581,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "fzyzcjy/torch_memory_saver csrc/core.cpp prints them ('[torch_memory_saver.cpp] cudaError error: 2 "
         "(out of memory) file=csrc/core.cpp func=resume'); round 13 (in-sample, "
         "fzyzcjy/torch_memory_saver#99)",
-        "the GPU memory is taken: release other processes' memory (or pause them) before resuming, or lower "
-        "--mem-fraction-static",
+        _SAVER_FULL,
         unless=RETRIED,
     ),
 )

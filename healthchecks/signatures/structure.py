@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from healthchecks.signatures import paste
 from healthchecks.signatures.classes import CLASS_PRIORITY
-from healthchecks.signatures.entry import Signature, sig
+from healthchecks.signatures.entry import NEVER_ANSWERED, Signature, sig
 
 #: how much of a log's end the structure is read from (a traceback and what killed the process are there)
 TAIL = 64 * 1024
@@ -411,8 +411,7 @@ RULES: tuple[Rule, ...] = (
         "(areal-project/AReaL "
         "areal/engine/sglang_remote.py _wait_for_server: RuntimeError('server launch failed'); round 16, "
         "in-sample areal-project/AReaL#240)",
-        "the server never answered: read its own log for why (still loading, crashed, stuck), and raise the "
-        "launcher's wait only for a slow start",
+        NEVER_ANSWERED,
         function=r"^_?wait_for_server\w*$|^\w*server_ready$|^_?wait_until_(?:server_)?ready$",
     ),
     # round 13: a traceback ending in an AssertionError that no line-level signature read (its line cut:
