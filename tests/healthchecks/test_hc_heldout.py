@@ -3,7 +3,8 @@
 Round 3 (issue 36, ``heldout/README.md``), rounds 5 to 8 (``heldout5/`` to ``heldout8/``): 45 public logs each;
 rounds 9 and 10 (``heldout9/README.md``, ``heldout10/README.md``): 44 each; round 11 (``heldout11/README.md``): 41;
 round 12 (``heldout12/README.md``): 24; round 14 (``heldout14/README.md``): 42; round 15
-(``heldout15/README.md``): 34; each labelled and committed before the classifier saw it.
+(``heldout15/README.md``): 34; round 17 (``heldout17/README.md``): 40; each labelled and committed before the
+classifier saw it.
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
@@ -117,6 +118,13 @@ ROUNDS = (
         34,
         "d43131e4020e5d5fa60b13e31fdc493b54b988f6acb4eb820fcb5a54c7cd5ab0",
         "38afb406389396593c42ce910375994c906c37485c324192f9df07d554a54ece",
+    ),
+    Round(
+        17,
+        HERE / "heldout17",
+        40,
+        "f2a5dcefa5b18e1a91f9e42ff8d8cb2acc84abce81c73ade5ae923865fa5cfa2",
+        "9b8e5837eac091ae3317c4744bc5989ebcca270b64a96d23f2d12d8e457284bd",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
