@@ -493,7 +493,25 @@ class Scanner:
         if self.serves or self.stopped:
             return "healthy"
         best = self._best  # evidence result() set aside: one failed request, and the server answered on
-        return "healthy" if best is not None and best[3].weak and self._request_failed(best) else "starting"
+        if best is not None and best[3].weak and self._request_failed(best):
+            return "healthy"
+        ended = self.ended_in_error()
+        return ended.cls if ended is not None else "starting"
+
+    def ended_in_error(self) -> Match | None:
+        """A finished paste's last word: the failure report its run ends in
+        (:func:`structure.ended_in_error`), when nothing else names the run (no match, no serving, no clean
+        stop); else None. Only for a log read whole (``classify-log``, :meth:`verdict`): live, a server still
+        starting may log an error it goes on from, and the healthcheck never reads this. A run whose HTTP
+        server answered requests (an access-log line) is not read so: one failed request is no dead server."""
+        if not self._tail or self.serves or self.stopped or self.result() is not None:
+            return None
+        found = self.structure()
+        if found.end_error <= self.start_line or found.answered_line > self.start_line:
+            return None  # nothing to read, or the HTTP server answered requests: its port was alive
+        line = self._line_of(found.end_error)
+        sig = structure.ended_in_error(found, line)
+        return None if sig is None else self._match((sig.priority, found.end_error, _clean(line), sig))
 
     def to_state(self) -> dict[str, Any]:
         """A JSON-able snapshot, so a later process can continue the scan."""

@@ -88,6 +88,7 @@ class Structure:
     failed_line: int = 0  # the last such answer that was a server error (5xx)
     trace_line: int = 0  # the last traceback's first line (its header, else its first frame)
     raised_line: int = 0  # the last exception line outside a traceback (``RuntimeError: ..`` pasted alone)
+    end_error: int = 0  # the run's last line, when it reports a failure (:func:`ended_in_error`)
 
     def to_dict(self) -> dict[str, object]:
         """The non-empty fields (``bwstack classify-log`` prints them; ``--json`` as ``structure``)."""
@@ -180,6 +181,8 @@ def _read_end(
     end = _last_line(text)
     if end is not None and first_line + end[0] > since and _cut_fatal(end[1]):
         found.cut_line = first_line + end[0]
+    if end is not None and first_line + end[0] > since:
+        found.end_error = _end_error(text, end[0], first_line, since)
     if begin is not None:
         found.capture_open = begin[0]
         if begin[1] is not None and last is not None:
@@ -259,6 +262,39 @@ def _cut_fatal(line: str) -> bool:
         return True
     hit = _re(_HIT_CUT).search(line) if "hit an e" in line else None
     return hit is not None and _HIT.startswith(hit.group(1))
+
+
+#: a line that reports a failure, as a person reads one whatever its wording: a logger's error level, glog's
+#: ``E1205 10:00:00`` / ``F1205 ..`` (not absl's pre-init ``E0000 00:00``), or a failure word
+_END_ERROR = (
+    r"\b(?:ERROR|CRITICAL|FATAL)\b|^[EF](?!0000)\d{4} \d\d:\d\d"
+    r"|(?i:\b(?:errors?|fail(?:ed|ure|s)?|faults?|abort(?:ed|ing)?|panic(?:ked)?|killed|crash(?:ed)?"
+    r"|exceptions?|fatal|timed out|time-?out)\b)"
+)
+#: ... unless it only warns, names what the server does instead, counts no failure, or is a piece of a
+#: settings dump (``watchdog_timeout=300, ..``: SGLang's ServerArgs line cut where the paste ends)
+_END_BENIGN = (
+    r"(?i:\bwarn|skipp|\bretry|retrying|fall(?:s|ing)?[ -]?back|ignor|deprecat|instead"
+    r"|\b(?:no|0|zero|without) (?:errors?|failures?)\b|server_?args)|(?:\b\w+=[^,\n]*, ){2}"
+)
+
+
+def _end_error(text: str, end: int, first_line: int, since: int) -> int:
+    """The line of a failure report the run ends in (its last non-blank line, or the line its indented last
+    line continues), else 0."""
+    lines = text.rstrip().split("\n")
+    at = [end]
+    if lines[end][:1].isspace():  # a message's indented continuation: the line it continues says what failed
+        above = end - 1
+        while above >= 0 and not lines[above].strip():
+            above -= 1
+        if above >= 0:
+            at.append(above)
+    for offset in at:
+        line = lines[offset]
+        if first_line + offset > since and _re(_END_ERROR).search(line) and not _re(_END_BENIGN).search(line):
+            return first_line + offset
+    return 0
 
 
 def _after(text: str, first_line: int, since: int) -> tuple[str, int]:
@@ -477,6 +513,75 @@ FATAL_MODULES = sig(
     "a native crash: paste the 'Fatal Python error' line and the thread dump above the module list",
     weak=True,
 )
+
+
+#: the class a person names from a failure report's own words (the first that fits), else crash
+_END_CLASSES: tuple[tuple[str, str], ...] = (
+    (
+        "oom",
+        r"(?i:out of (?:device |gpu |npu )?memory|\bOOM\b|insufficient (?:device |gpu |npu )?memory"
+        r"|memory (?:is )?(?:exhausted|insufficient)|cannot allocate memory)",
+    ),
+    ("illegal_memory", r"(?i:illegal (?:memory|address)|invalid (?:device )?address|memory access fault)"),
+    ("gpu_fault", r"\bXid\b|(?i:fallen off the bus)|\bGSP\b"),
+    (
+        "import_error",
+        r"No module named|cannot import|undefined symbol|cannot open shared object"
+        r"|\b(?:ImportError|ModuleNotFoundError)\b",
+    ),
+    (
+        "kernel_compile",
+        r"\b(?:nvcc|ptxas|ninja)\b|(?i:\bcompil(?:e|ation|ing) (?:failed|error)|failed to compile)",
+    ),
+    ("nccl", r"\b(?:NCCL|HCCL|RCCL|[Gg]loo|c10d|TCPStore|[Rr]endezvous|ProcessGroup\w*)\b"),
+)
+_END_SOURCE = (
+    "round 17 (issue 36: 'the last ERROR/CRITICAL lines'; written from the rule a person reads a paste by, "
+    "before round 17's held-out misses were opened): a paste whose last line reports a failure (a logger's "
+    "ERROR/CRITICAL/FATAL level, glog's E/F prefix, or words: error, failed, fault, aborted, panicked, "
+    "killed, crashed, exception, timed out) and that shows no serving and no clean stop ended where the "
+    "server died; its own words name the class where they can (out of memory, illegal address, Xid, a "
+    "missing module, a compiler, a collective library)"
+)
+_END_FIX = "the paste ends in this failure report: read it and the lines above it (the root cause is there)"
+#: literal texts of each class's words (documentation only: these are read off the structure, not scanned)
+_END_KEYS: dict[str, tuple[str, ...]] = {
+    "oom": ("memory", "OOM"),
+    "illegal_memory": ("illegal", "invalid", "access fault"),
+    "gpu_fault": ("Xid", "fallen off", "GSP"),
+    "import_error": ("No module named", "cannot import", "undefined symbol", "shared object", "ImportError"),
+    "kernel_compile": ("nvcc", "ptxas", "ninja", "ompil"),
+    "nccl": ("NCCL", "HCCL", "RCCL", "loo", "c10d", "TCPStore", "endezvous", "ProcessGroup"),
+    "crash": (
+        "ERROR",
+        "CRITICAL",
+        "FATAL",
+        "rror",
+        "ail",
+        "ault",
+        "bort",
+        "anic",
+        "illed",
+        "rash",
+        "xception",
+    ),
+}
+ENDED_IN_ERROR: dict[str, Signature] = {
+    cls: sig(cls, pattern, _END_KEYS[cls], _END_SOURCE, _END_FIX, weak=True)
+    for cls, pattern in (*_END_CLASSES, ("crash", _END_ERROR))
+}
+
+
+def ended_in_error(found: Structure, line: str) -> Signature | None:
+    """For a finished paste with no other evidence: the signature of the failure report ``line`` (the text of
+    ``found.end_error``) that the run ends in, by its words' class, else None. Never read live: a server
+    still starting may log an error line it goes on from."""
+    if not found.end_error:
+        return None
+    for cls, pattern in _END_CLASSES:
+        if _re(pattern).search(line):
+            return ENDED_IN_ERROR[cls]
+    return ENDED_IN_ERROR["crash"]
 
 
 def explain(found: Structure) -> tuple[Signature, int] | None:

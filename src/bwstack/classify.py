@@ -82,6 +82,8 @@ def _as_dict(scanner: signatures.Scanner) -> dict[str, Any]:
         # there is (a paste with the error line above the command), never "starting"
         match = scanner.previous_run()
     if match is None:
+        match = scanner.ended_in_error()  # a paste that ends in a failure report, with nothing else
+    if match is None:
         return {"class": scanner.verdict(), "line": None, "text": "", "also": []}
     return match.to_dict()
 

@@ -489,3 +489,61 @@ def test_a_launchers_wait_for_the_server_raising_is_a_health_timeout() -> None:
     )
     assert signatures.scan_text(text).verdict() == "health_timeout"
     assert signatures.scan_text(text.replace("_wait_for_server", "_launch")).verdict() == "crash"
+
+
+LOADING = "[2026-12-01 10:00:01 TP0] Load weight begin. avail mem=78.52 GB\n"
+
+
+@pytest.mark.parametrize(
+    ("last", "cls"),
+    [
+        # glog's error prefix (Mooncake's transfer engine, in-sample sgl-project/sglang#7118)
+        (
+            "E0612 14:05:26.176716 1192408 tcp_transport.cpp:136] Session::writeBody failed. Error: Bad address",
+            "crash",
+        ),
+        (
+            "[2026-12-01 10:00:05 TP0] ERROR: worker ran out of device memory while loading the draft model",
+            "oom",
+        ),
+        ("[2026-12-01 10:00:05 TP1] rendezvous with the other ranks failed after 3 attempts", "nccl"),
+        ("[2026-12-01 10:00:05 TP0] Engine core initialisation aborted", "crash"),
+    ],
+)
+def test_a_paste_that_ends_in_a_failure_report_is_dead_not_starting(last: str, cls: str) -> None:
+    """Round 17: a paste whose last line reports a failure, with no serving and no clean stop, ended where the
+    server died; the report's own words name the class where they can. Read only whole: live, never."""
+    scanner = signatures.scan_text(START + LOADING + last + "\n")
+    assert scanner.verdict() == cls
+    ended = scanner.ended_in_error()
+    assert ended is not None and (ended.cls, ended.line) == (cls, 3)
+    assert (
+        scanner.result() is None and scanner.result(strong_only=True) is None
+    )  # the live healthcheck's read
+    from bwstack.classify import classify_text
+
+    assert classify_text(START + LOADING + last + "\n")["line"] == 3
+
+
+@pytest.mark.parametrize(
+    "end",
+    [
+        # an error the run went on from: more progress after it (in-sample gpustack/gpustack#3839's shape)
+        "[2026-12-01 10:00:05] ERROR - Failed to derive model architecture\n" + LOADING,
+        "[2026-12-01 10:00:05 TP0] WARNING: failed to import flashinfer, falling back to the triton backend\n",
+        "E0000 00:00:1734786702.465802    2\n",  # absl's pre-init line (in-sample sgl-project/sglang#2539)
+        "  watchdog_timeout=300, dist_timeout=None, download_dir=None, enable_failure_report=False,\n",
+        "[2026-12-01 10:00:05 TP0] Capture cuda graph end. Time elapsed: 3.21 s. 0 errors\n",
+    ],
+)
+def test_a_paste_that_ends_in_progress_a_warning_or_a_dump_is_still_starting(end: str) -> None:
+    scanner = signatures.scan_text(START + LOADING + end)
+    assert scanner.verdict() == "starting"
+    assert scanner.ended_in_error() is None
+
+
+def test_a_failure_report_after_serving_or_an_answered_request_is_not_a_dead_server() -> None:
+    last = "[2026-12-01 10:06:00] ERROR: request 7f3a failed: client disconnected\n"
+    assert signatures.scan_text(SERVED + last).verdict() == "healthy"
+    answered = START + '[2026-12-01 10:00:09] INFO:     127.0.0.1:51720 - "POST /generate HTTP/1.1" 200 OK\n'
+    assert signatures.scan_text(answered + last).ended_in_error() is None
