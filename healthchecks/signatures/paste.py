@@ -12,7 +12,9 @@ container runtime carries text around SGLang's own line that no signature should
   and ``dmesg -T``'s ``[Fri Jun  5 01:02:42 2026]``, Kibana's ``Dec 3, 2025 @ 10:00:00.000``, ISO time
   stamps (also CRI's ``… stdout F``, and a CI runner's bracketed ``[2025-11-06T02:10:00.702Z]``), a
   viewer's year-less ``04-20 13:32:25.784`` or bare ``13:32:25``, mpirun's ``--tag-output`` /
-  ``--timestamp-output`` ``Thu Jan 23 11:55:50 2025[1,1]<stderr>:``, a
+  ``--timestamp-output`` ``Thu Jan 23 11:55:50 2025[1,1]<stderr>:``, glog's (torch's C++ and dynamo
+  logging, c10d, Mooncake) ``W0914 16:10:28.557000 4727 torch/_dynamo/convert_frame.py:1009]`` (round 18,
+  in-sample sgl-project/sglang#1423: a traceback logged by dynamo line by line, each behind it), a
   Python-logging or loguru ``- name - LEVEL -`` / ``| LEVEL | name |`` after them, Ray's
   ``(Worker pid=N, ip=…)``, torchrun's ``[rank0]:`` (``--tee``'s ``[default0]:``); several in a row (a
   viewer's time stamp before the runtime's before SGLang's);
@@ -53,6 +55,7 @@ _PIECE = (
     r"|\[\d{4}-\d\d-\d\dT[\d:.,]+Z?\][ \t]?"  # a CI runner's bracketed ISO stamp ([2025-11-06T02:10:00.702Z])
     r"|\([\w.-]+ pid=\d+[^)\n]*\)[ \t]?"  # Ray
     r"|\[(?:rank|default)\d+\]:[ \t]?"  # torchrun's per-rank prefix ([rank0]:, --tee's [default0]:)
+    r"|\[?[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?[ \t]+\d+[ \t]+[\w./<>-]+:\d+\][ \t]?"  # glog
     r"|[\w.-]+[ \t]+\|[ \t]?"  # Compose service, loguru field
     r"|\|[ \t]?"  # loguru's field separator after a stripped time stamp
     r")"

@@ -163,7 +163,7 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
             found.collapse_line = number
         if line.count(", ") >= _MODULES_MIN and _re(_MODULES).search(line):
             found.modules_line = number
-    _read_end(found, text, first_line, since, capture=(begin, last_stamp))
+    _read_end(found, text, first_line, since, capture=(begin, last_stamp), pasted=pasted)
     return found
 
 
@@ -174,6 +174,7 @@ def _read_end(
     since: int,
     *,
     capture: tuple[tuple[int, int | None] | None, int | None],
+    pasted: list[str],
 ) -> None:
     """What the log's end says: a paste cut inside a fatal header, a capture still open (``capture``: its
     begin line and stamp, and the log's last stamp: how long it stayed open by the log's clock)."""
@@ -182,7 +183,7 @@ def _read_end(
     if end is not None and first_line + end[0] > since and _cut_fatal(end[1]):
         found.cut_line = first_line + end[0]
     if end is not None and first_line + end[0] > since:
-        found.end_error = _end_error(text, end[0], first_line, since)
+        found.end_error = _end_error(text, pasted, end[0], first_line, since)
     if begin is not None:
         found.capture_open = begin[0]
         if begin[1] is not None and last is not None:
@@ -267,31 +268,36 @@ def _cut_fatal(line: str) -> bool:
 #: a line that reports a failure, as a person reads one whatever its wording: a logger's error level, glog's
 #: ``E1205 10:00:00`` / ``F1205 ..`` (not absl's pre-init ``E0000 00:00``), or a failure word
 _END_ERROR = (
-    r"\b(?:ERROR|CRITICAL|FATAL)\b|^[EF](?!0000)\d{4} \d\d:\d\d"
+    r"\b(?:ERROR|CRITICAL|FATAL)\b|(?:^|[\s:\]|])\[?[EF](?!0000)\d{4} \d\d:\d\d"
     r"|(?i:\b(?:errors?|fail(?:ed|ure|s)?|faults?|abort(?:ed|ing)?|panic(?:ked)?|killed|crash(?:ed)?"
     r"|exceptions?|fatal|timed out|time-?out)\b)"
 )
 #: ... unless it only warns, names what the server does instead, counts no failure, or is a piece of a
 #: settings dump (``watchdog_timeout=300, ..``: SGLang's ServerArgs line cut where the paste ends)
 _END_BENIGN = (
-    r"(?i:\bwarn|skipp|\bretry|retrying|fall(?:s|ing)?[ -]?back|ignor|deprecat|instead"
+    r"(?:^|[\s:\]|])\[?W\d{4} \d\d:\d\d"  # glog's warning level
+    r"|(?i:\bwarn|skipp|\bretry|retrying|fall(?:s|ing)?[ -]?back|ignor|deprecat|instead"
     r"|\b(?:no|0|zero|without) (?:errors?|failures?)\b|server_?args)|(?:\b\w+=[^,\n]*, ){2}"
 )
 
 
-def _end_error(text: str, end: int, first_line: int, since: int) -> int:
-    """The line of a failure report the run ends in (its last non-blank line, or the line its indented last
-    line continues), else 0."""
+#: how far above an indented last line the head of its message may be (a kernel name wrapped over lines)
+_CONTINUED_MAX = 20
+
+
+def _end_error(text: str, pasted: list[str], end: int, first_line: int, since: int) -> int:
+    """The line of a failure report the run ends in (its last non-blank line, or the head of the message
+    its indented last lines continue), else 0. The level is read as pasted (glog's ``E1205`` is paste noise
+    to the signatures, not to a person)."""
     lines = text.rstrip().split("\n")
     at = [end]
-    if lines[end][:1].isspace():  # a message's indented continuation: the line it continues says what failed
-        above = end - 1
-        while above >= 0 and not lines[above].strip():
-            above -= 1
-        if above >= 0:
-            at.append(above)
+    head = end
+    while lines[head][:1].isspace() and head > 0 and end - head < _CONTINUED_MAX:
+        head -= 1  # the message's indented continuation: its head line says what failed
+    if head != end and not lines[head][:1].isspace():
+        at.append(head)
     for offset in at:
-        line = lines[offset]
+        line = pasted[offset] if offset < len(pasted) else lines[offset]
         if first_line + offset > since and _re(_END_ERROR).search(line) and not _re(_END_BENIGN).search(line):
             return first_line + offset
     return 0
@@ -371,6 +377,19 @@ RULES: tuple[Rule, ...] = (
         "a JIT build (FlashInfer flashinfer/jit/cpp_ext.py run_ninja, torch.utils.cpp_extension, Triton "
         "backends/nvidia/compiler.py make_cubin) failing to run its tool; issue 36's list",
         "a toolchain that knows the arch in the image: ninja, CUDA >= 12.8 nvcc/ptxas, a C compiler",
+    ),
+    # round 18: any exception raised in one of Triton's compile stages (make_ttir .. make_cubin: its MLIR and
+    # LLVM passes, ptxas) is a kernel that failed to build, whatever its type (in-sample
+    # sgl-project/sglang#1058: 'IndexError: map::at' from pm.run in make_llir on a T4)
+    _rule(
+        "kernel_compile",
+        (r"(?:Error|Exception)$", r"/triton/backends/[^/]+/compiler\.py$", r""),
+        "an exception raised in a Triton compile stage (triton/backends/nvidia/compiler.py make_ttir, "
+        "make_ttgir, make_llir, make_ptx, make_cubin; the AMD backend's make_amdgcn, make_hsaco); round 18 "
+        "(in-sample sgl-project/sglang#1058: 'IndexError: map::at' from make_llir's pm.run on sm_75)",
+        "Triton could not build a kernel for this GPU: check the Triton version the image pins supports this "
+        "arch, or pick another attention/MoE backend",
+        function=r"^make_[a-z]+$",
     ),
     _rule(
         "nccl",

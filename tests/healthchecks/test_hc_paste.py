@@ -56,6 +56,11 @@ FORMS = {
     # round 16: the same in caret notation, around Ray's prefix (verl-project/verl#1208)
     "caret-notation ansi and ray": lambda line: "^[[36m(WorkerDict pid=38869)^[[0m " + line,
     "crlf": lambda line: line + "\r",
+    # round 18: glog's prefix behind torchrun's, as torch's dynamo logs a traceback line by line
+    # (sgl-project/sglang#1423)
+    "glog": lambda line: (
+        "[rank0]:W0914 16:10:28.557000 47272548425472 torch/_dynamo/convert_frame.py:1009] " + line
+    ),
 }
 
 
@@ -87,8 +92,13 @@ def test_serving_lines_read_as_serving_through_each_noise_form(form: str) -> Non
         ),
         # mpirun's --timestamp-output ctime and --tag-output tag; a ctime not followed by the tag is left alone
         (("Thu Jan 23 11:55:50 2025[1,1]<stderr>:",) * 2, "Thu Jan 23 11:55:50 2025 boot"),
+        # glog's level, time, thread and source behind torchrun's rank (sgl-project/sglang#1423)
+        (
+            ("[rank0]:W0914 16:10:28.557000 47272548425472 torch/_dynamo/convert_frame.py:1009] ",) * 2,
+            "Loaded W0914 16:10:28.557000 4727 x.py:1] done",
+        ),
     ],
-    ids=["torchrun-rank", "mpirun-ctime-tag"],
+    ids=["torchrun-rank", "mpirun-ctime-tag", "glog"],
 )
 def test_frames_behind_a_launchers_prefix_keep_their_indentation(
     prefixes: tuple[str, str], untouched: str

@@ -165,6 +165,11 @@ def test_classify_log_and_the_in_container_scan_agree(
         assert host == "healthy"  # a stopped server, read from its log alone (issue 36)
         assert in_container == "starting"
         return
+    if signatures.scan_file(str(CORPUS / name)).ended_in_error() is not None:
+        # a paste that ends in a failure report is read whole as the dead server it ends with (round 17); live,
+        # a starting server may log an error it goes on from: starting until its log stalls (--stall-after)
+        assert in_container == "starting"
+        return
     assert in_container == ("crash" if host == "healthy" else host)
     shutil.rmtree(tmp_path)
 

@@ -547,3 +547,45 @@ def test_a_failure_report_after_serving_or_an_answered_request_is_not_a_dead_ser
     assert signatures.scan_text(SERVED + last).verdict() == "healthy"
     answered = START + '[2026-12-01 10:00:09] INFO:     127.0.0.1:51720 - "POST /generate HTTP/1.1" 200 OK\n'
     assert signatures.scan_text(answered + last).ended_in_error() is None
+
+
+def test_a_message_wrapped_over_indented_lines_is_read_by_its_head() -> None:
+    """Round 18 (in-sample sgl-project/sglang#25563): TensorRT-LLM's GEMM runner error, its kernel name
+    wrapped over indented lines, ends the paste; its head line is the failure report."""
+    log = START + (
+        "Error occurred when running GEMM! (numBatches: 256, GemmMNK: 128 1024 6144,\n"
+        "          Kernel: bmm_Bfloat16_Bfloat16Bfloat16_Fp32_t128x8x128u2_s6_et128x8_m128x8x16\n"
+        "                  _rgTma_clmp_swiGlu_dynB_sm100f)\n"
+    )
+    ended = signatures.scan_text(log).ended_in_error()
+    assert ended is not None and (ended.cls, ended.line) == ("crash", 2)
+    indented_only = START + "  loading shard 3 of 8\n    done in 2.1 s\n"
+    assert signatures.scan_text(indented_only).verdict() == "starting"
+
+
+@pytest.mark.parametrize(("level", "cls"), [("E", "crash"), ("W", "starting")])
+def test_glogs_level_is_read_as_pasted(level: str, cls: str) -> None:
+    """glog's prefix is paste noise to the signatures; its level still says whether the last line is an error
+    report (Mooncake's transfer engine, in-sample sgl-project/sglang#7118)."""
+    last = (
+        f"[rank0]:{level}0612 14:05:26.176716 1192408 transfer_engine.cpp:136] Session::writeBody gave up\n"
+    )
+    assert signatures.scan_text(START + LOADING + last).verdict() == cls
+
+
+def test_an_exception_raised_in_a_triton_compile_stage_is_kernel_compile() -> None:
+    """Round 18 (in-sample sgl-project/sglang#1058): whatever the exception's type, raised in Triton's
+    make_llir (its LLVM lowering) it is a kernel that did not build."""
+    log = START + (
+        '  File "/usr/local/lib/python3.10/dist-packages/triton/compiler/compiler.py", line 282, in compile\n'
+        "    next_module = compile_ir(module, metadata)\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/triton/backends/nvidia/compiler.py", line 216, in '
+        "make_llir\n"
+        "    pm.run(mod)\n"
+        "IndexError: map::at\n"
+    )
+    match = signatures.classify_text(log)
+    assert match is not None and (match.cls, match.line) == ("kernel_compile", 6)
+    elsewhere = log.replace("triton/backends/nvidia/compiler.py", "sglang/srt/layers/attention/triton_ops.py")
+    match = signatures.classify_text(elsewhere)
+    assert match is not None and match.cls == "crash"
