@@ -379,10 +379,20 @@ class StandinCompose:
 
     def create_all(self, env: Mapping[str, str] | None = None) -> None:
         """Create every service's container, the network and the volumes, so that ``up`` may run in parallel
-        (concurrent compose runs would each create the project network: Docker 20.10 allows duplicates)."""
-        self.project(env).run(
-            ["create", "--no-build", "--pull", "never"], profiles=["*"], capture=True, timeout=300, check=True
-        )
+        (concurrent compose runs would each create the project network: Docker 20.10 allows duplicates).
+
+        One service of each image is created first, alone: Docker fills a fresh named volume (the image's JIT
+        cache) from the image when the first container that mounts it is created, and several containers
+        created at once race on that copy ('failed to mkdir .../_data/tvm-ffi: file exists', seen in a CI run
+        of this module); once filled, a volume is only mounted."""
+        project = self.project(env)
+        create = ["create", "--no-build", "--pull", "never"]
+        first_of_image: dict[str, str] = {}
+        for name in self.stack.profiles:
+            first_of_image.setdefault(self.stack.variant_name_for(name), name)
+        for name in first_of_image.values():
+            project.run([*create, name], profiles=[name], capture=True, timeout=300, check=True)
+        project.run(create, profiles=["*"], capture=True, timeout=300, check=True)
 
     def up(self, service: str, env: Mapping[str, str] | None = None) -> Up:
         """``docker compose --profile S up -d --wait S``: its exit status, output and wall time."""
