@@ -197,6 +197,14 @@ _TRACEBACK = "Traceback (most recent call last):"
 _HIT = "hit an exception:"
 _HIT_CUT = r"\b[A-Z]\w+ (hit an e[a-z]*:?)$"
 _CUT_MIN = 5  # 'Trace': shorter stubs ('T', 'Tr') are no evidence a person would read
+#: CPython's headers between the tracebacks of chained exceptions (Lib/traceback.py _cause_message,
+#: _context_message): a paste that ends at one (or inside one) was cut as the next traceback began (round 19,
+#: from CPython's own text)
+_CHAINED = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
+_CHAINED_MIN = 16  # 'The above except', 'During handling ': a stub that says which header it is
 #: CPython's fatal-error dump lists the loaded extension modules on one long line ('Extension modules:
 #: numpy._core._multiarray_umath, torch._C, ... (total: N)', Python/pylifecycle.c _Py_DumpExtensionModules,
 #: 3.10+); a paste may hold a piece of it alone, with neither its head nor its tail
@@ -260,6 +268,8 @@ def _cut_fatal(line: str) -> bool:
     """Whether ``line`` ends inside a fatal header: the excerpt was cut as a traceback or SGLang's
     ``hit an exception`` began (a person reads the process as dying there)."""
     if len(line) >= _CUT_MIN and _TRACEBACK.startswith(line):
+        return True
+    if len(line) >= _CHAINED_MIN and any(header.startswith(line) for header in _CHAINED):
         return True
     hit = _re(_HIT_CUT).search(line) if "hit an e" in line else None
     return hit is not None and _HIT.startswith(hit.group(1))
@@ -512,11 +522,14 @@ COLLAPSED = Signature(  # garbage ranks after nan: the collapse is what NaN logi
 #: the live healthcheck never counts structure alone as fatal)
 CUT_FATAL = sig(
     "crash",
-    r"^\s*Trace(?:b(?:a(?:c(?:k)?)?)?)?\s*$|\bhit an e[a-z]*:?\s*$",
-    ("Trace", "hit an e"),
+    r"^\s*Trace(?:b(?:a(?:c(?:k)?)?)?)?\s*$|\bhit an e[a-z]*:?\s*$"
+    r"|^\s*(?:The above exception was the direct cause|During handling of the above exception)",
+    ("Trace", "hit an e", "The above exception", "During handling"),
     "round 12 (in-sample, round 10's sgl-project/sglang#3695 and #5858): a paste cut inside CPython's "
     "'Traceback (most recent call last):' or SGLang's '<Component> hit an exception:' (sglang 0.5.23 "
-    "srt/managers/scheduler.py 'Scheduler hit an exception: {traceback}')",
+    "srt/managers/scheduler.py 'Scheduler hit an exception: {traceback}'); round 19: or at CPython's header "
+    "of a chained exception's traceback (Lib/traceback.py: 'The above exception was the direct cause of the "
+    "following exception:', 'During handling of the above exception, another exception occurred:')",
     "the paste was cut where the process began to die: paste the lines after it",
     weak=True,
 )

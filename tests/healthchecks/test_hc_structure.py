@@ -285,6 +285,9 @@ PREFILL = (
         "Traceback (most recent call last",
         "[2025-04-29 07:35:49 DP6 TP6] TpModelWorkerClient hit an ex",
         "[2025-04-29 07:35:49 TP0] Scheduler hit an exception:",
+        # round 19: CPython's header of a chained exception's traceback, whole or cut (Lib/traceback.py)
+        "The above exception was the direct cause of the following exception:",
+        "During handling of the above exception, another",
     ],
 )
 def test_a_paste_cut_inside_a_fatal_header_is_a_crash(cut: str) -> None:
@@ -305,6 +308,8 @@ def test_a_paste_cut_inside_a_fatal_header_is_a_crash(cut: str) -> None:
         "Tracer: initialised",
         "[2025-04-29 07:35:49 TP0] the router hit an ex-colleague",  # not a component's header
         "hit an ex",  # no component
+        "The above exc",  # too short to say which header
+        "During handling of the request, the router retried",
     ],
 )
 def test_a_last_line_that_only_looks_like_a_cut_header_is_not(line: str) -> None:
