@@ -302,8 +302,13 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\*\*\* SIG[A-Z]+ (?:\(@0x[0-9a-f]+\) )?received (?:at time=|by PID )"
         r"|\*\*\* Aborted at \d+ \(unix time\)"
         r"|" + LINE_START + r"Extension modules: |(?:[\w.]+, )+[\w.]+ \(total: \d+\)\s*$"
-        r"|\bOut of memory: Kill(?:ed)? process \d+ \(",
+        r"|\bOut of memory: Kill(?:ed)? process \d+ \("
+        # round 20 (in-sample sgl-project/sglang#3906): UCX's signal handler (ucs/debug/debug.c, loaded with
+        # NCCL's and Mooncake's IB transports): '[host:pid:0:tid] Caught signal 11 (Segmentation fault: ..)'
+        r"|\bCaught signal \d+ \((?:Segmentation fault|Bus error|Aborted|Illegal instruction"
+        r"|Floating point exception)",
         (
+            "Caught signal ",
             "Fatal Python error",
             "terminate called ",
             "*** SIG",
@@ -333,7 +338,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "time)' / '*** SIGSEGV (@0x0) received by PID ..' (glog signalhandler.cc); CPython's 'Extension "
         "modules: a, b (total: N)' after a fatal error (Python/pylifecycle.c _Py_DumpExtensionModules, "
         "3.10+); Linux's 'Out of memory: Killed process N (python3)' (mm/oom_kill.c; 'Kill process' before "
-        "4.19)",
+        "4.19); UCX's 'Caught signal 11 (Segmentation fault: address not mapped to object ..)' "
+        "(ucs/debug/debug.c, round 20: in-sample sgl-project/sglang#3906)",
         "a native crash: read the thread dump; check driver/CUDA/torch versions match (the OOM killer: host "
         "RAM, dmesg)",
     ),

@@ -39,6 +39,11 @@ _CUT_TYPE_MIN = 6
 #: uvicorn's line before the traceback of one request's handler (uvicorn/protocols/http/h11_impl.py and
 #: httptools_impl.py: logger.error("Exception in ASGI application\n", exc_info=exc)); the server goes on
 _REQUEST_FAILED = "Exception in ASGI application"
+#: SGLang's OpenAI-compatible handler on a request it failed: it logs the traceback and answers the request
+#: with a 500 of its own (sglang 0.5.23 srt/entrypoints/openai/serving_base.py handle_request:
+#: logger.exception(f"Error in request: {e}") then create_error_response(..., status_code=500)); round 20
+#: (in-sample sgl-project/sglang#8833): the server answered, no access-log line needed
+_HANDLER_FAILED = "Error in request: "
 #: a paste that starts inside an access-log line: ``1.1" 500 Internal Server Error`` (its first line only)
 _CUT_ANSWER = r'^\s*[\d.]*" ([1-5])\d\d [A-Z][a-z]'
 #: an HTTP server's access-log line (uvicorn: '127.0.0.1:51720 - "POST /v1/chat/completions HTTP/1.1" 500')
@@ -83,7 +88,8 @@ class Structure:
     collapse_line: int = 0  # a line holding a collapsed output (``!!!!...``)
     cut_line: int = 0  # the excerpt's last line, cut inside a fatal header (``Trace``, ``hit an ex``)
     modules_line: int = 0  # a line of CPython's fatal-error dump of extension modules
-    request_line: int = 0  # the last traceback's header follows uvicorn's "Exception in ASGI application"
+    request_line: int = 0  # the last traceback's header follows "Exception in ASGI application" (uvicorn) or
+    # "Error in request: .." (SGLang's OpenAI handler)
     answered_line: int = 0  # the last line where the HTTP server answered a request (an access-log line)
     failed_line: int = 0  # the last such answer that was a server error (5xx)
     trace_line: int = 0  # the last traceback's first line (its header, else its first frame)
@@ -116,12 +122,13 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
     lines = text.split("\n")
     last = len(text.rstrip().split("\n")) - 1  # the offset of the last non-blank line
     request = 0  # the line of the last "Exception in ASGI application"
+    source_next = False  # the line after a frame is its source line, indented or not
     for offset, line in enumerate(lines):
         number = first_line + offset
         if number <= since:
             continue
         if "Traceback (most recent call last)" in line:
-            in_trace, frames = True, []
+            in_trace, frames, source_next = True, [], False
             found.trace_line = number
             found.request_line = number if request and 0 < number - request <= 2 else 0
             continue
@@ -136,6 +143,7 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
             frame = frame_re.match(line)
             if frame:
                 frames.append((frame.group(1), frame.group(2)))
+                source_next = True
                 continue
             exception = exception_re.match(line.strip()) or _cut_type(line, frames, offset == last)
             if exception and frames:
@@ -146,8 +154,9 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
                 found.functions = [function for _, function in frames]
                 found.exception_line, in_trace = number, False
                 continue
-            if not line or line[0].isspace():  # a frame's source line, its carets, a blank line
-                continue
+            if not line or line[0].isspace() or source_next:  # a frame's source line, its carets, a blank
+                source_next = False  # line; the source line also when the paste lost its indentation (round
+                continue  # 20, in-sample sgl-project/sglang#8833: a traceback pasted flush left)
             in_trace = False  # the traceback was cut: what follows is the log again
         request = _mark_requests(found, line, number, offset == 0, request)
         stamp = stamp_re.search(line) if "[" in line else None
@@ -214,8 +223,13 @@ _MODULES = r"(?:\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+, ){8}"
 
 def _mark_requests(found: Structure, line: str, number: int, first: bool, request: int) -> int:
     """Mark what ``line`` (not in a traceback) says of requests: an answer (and a 5xx one), an exception line
-    pasted alone; returns the line of the last "Exception in ASGI application" (``request`` or this one)."""
+    pasted alone; returns the line of the last "Exception in ASGI application" or SGLang's "Error in request"
+    (``request`` or this one). SGLang's handler answers the request it failed with a 500 of its own: that
+    line is an answer too."""
     if _REQUEST_FAILED in line:
+        return number
+    if _HANDLER_FAILED in line:
+        found.answered_line = found.failed_line = number
         return number
     if "Error" in line or "Exception" in line:
         raised = _re(_EXCEPTION).match(line.strip())
@@ -287,7 +301,10 @@ _END_ERROR = (
 _END_BENIGN = (
     r"(?:^|[\s:\]|])\[?W\d{4} \d\d:\d\d"  # glog's warning level
     r"|(?i:\bwarn|skipp|\bretry|retrying|fall(?:s|ing)?[ -]?back|ignor|deprecat|instead"
-    r"|\b(?:no|0|zero|without) (?:errors?|failures?)\b|server_?args)|(?:\b\w+=[^,\n]*, ){2}"
+    r"|\b(?:no|0|zero|without) (?:errors?|failures?)\b|server_?args"
+    # round 20 (in-sample sgl-project/sglang#26122): a checkpoint without a generation config is normal,
+    # SGLang goes on without it (0.5.23 srt/utils/hf_transformers/common.py get_generation_config)
+    r"|generation[ _]config)|(?:\b\w+=[^,\n]*, ){2}"
 )
 
 

@@ -402,6 +402,13 @@ EXAMPLES: list[tuple[str, str]] = [
     ),
     ("[Mon Mar  3 10:00:00 2025] Out of memory: Killed process 4242 (python3) total-vm:1000kB", "crash"),
     ("Out of memory: Kill process 4242 (python3) score 900 or sacrifice child", "crash"),
+    # round 20: UCX's signal handler (in-sample sgl-project/sglang#3906)
+    (
+        "[sglang-0:11280:0:15435] Caught signal 11 (Segmentation fault: address not mapped to object at "
+        "address (nil))",
+        "crash",
+    ),
+    ("[node-1:4242:0:4250] Caught signal 7 (Bus error: nonexistent physical address)", "crash"),
     # round 12, from round 10's misses (in-sample): gloo's monitored barrier, FP8 block shapes
     (
         "[rank6]:[E421 04:13:43.457389636 ProcessGroupGloo.cpp:143] Rank 6 successfully reached "

@@ -594,3 +594,39 @@ def test_an_exception_raised_in_a_triton_compile_stage_is_kernel_compile() -> No
     elsewhere = log.replace("triton/backends/nvidia/compiler.py", "sglang/srt/layers/attention/triton_ops.py")
     match = signatures.classify_text(elsewhere)
     assert match is not None and match.cls == "crash"
+
+
+def test_sglangs_handler_failing_one_request_answers_it_and_the_server_goes_on() -> None:
+    """Round 20 (in-sample sgl-project/sglang#8833): SGLang's OpenAI handler logs 'Error in request: ..' and
+    the traceback, and answers that request with a 500 of its own; the traceback pasted flush left (the
+    issue lost its indentation) is still one traceback."""
+    failed = (
+        "[2025-08-08 16:52:59] Error in request: Expected 2 output messages (reasoning and final), but got 3.\n"
+        "Traceback (most recent call last):\n"
+        'File "/sgl/python/sglang/srt/entrypoints/openai/serving_base.py", line 45, in handle_request\n'
+        "return await self._handle_non_streaming_request(\n"
+        'File "/sgl/python/sglang/srt/entrypoints/openai/serving_chat.py", line 785, in _build_chat_response\n'
+        "raise ValueError(\n"
+        "ValueError: Expected 2 output messages (reasoning and final), but got 3.\n"
+    )
+    scanner = signatures.scan_text(failed)
+    assert scanner.result() is None and scanner.verdict() == "healthy"
+    found = scanner.structure()
+    assert (found.trace_line, found.exception, found.exception_line) == (2, "ValueError", 7)
+    assert len(found.frames) == 2
+    # the same traceback without SGLang's handler line is an uncaught exception: dead once nothing answers
+    alone = failed.split("\n", 1)[1]
+    assert signatures.classify_text(alone) is not None
+    assert signatures.scan_text(alone).verdict() == "crash"
+
+
+def test_a_grammar_backend_skipping_a_clients_constraint_is_serving() -> None:
+    """Round 20 (in-sample sgl-project/sglang#1776): only a client's request carries a json_schema."""
+    line = 'skip invalid json schema: json_schema={"type":"object"}, e=NotImplementedError("format email")\n'
+    assert signatures.scan_text(START + line).verdict() == "healthy"
+
+
+def test_a_missing_generation_config_ending_a_paste_is_still_starting() -> None:
+    """Round 20 (in-sample sgl-project/sglang#26122): SGLang goes on without a generation config."""
+    last = "[2026-05-22 15:58:15] Failed to load generation config for Qwen/Qwen3.5-4B: Q\n"
+    assert signatures.scan_text(START + LOADING + last).verdict() == "starting"
