@@ -4,7 +4,7 @@ Round 3 (issue 36, ``heldout/README.md``), rounds 5 to 8 (``heldout5/`` to ``hel
 rounds 9 and 10 (``heldout9/README.md``, ``heldout10/README.md``): 44 each; round 11 (``heldout11/README.md``): 41;
 round 12 (``heldout12/README.md``): 24; round 14 (``heldout14/README.md``): 42; round 15
 (``heldout15/README.md``): 34; round 17 (``heldout17/README.md``): 40; round 19 (``heldout19/README.md``): 45;
-each labelled and committed before the classifier saw it.
+round 21 (``heldout21/README.md``): 42; each labelled and committed before the classifier saw it.
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
@@ -132,6 +132,13 @@ ROUNDS = (
         45,
         "a7e8ca55cef4435cda25444b6a854e05183dc3aa94bda2e16eb3bb64857c7ef0",
         "560db718fae9f9561ab785989ff6e2079c499aa56099aa30cf39743e2626d017",
+    ),
+    Round(
+        21,
+        HERE / "heldout21",
+        42,
+        "eacb763aa01ee623967c205952275d726a69c15a8c1aa15b855f5f2f26fa651d",
+        "1068edb1917fa434cecc1e706055ab510d5290cc7b6ea83183f0abb5094c1944",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
