@@ -209,6 +209,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "sm_100f' from an NVCC older than 12.9)",
         "a CUDA toolkit that knows the arch (sm_100f/sm_120f: CUDA >= 12.9) in the image, or the AOT kernels",
     ),
+    # --- model_load (round 22, in-sample sgl-project/sglang#28199): a LoRA adapter whose weights SGLang could
+    # not load (sglang 0.5.23 srt/lora/lora_manager.py: f"Failed to load LoRA adapter {name}: {error}"; its
+    # 'because it is already loaded' and 'as a pinned adapter' refusals are a request's, not the weights')
+    sig(
+        "model_load",
+        r"\bFailed to load LoRA adapter \S+: ",
+        ("Failed to load LoRA adapter",),
+        "SGLang's LoRA manager on an adapter it could not load (sglang 0.5.23 srt/lora/lora_manager.py); "
+        "round 22: in-sample sgl-project/sglang#28199 (a missing lora_A weight)",
+        "the adapter does not fit the base model or SGLang's LoRA support: check its target modules and rank",
+    ),
     # --- model_load (round 7): the checkpoint's own exception types, whatever frames are left -------------
     sig(
         "model_load",

@@ -99,6 +99,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "CUDA device assert (torch.AcceleratorError); sgl-project/sglang#21460",
         "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel",
     ),
+    # round 22 (in-sample Tencent/AngelSlim#16, a paste read off a screenshot: 'Indexkernel.cu:93: operator():
+    # block: 10,0,01, thread: [126,0,0] Assertion '-sizes(i] < index ..'): the device assert's own shape,
+    # whatever quotes and brackets survived ('<file>.cu:<line>: <function>: block: [x,y,z], thread: [x,y,z]
+    # Assertion `<condition>` failed.', CUDA's device-side __assert_fail)
+    sig(
+        "device_assert",
+        r"\.cuh?:\d+: [^\n]{0,160}?\bblock: ?[\[(]?\d[\d, ]*[\])]?,? "
+        r"thread: ?[\[(]?\d[\d, ]*[\])]? Assertion\b",
+        ("] Assertion", ") Assertion", " Assertion"),
+        "CUDA's device-side assert message (<file>.cu:<line>: <function>: block: [..], thread: [..] "
+        "Assertion `..` failed.), read by its shape; round 22: in-sample Tencent/AngelSlim#16 (quotes and "
+        "brackets garbled in a paste read off a screenshot)",
+        "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel",
+    ),
     # --- nccl --------------------------------------------------------------------------------------------
     sig(
         "nccl",
@@ -225,6 +239,19 @@ SIGNATURES: tuple[Signature, ...] = (
         "cuda_utils.c failed, the model import was skipped)",
         "install a C compiler and the CUDA headers in the image; check the JIT cache directory is writable",
     ),
+    # round 22 (in-sample sgl-project/sglang#7768: FlashInfer's CUTLASS MoE JIT, 'cutlass_kernel_file_3.
+    # generated.cu(15): error: incomplete type ..'): a C/C++/CUDA compiler's own diagnostic (nvcc's EDG front
+    # end 'file.cu(15): error: ..', gcc/clang 'file.cpp:15:3: error: ..', 'fatal error: x.h: No such file')
+    sig(
+        "kernel_compile",
+        r"\.(?:cuh?|cpp|cc|cxx|c|hpp|h|inl)(?:\(\d+\)|(?::\d+){1,2}): (?:catastrophic |fatal )?error: ",
+        ("): error: ", ": error: ", "): catastrophic error: ", ": fatal error: "),
+        "a compiler's diagnostic on a source file, as nvcc (EDG: 'file.cu(15): error: ..') and gcc/clang "
+        "('file.cpp:15:3: error: ..') print it; round 22: in-sample sgl-project/sglang#7768 (FlashInfer's "
+        "CUTLASS MoE JIT on B200)",
+        "a JIT build of a kernel failed: check the CUDA toolkit and the library version the image pins "
+        "support this arch",
+    ),
     # --- import_error: a broken Python environment ----------------------------------------------------------
     sig(
         "import_error",
@@ -235,6 +262,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "(docs: a ModuleNotFoundError traceback in the main process)",
         "rebuild the image from the pinned lock; never pip-install over it",
         weak=True,
+    ),
+    # round 22 (in-sample sgl-project/sglang#15206): a traceback flattened onto one line by the paste ('..
+    # main ModuleNotFoundError: No module named 'sglang''): the exception is mid-line; SGLang's own 'Ignore
+    # import error when loading ..' warning (srt/models/registry.py) goes on
+    sig(
+        "import_error",
+        r"\bModuleNotFoundError: No module named '",
+        ("ModuleNotFoundError",),
+        "CPython's ModuleNotFoundError wherever a paste put it (a traceback flattened onto one line); round "
+        "22: in-sample sgl-project/sglang#15206; weak like the traceback it stands for (real SGLang 0.5.9 "
+        "logs 'OpenAIServingResponses init failed (ModuleNotFoundError: ..)' at every start, then serves)",
+        "rebuild the image from the pinned lock; never pip-install over it",
+        weak=True,
+        unless=r"(?i:ignore import error|warn|skipp)",
     ),
     sig(
         "import_error",

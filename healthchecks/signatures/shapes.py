@@ -293,6 +293,9 @@ SERVED: tuple[bytes, ...] = (
     # regex came in and was served without it; the warm-up sends neither
     b"skip invalid json schema",
     b"skip invalid regex",
+    # round 22 (in-sample sgl-project/sglang#8557): SGLang's router once every worker passed its health check
+    # (sglang_router_rs src/routers/router.rs 'All workers are healthy'); it serves from then on
+    b"all workers are healthy",
 )
 _CACHED = b"#cached"
 _CACHED_TOKEN = (b"-token: ", b"_token: ")  # ``#cached-token: 12`` (0.2 on), ``#cached_token: 12`` (0.1.x)

@@ -409,6 +409,35 @@ EXAMPLES: list[tuple[str, str]] = [
         "crash",
     ),
     ("[node-1:4242:0:4250] Caught signal 7 (Bus error: nonexistent physical address)", "crash"),
+    # round 22: a device assert read by its shape, quotes and brackets garbled (in-sample Tencent/AngelSlim#16)
+    (
+        "/pytorch/aten/src/Alen/native/cuda/Indexkernel.cu:93: operator(): block: 10,0,01, thread: [126,0,0] "
+        "Assertion '-sizes(i] < index && index < sizes (1] &",
+        "device_assert",
+    ),
+    (
+        "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: operator(): block: [0,0,0], thread: [127,0,0] "
+        'Assertion "index out of bounds" failed.',
+        "device_assert",
+    ),
+    # round 22: a traceback flattened onto one line (in-sample sgl-project/sglang#15206)
+    ("sglang.cli.main import main ModuleNotFoundError: No module named 'sglang'", "import_error"),
+    # round 22: compilers' diagnostics (in-sample sgl-project/sglang#7768), nvcc's EDG front end and gcc's
+    (
+        "/usr/lib/python3.12/site-packages/flashinfer/data/csrc/nv_internal/cutlass_kernel_file_3.generated.cu(15)"
+        ': error: incomplete type "cutlass::gemm::kernel::GemmUniversal<tensorrt_llm::Arch>"',
+        "kernel_compile",
+    ),
+    (
+        "/root/.cache/tvm-ffi/moe/moe_kernel.cpp:12:10: fatal error: cuda_fp8.h: No such file or directory",
+        "kernel_compile",
+    ),
+    # round 22: SGLang's LoRA manager (in-sample sgl-project/sglang#28199)
+    (
+        "RuntimeError: Failed to load LoRA adapter ticket-triage: 'base_model.model.model.language_model.layers.15."
+        "self_attn.v_proj.lora_A.weight'",
+        "model_load",
+    ),
     # round 12, from round 10's misses (in-sample): gloo's monitored barrier, FP8 block shapes
     (
         "[rank6]:[E421 04:13:43.457389636 ProcessGroupGloo.cpp:143] Rank 6 successfully reached "

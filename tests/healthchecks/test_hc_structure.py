@@ -630,3 +630,16 @@ def test_a_missing_generation_config_ending_a_paste_is_still_starting() -> None:
     """Round 20 (in-sample sgl-project/sglang#26122): SGLang goes on without a generation config."""
     last = "[2026-05-22 15:58:15] Failed to load generation config for Qwen/Qwen3.5-4B: Q\n"
     assert signatures.scan_text(START + LOADING + last).verdict() == "starting"
+
+
+def test_a_warning_that_skips_a_missing_module_is_no_import_error_and_the_routers_ready_line_serves() -> None:
+    """Round 22: SGLang's registry goes on past a model module it cannot import (its own warning holds the
+    exception mid-line); the router logs 'All workers are healthy' once every worker passed its health check
+    (in-sample sgl-project/sglang#8557) and serves from then on."""
+    skipped = (
+        "[2026-01-05 10:00:02] Ignore import error when loading sglang.srt.models.mllama4: "
+        "ModuleNotFoundError: No module named 'timm'\n"
+    )
+    assert signatures.scan_text(START + LOADING + skipped + LOADING).verdict() == "starting"
+    router = "2025-07-30 00:09:38  INFO sglang_router_rs::routers::router: src/routers/router.rs:156: All workers are healthy\n"
+    assert signatures.scan_text(router).verdict() == "healthy"
