@@ -4,7 +4,7 @@ Round 3 (issue 36, ``heldout/README.md``), rounds 5 to 8 (``heldout5/`` to ``hel
 rounds 9 and 10 (``heldout9/README.md``, ``heldout10/README.md``): 44 each; round 11 (``heldout11/README.md``): 41;
 round 12 (``heldout12/README.md``): 24; round 14 (``heldout14/README.md``): 42; round 15
 (``heldout15/README.md``): 34; round 17 (``heldout17/README.md``): 40; round 19 (``heldout19/README.md``): 45;
-round 21 (``heldout21/README.md``): 42; each labelled and committed before the classifier saw it.
+round 21 (``heldout21/README.md``): 42; round 23 (``heldout23/README.md``): 37; each labelled and committed before the classifier saw it.
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
@@ -139,6 +139,13 @@ ROUNDS = (
         42,
         "eacb763aa01ee623967c205952275d726a69c15a8c1aa15b855f5f2f26fa651d",
         "1068edb1917fa434cecc1e706055ab510d5290cc7b6ea83183f0abb5094c1944",
+    ),
+    Round(
+        23,
+        HERE / "heldout23",
+        37,
+        "78ac1df90b2c89523a1e5d91a8fa6e01fa5f4342744d036195f600048e771fb6",
+        "f201ca8f1d9c6f58b2872108fe3bb2586b517c3c99de718cacf090eb6f5f491c",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
