@@ -42,7 +42,8 @@ _REQUEST_FAILED = "Exception in ASGI application"
 #: SGLang's OpenAI-compatible handler on a request it failed: it logs the traceback and answers the request
 #: with a 500 of its own (sglang 0.5.23 srt/entrypoints/openai/serving_base.py handle_request:
 #: logger.exception(f"Error in request: {e}") then create_error_response(..., status_code=500)); round 20
-#: (in-sample sgl-project/sglang#8833): the server answered, no access-log line needed
+#: (in-sample sgl-project/sglang#8833). Like uvicorn's line it marks one request's traceback; the server
+#: answering is still shown by an access-log line only (a handler also fails when the scheduler died)
 _HANDLER_FAILED = "Error in request: "
 #: a paste that starts inside an access-log line: ``1.1" 500 Internal Server Error`` (its first line only)
 _CUT_ANSWER = r'^\s*[\d.]*" ([1-5])\d\d [A-Z][a-z]'
@@ -224,12 +225,9 @@ _MODULES = r"(?:\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+, ){8}"
 def _mark_requests(found: Structure, line: str, number: int, first: bool, request: int) -> int:
     """Mark what ``line`` (not in a traceback) says of requests: an answer (and a 5xx one), an exception line
     pasted alone; returns the line of the last "Exception in ASGI application" or SGLang's "Error in request"
-    (``request`` or this one). SGLang's handler answers the request it failed with a 500 of its own: that
-    line is an answer too."""
-    if _REQUEST_FAILED in line:
-        return number
-    if _HANDLER_FAILED in line:
-        found.answered_line = found.failed_line = number
+    (``request`` or this one). Neither is an answer: a handler fails also when the scheduler behind it died
+    (its own 500 proves no server alive), so an access-log line must still show the server answering."""
+    if _REQUEST_FAILED in line or _HANDLER_FAILED in line:
         return number
     if "Error" in line or "Exception" in line:
         raised = _re(_EXCEPTION).match(line.strip())
