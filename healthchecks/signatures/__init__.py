@@ -35,7 +35,8 @@ Public API::
     classify_text(text)          -> Match | None
     classify_file(path)          -> Match | None   (streams the file; decodes as UTF-8 with replacement)
     scan_text / scan_file        -> Scanner        (.result(), .verdict(): class or healthy/starting, .ready,
-                                                    .serves, .host_arch)
+                                                    .serves, .host_arch, .ended_in_error(): a finished
+                                                    paste's closing failure report)
     Scanner                      incremental scanning (feed chunks, persist with to_state/from_state)
     CATALOG_ID, state_is_current whether a saved scan was made by this catalog (else scan from the start)
     class_table()                the Markdown class table of the README and docs/healthcheck.md
