@@ -144,7 +144,9 @@ ROUNDS = (
         23,
         HERE / "heldout23",
         37,
-        "78ac1df90b2c89523a1e5d91a8fa6e01fa5f4342744d036195f600048e771fb6",
+        # re-pinned once: in sgl-project/sglang#112's frames the reporter's path segment named work is elided as
+        # [...] (the corpus README's rule for such segments); labels, classes and the scores unchanged
+        "8c89123ff2c004ada54561c39009243970e151a4ca25ef84d83082a03cc88e6a",
         "f201ca8f1d9c6f58b2872108fe3bb2586b517c3c99de718cacf090eb6f5f491c",
     ),
 )
