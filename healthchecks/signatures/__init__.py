@@ -496,7 +496,7 @@ class Scanner:
         best = self._best  # evidence result() set aside: one failed request, and the server answered on
         if best is not None and best[3].weak and self._request_failed(best):
             return "healthy"
-        ended = self.ended_in_error()
+        ended = self._ended_in_error()  # result() is None here: not read twice
         return ended.cls if ended is not None else "starting"
 
     def ended_in_error(self) -> Match | None:
@@ -505,7 +505,11 @@ class Scanner:
         stop); else None. Only for a log read whole (``classify-log``, :meth:`verdict`): live, a server still
         starting may log an error it goes on from, and the healthcheck never reads this. A run whose HTTP
         server answered requests (an access-log line) is not read so: one failed request is no dead server."""
-        if not self._tail or self.serves or self.stopped or self.result() is not None:
+        return None if self.result() is not None else self._ended_in_error()
+
+    def _ended_in_error(self) -> Match | None:
+        """:meth:`ended_in_error` for a run whose :meth:`result` is known to be None."""
+        if not self._tail or self.serves or self.stopped:
             return None
         found = self.structure()
         if found.end_error <= self.start_line or found.answered_line > self.start_line:

@@ -94,23 +94,16 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- device_assert (after nan: the NaN assert is the root cause of this one) ---------------------------
     sig(
         "device_assert",
-        r"device-side assert(?:ion)? triggered|cudaErrorAssert|Assertion `.*` failed",
-        ("device-side assert", "cudaErrorAssert", "Assertion `"),
-        "CUDA device assert (torch.AcceleratorError); sgl-project/sglang#21460",
-        "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel",
-    ),
-    # round 22 (in-sample Tencent/AngelSlim#16, a paste read off a screenshot: 'Indexkernel.cu:93: operator():
-    # block: 10,0,01, thread: [126,0,0] Assertion '-sizes(i] < index ..'): the device assert's own shape,
-    # whatever quotes and brackets survived ('<file>.cu:<line>: <function>: block: [x,y,z], thread: [x,y,z]
-    # Assertion `<condition>` failed.', CUDA's device-side __assert_fail)
-    sig(
-        "device_assert",
-        r"\.cuh?:\d+: [^\n]{0,160}?\bblock: ?[\[(]?\d[\d, ]*[\])]?,? "
-        r"thread: ?[\[(]?\d[\d, ]*[\])]? Assertion\b",
-        ("] Assertion", ") Assertion", " Assertion"),
-        "CUDA's device-side assert message (<file>.cu:<line>: <function>: block: [..], thread: [..] "
-        "Assertion `..` failed.), read by its shape; round 22: in-sample Tencent/AngelSlim#16 (quotes and "
-        "brackets garbled in a paste read off a screenshot)",
+        r"device-side assert(?:ion)? triggered|cudaErrorAssert|Assertion `.*` failed"
+        # round 22 (in-sample Tencent/AngelSlim#16, a paste read off a screenshot: 'Indexkernel.cu:93:
+        # operator(): block: 10,0,01, thread: [126,0,0] Assertion '-sizes(i] < index ..'): the message's own
+        # shape, whatever quotes and brackets survived (CUDA's device-side __assert_fail: '<file>.cu:<line>:
+        # <function>: block: [x,y,z], thread: [x,y,z] Assertion `<condition>` failed.')
+        r"|\.cuh?:\d+: [^\n]{0,160}?\bblock: ?[\[(]?\d[\d, ]*[\])]?,? thread: ?[\[(]?\d[\d, ]*[\])] "
+        r"Assertion\b",
+        ("device-side assert", "cudaErrorAssert", "Assertion `", "] Assertion", ") Assertion"),
+        "CUDA device assert (torch.AcceleratorError); sgl-project/sglang#21460; its message read by its "
+        "shape (round 22: in-sample Tencent/AngelSlim#16, quotes and brackets garbled)",
         "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel",
     ),
     # --- nccl --------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from healthchecks.signatures import paste
 from healthchecks.signatures.classes import CLASS_PRIORITY
-from healthchecks.signatures.entry import NEVER_ANSWERED, Signature, sig
+from healthchecks.signatures.entry import NEVER_ANSWERED, WARNING, Signature, sig
 
 #: how much of a log's end the structure is read from (a traceback and what killed the process are there)
 TAIL = 64 * 1024
@@ -50,7 +50,11 @@ _CUT_ANSWER = r'^\s*[\d.]*" ([1-5])\d\d [A-Z][a-z]'
 #: an HTTP server's access-log line (uvicorn: '127.0.0.1:51720 - "POST /v1/chat/completions HTTP/1.1" 500')
 _ANSWER = r'"(?:GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) /[^"\s]* HTTP/[\d.]+" (\d)\d\d\b'
 _DIED = r"(?i:exit(?:ed with)? ?code[:=]? ?|exitcode=|signal |killed by |Signals\.)(-?\d+|SIG[A-Z]+)"
-_ERROR_LINE = r"\b(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} "
+#: glog's level prefix (``E1205 10:00:00.123 ..``, also behind a launcher's or inside brackets), for the
+#: level letters ``{}``; absl's pre-init ``E0000 00:00`` is no date
+_GLOG_LEVEL = r"(?:^|[\s:\]|])\[?[{}](?!0000)\d{{4}} \d\d:\d\d"
+#: a logger's error level as pasted: Python logging's, loguru's, glog's E and F
+_ERROR_LINE = r"\b(?:ERROR|CRITICAL|FATAL)\b|" + _GLOG_LEVEL.format("EF")
 _STAMP = r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
 _CAPTURE_BEGIN = r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph begin\b"
 _CAPTURE_END = r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph end\b|ready to roll"
@@ -287,19 +291,20 @@ def _cut_fatal(line: str) -> bool:
     return hit is not None and _HIT.startswith(hit.group(1))
 
 
-#: a line that reports a failure, as a person reads one whatever its wording: a logger's error level, glog's
-#: ``E1205 10:00:00`` / ``F1205 ..`` (not absl's pre-init ``E0000 00:00``), or a failure word
+#: a line that reports a failure, as a person reads one whatever its wording: a logger's error level
+#: (:data:`_ERROR_LINE`), or a failure word
 _END_ERROR = (
-    r"\b(?:ERROR|CRITICAL|FATAL)\b|(?:^|[\s:\]|])\[?[EF](?!0000)\d{4} \d\d:\d\d"
-    r"|(?i:\b(?:errors?|fail(?:ed|ure|s)?|faults?|abort(?:ed|ing)?|panic(?:ked)?|killed|crash(?:ed)?"
-    r"|exceptions?|fatal|timed out|time-?out)\b)"
+    _ERROR_LINE + r"|(?i:\b(?:errors?|fail(?:ed|ure|s)?|faults?|abort(?:ed|ing)?|panic(?:ked)?|killed"
+    r"|crash(?:ed)?|exceptions?|fatal|timed out|time-?out)\b)"
 )
 #: ... unless it only warns, names what the server does instead, counts no failure, or is a piece of a
 #: settings dump (``watchdog_timeout=300, ..``: SGLang's ServerArgs line cut where the paste ends)
 _END_BENIGN = (
-    r"(?:^|[\s:\]|])\[?W\d{4} \d\d:\d\d"  # glog's warning level
-    r"|(?i:\bwarn|skipp|\bretry|retrying|fall(?:s|ing)?[ -]?back|ignor|deprecat|instead"
-    r"|\b(?:no|0|zero|without) (?:errors?|failures?)\b|server_?args"
+    _GLOG_LEVEL.format("W")
+    + "|"
+    + WARNING
+    + r"|(?i:skipp|\bretry|retrying|ignor|deprecat|\b(?:no|0|zero|without) (?:errors?|failures?)\b"
+    r"|server_?args"
     # round 20 (in-sample sgl-project/sglang#26122): a checkpoint without a generation config is normal,
     # SGLang goes on without it (0.5.23 srt/utils/hf_transformers/common.py get_generation_config)
     r"|generation[ _]config)|(?:\b\w+=[^,\n]*, ){2}"
