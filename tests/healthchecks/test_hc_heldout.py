@@ -4,7 +4,8 @@ Round 3 (issue 36, ``heldout/README.md``), rounds 5 to 8 (``heldout5/`` to ``hel
 rounds 9 and 10 (``heldout9/README.md``, ``heldout10/README.md``): 44 each; round 11 (``heldout11/README.md``): 41;
 round 12 (``heldout12/README.md``): 24; round 14 (``heldout14/README.md``): 42; round 15
 (``heldout15/README.md``): 34; round 17 (``heldout17/README.md``): 40; round 19 (``heldout19/README.md``): 45;
-round 21 (``heldout21/README.md``): 42; round 23 (``heldout23/README.md``): 37; each labelled and committed before the classifier saw it.
+round 21 (``heldout21/README.md``): 42; round 23 (``heldout23/README.md``): 37; round 24
+(``heldout24/README.md``): 50; each labelled and committed before the classifier saw it.
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
@@ -148,6 +149,13 @@ ROUNDS = (
         # [...] (the corpus README's rule for such segments); labels, classes and the scores unchanged
         "8c89123ff2c004ada54561c39009243970e151a4ca25ef84d83082a03cc88e6a",
         "f201ca8f1d9c6f58b2872108fe3bb2586b517c3c99de718cacf090eb6f5f491c",
+    ),
+    Round(
+        24,
+        HERE / "heldout24",
+        50,
+        "3e002f124dc4104764878d7a5b7545cc66fedc02518f96cbbe582d689eabb9ee",
+        "ee5bb988a92808a467313d4fa1ddcfa740d6cc0cd6965e0bb25a8d4ecca660b6",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
