@@ -595,6 +595,22 @@ SIGNATURES: tuple[Signature, ...] = (
         _SAVER_FULL,
         unless=RETRIED,
     ),
+    # --- round 25: written from round 24's held-out misses once its score was recorded (in-sample since: it
+    # joined the corpus) ---------------------------------------------------------------------------------
+    # crash (weak): CPython's report of an uncaught exception whose excepthook failed too; the interpreter
+    # then exits with the error (a multiprocessing child prints through traceback instead, a thread through
+    # threading.excepthook: 'Exception in thread' above)
+    sig(
+        "crash",
+        r"^\s*Error in sys\.excepthook:\s*$|^\s*Original exception was:\s*$",
+        ("Error in sys.excepthook", "Original exception was"),
+        "CPython Python/pythonrun.c _PyErr_PrintEx ('Error in sys.excepthook:' then 'Original exception "
+        "was:' before the uncaught exception's traceback); round 25: in-sample sgl-project/sglang#531 (a "
+        "TP2 start on RTX 4090s, the paste cut after them)",
+        "read the traceback after 'Original exception was:': a process of the server died of it",
+        priority=95,
+        weak=True,
+    ),
 )
 
 #: SGLang's own words on a failure it recovered from: it logs a warning that ends 'To silence this warning,

@@ -184,11 +184,15 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- warmup_failed -----------------------------------------------------------------------------------
     sig(
         "warmup_failed",
-        r"Initialization failed\. warmup error|\b[Ww]arm-?up failed; abort",
-        ("Initialization failed", "armup failed", "arm-up failed"),
+        r"Initialization failed\. warmup error|\b[Ww]arm-?up failed; abort"
+        r"|\bDisaggregation warmup failed \(mode=|\bdisaggregation mode warm Up Failed, status code\b",
+        ("Initialization failed", "armup failed", "arm-up failed", "warm Up Failed"),
         "read in sglang 0.5.9/0.5.23 wheels srt/entrypoints/http_server.py (_wait_and_warmup); round 8 "
         "(in-sample, sgl-project/sglang#28493): the diffusion server's multimodal_gen/runtime/entrypoints/"
-        "http_server.py 'Server warmup failed; aborting startup: ..'",
+        "http_server.py 'Server warmup failed; aborting startup: ..'; round 25, beside the PD warm-up's "
+        "success line: a PD server's warm-up answered with an error, its status set UnHealthy on that line "
+        "(0.5.23 _execute_server_warmup 'Disaggregation warmup failed (mode=prefill), status codes: [..]', "
+        "earlier 0.5.x 'Prefill disaggregation mode warm Up Failed, status code: ..')",
         "look above for the scheduler error; SGLANG_WARMUP_TIMEOUT for slow JIT warm-up",
     ),
     # --- generic assertion (after warmup_failed: the warmup itself asserts HTTP 200) ---------------------

@@ -287,6 +287,13 @@ SERVED: tuple[bytes, ...] = (
     b'/update_weights_from_distributed http/1.1" 200',
     b'/release_memory_occupation http/1.1" 200',
     b'/resume_memory_occupation http/1.1" 200',
+    # round 25 (in-sample: round 24's sgl-project/sglang#15881): a PD server's warm-up answered 200, its
+    # status set Up on the same line (sglang 0.5.x srt/entrypoints/http_server.py _execute_server_warmup:
+    # 'End of prefill disaggregation mode warmup with status 200' only when res.status_code == 200, else
+    # 'warm Up Failed'; 0.5.23: 'End of disaggregation warmup' only when no DP rank failed): the ready
+    # line's state, logged before it
+    b"end of prefill disaggregation mode warmup with status 200",
+    b"end of disaggregation warmup",
     # Not serving evidence, though a log may read so (each a corpus miss with its note): a grammar backend
     # skipping a client's constraint ('skip invalid json schema', 'skip invalid regex': logged when the
     # request arrives, before any token is generated; sgl-project/sglang#1776) and the router's 'All workers

@@ -238,6 +238,23 @@ def test_a_request_that_generated_more_than_the_warmup_is_serving(line: str, ver
             "req.bootstrap_room=8804230600348159981 with exception",
             "healthy",
         ),
+        # round 25 (in-sample: round 24's sgl-project/sglang#15881): a PD server's warm-up answered 200 sets
+        # its status Up on that line; a failed one says so in other words
+        (
+            "[2025-12-26 16:40:13] End of prefill disaggregation mode warmup with status 200, resp: "
+            "[{'text': '/*', 'output_ids': [1057]}]",
+            "healthy",
+        ),
+        ("[2026-11-02 09:00:01] End of disaggregation warmup", "healthy"),
+        (
+            "[2025-12-26 16:40:13] Prefill disaggregation mode warm Up Failed, status code: 500",
+            "warmup_failed",
+        ),
+        (
+            "[2026-11-02 09:00:01] Disaggregation warmup failed (mode=prefill), status codes: [500]",
+            "warmup_failed",
+        ),
+        ("[2026-11-02 09:00:01] Start of pd disaggregation warmup ...", "starting"),
         # not decisive: /health answered 200 at once before 0.5.9; the VLM warm-up posts chat completions
         ('[2025-02-19 11:45:37] INFO:     172.17.0.109:43128 - "GET /health HTTP/1.1" 200 OK', "starting"),
         (

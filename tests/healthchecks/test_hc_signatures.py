@@ -438,6 +438,10 @@ EXAMPLES: list[tuple[str, str]] = [
         "self_attn.v_proj.lora_A.weight'",
         "model_load",
     ),
+    # round 25: CPython's report of an uncaught exception whose excepthook failed (in-sample
+    # sgl-project/sglang#531)
+    ("Error in sys.excepthook:", "crash"),
+    ("Original exception was:", "crash"),
     # round 12, from round 10's misses (in-sample): gloo's monitored barrier, FP8 block shapes
     (
         "[rank6]:[E421 04:13:43.457389636 ProcessGroupGloo.cpp:143] Rank 6 successfully reached "
@@ -888,6 +892,8 @@ BENIGN = [
     "[2026-05-01 10:00:00] Request to the model hub timed out after 10s, retrying",
     "[2026-05-01 10:00:00] Set chunked_prefill_size to a smaller value (4096) for this GPU",
     "[2026-05-01 10:00:00] server_args=ServerArgs(disable_cuda_graph=False, cuda_graph_max_bs=16)",
+    # round 25: the excepthook's words where CPython did not print them (a line of prose, a log message)
+    "[2026-05-01 10:00:00] Installed a handler for sys.excepthook; the original exception was logged above",
 ]
 
 
