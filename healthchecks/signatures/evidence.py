@@ -439,31 +439,44 @@ SIGNATURES: tuple[Signature, ...] = (
         priority=93,
         weak=True,
     ),
-    # crash (weak): faulthandler's dump of the thread a fatal signal hit ('Current thread'), also when the
-    # 'Fatal Python error' line above it is not in the excerpt; it ranks before a thread dump's hang
+    # crash (weak): faulthandler's dump of a process a fatal signal hit, the faulting thread ('Current
+    # thread') and the others ('Thread'), also when the 'Fatal Python error' line above it is not in the
+    # excerpt. SGLang only enables faulthandler for fatal signals (sglang 0.5.23 srt/managers/scheduler.py
+    # and data_parallel_controller.py faulthandler.enable(); it never calls dump_traceback_later nor
+    # register): in its logs such a dump is a dying process (round 27, in-sample: round 24's
+    # kvcache-ai/ktransformers#1694, round 26's sgl-project/sglang#23784, both labelled crash; round 14 had
+    # read the second form as a hang)
     sig(
         "crash",
-        r"^\s*Current thread 0x[0-9a-f]+ \(most recent call first\):",
+        r"^\s*(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):",
         ("(most recent call first)",),  # the dump's words: one scan word for both kinds of dump
         "CPython faulthandler's fatal-error handler (Python/faulthandler.c faulthandler_fatal_error: 'Fatal "
-        "Python error: ..' then 'Current thread 0x.. (most recent call first):' for the faulting thread); "
-        "round 14 (in-sample: round 10's sgl-project/sglang#6083, round 12's verl-project/verl#2965, both "
-        "labelled crash)",
+        "Python error: ..' then 'Current thread 0x.. (most recent call first):' for the faulting thread and "
+        "'Thread 0x.. (most recent call first):' for each other one); round 14 (in-sample: round 10's "
+        "sgl-project/sglang#6083, round 12's verl-project/verl#2965, both labelled crash); round 27",
         "a native crash: read the thread the signal hit (its innermost frame), and dmesg",
         priority=92,
         weak=True,
     ),
-    # hang (weak): a thread dump of a live, stuck process (py-spy's dump, faulthandler's on a timer); a fatal
-    # error's dump holds 'Current thread' (above) or 'Fatal Python error', a crash that ranks first
+    # hang (weak): a thread dump of a live, stuck process: py-spy's dump, and faulthandler's on a timer, whose
+    # header says so ('Timeout (0:05:00)!': it ranks before the dump's lines, which read as a fatal signal's)
     sig(
         "hang",
-        r"^\s*Thread \d+ \((?:idle|active)(?:\+gil)?\): \""
-        r"|^\s*Thread 0x[0-9a-f]+ \(most recent call first\):",
-        # keys with the quote or the dump's own words: 'Thread ' alone is in every threading.py frame
-        ("(idle", "(active", "(most recent call first)"),
-        "py-spy's dump ('Thread 90256 (idle): \"Thread-1\"', benfred/py-spy src/dump.rs), CPython's "
-        "faulthandler ('Thread 0x00007fce47ae1480 (most recent call first):' after dump_traceback_later's "
-        "'Timeout (0:05:00)!', Python/traceback.c); round 14 (in-sample, sgl-project/sglang#17941, #3836)",
+        r"^\s*Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!\s*$",
+        ("Timeout (",),
+        "CPython faulthandler.dump_traceback_later's header (Modules/faulthandler.c faulthandler_thread: "
+        "'Timeout (0:05:00)!' before the threads' frames); round 27, from CPython's text",
+        "read where the scheduler waits (a collective, a lock, a graph replay): that is what hangs",
+        priority=91,
+        weak=True,
+    ),
+    sig(
+        "hang",
+        r"^\s*Thread \d+ \((?:idle|active)(?:\+gil)?\): \"",
+        # keys with the quote: 'Thread ' alone is in every threading.py frame
+        ("(idle", "(active"),
+        "py-spy's dump ('Thread 90256 (idle): \"Thread-1\"', benfred/py-spy src/dump.rs); round 14 "
+        "(in-sample, sgl-project/sglang#17941)",
         "read where the scheduler waits (a collective, a lock, a graph replay): that is what hangs",
         weak=True,
     ),
@@ -610,6 +623,37 @@ SIGNATURES: tuple[Signature, ...] = (
         "read the traceback after 'Original exception was:': a process of the server died of it",
         priority=95,
         weak=True,
+    ),
+    # --- round 27: written from round 26's held-out misses once its score was recorded ----------------------
+    # model_load: SGLang could not resolve a model class for the checkpoint's architecture (neither its own
+    # nor a Transformers one, nor the checkpoint's auto_map)
+    sig(
+        "model_load",
+        r"\bCannot find model module\. '[^'\n]*' is not a registered model\b"
+        r"|\bhas no SGlang implementation and the Transformers implementation is not compatible\b",
+        ("Cannot find model module", "has no SGlang implementation"),
+        "sglang 0.5.23 srt/model_loader/utils.py (resolve_transformers_arch: 'Cannot find model module. "
+        "'<arch>' is not a registered model in the Transformers library ..', '<arch> has no SGlang "
+        "implementation and the Transformers implementation is not compatible with SGLang.'); round 27 "
+        "(in-sample: round 26's "
+        "QwenLM/Qwen2.5-Omni#347)",
+        "the checkpoint's architecture is not one this SGLang (or its transformers) knows: use the SGLang "
+        "version that supports the model, or a transformers that registers it",
+    ),
+    # kernel_compile: torch.compile could not compile the model's graph (Dynamo could not trace it, or the
+    # Inductor backend failed to generate its kernels); SGLang compiles at start-up for --enable-torch-compile
+    # and piecewise CUDA graphs
+    sig(
+        "kernel_compile",
+        r"\btorch\._dynamo\.exc\.(?:Unsupported|BackendCompilerFailed)\b"
+        r"|\btorch\._inductor\.exc\.\w*Error\b|\bInductorError: ",
+        ("torch._dynamo.exc.", "torch._inductor.exc.", "InductorError: "),
+        "PyTorch torch/_dynamo/exc.py (Unsupported: a construct Dynamo cannot trace; BackendCompilerFailed: "
+        "the backend raised) and torch/_inductor/exc.py (InductorError); round 27 (in-sample: round 26's "
+        "sgl-project/sglang#19573, 'torch._dynamo.exc.Unsupported: Logger not supported for non-export "
+        "cases' in piecewise CUDA-graph set-up)",
+        "torch.compile failed on this model: start without --enable-torch-compile / piecewise CUDA graphs "
+        "(--disable-piecewise-cuda-graph), or use the torch version SGLang pins",
     ),
 )
 

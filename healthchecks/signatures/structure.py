@@ -100,10 +100,58 @@ class Structure:
     trace_line: int = 0  # the last traceback's first line (its header, else its first frame)
     raised_line: int = 0  # the last exception line outside a traceback (``RuntimeError: ..`` pasted alone)
     end_error: int = 0  # the run's last line, when it reports a failure (:func:`ended_in_error`)
+    cut_assert: int = 0  # an ``assert ..`` source line ending a traceback cut before its exception line
+    cut_assert_in: str = ""  # the function of that assert's frame
 
     def to_dict(self) -> dict[str, object]:
         """The non-empty fields (``bwstack classify-log`` prints them; ``--json`` as ``structure``)."""
         return {k: v for k, v in self.__dict__.items() if v not in ("", 0, 0.0, [])}
+
+
+@dataclass
+class _Trace:
+    """The traceback being read: its frames (file, function), whether the next line is a frame's source
+    line, and its last source line when that is an ``assert`` (line, the frame's function)."""
+
+    open: bool = False
+    frames: list[tuple[str, str]] = field(default_factory=list)
+    source_next: bool = False
+    asserted: tuple[int, str] | None = None
+
+    def begin(self, frames: list[tuple[str, str]] | None = None) -> None:
+        self.open, self.frames, self.source_next, self.asserted = True, frames or [], False, None
+
+    def read(self, found: Structure, line: str, number: int, last: bool) -> bool:
+        """Read ``line`` of the open traceback into ``found``; False when the traceback was cut before it
+        (the line is the log's again). ``last``: the line is the text's last non-blank one."""
+        frame = _re(_FRAME).match(line)
+        if frame:
+            self.frames.append((frame.group(1), frame.group(2)))
+            self.source_next, self.asserted = True, None
+            return True
+        exception = _re(_EXCEPTION).match(line.strip()) or _cut_type(line, self.frames, last)
+        if exception and self.frames:
+            found.exception = exception.group(1) or exception.group(3)
+            found.message = (exception.group(2) or "")[:300]
+            found.module, found.function = self.frames[-1]
+            found.frames = [file for file, _ in self.frames]
+            found.functions = [function for _, function in self.frames]
+            found.exception_line, self.open, self.asserted = number, False, None
+            return True
+        if not line or line[0].isspace() or self.source_next:  # a frame's source line, its carets, a blank
+            if self.source_next and line.lstrip().startswith("assert "):  # line; the source line also when
+                self.asserted = (number, self.frames[-1][1])  # the paste lost its indentation (round 20,
+            self.source_next = False  # in-sample sgl-project/sglang#8833: a traceback pasted flush left)
+            return True
+        self.close(found)
+        return False
+
+    def close(self, found: Structure) -> None:
+        """The traceback ends without its exception line (cut): an ``assert`` it ended at is kept (round 27,
+        in-sample: round 26's sgl-project/sglang#19587, a loader's shape assert)."""
+        self.open = False
+        if self.asserted is not None:
+            found.cut_assert, found.cut_assert_in = self.asserted
 
 
 def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
@@ -117,52 +165,33 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
     pasted = text.split("\n")
     text = paste.normalise(text)
     found = Structure()
-    frames: list[tuple[str, str]] = []
-    in_trace = False
+    trace = _Trace()
     begin: tuple[int, int | None] | None = None
     last_stamp: int | None = None
-    frame_re, exception_re, died_re, error_re = _re(_FRAME), _re(_EXCEPTION), _re(_DIED), _re(_ERROR_LINE)
+    frame_re, died_re, error_re = _re(_FRAME), _re(_DIED), _re(_ERROR_LINE)
     stamp_re, collapse_re = _re(_STAMP), _re(_COLLAPSE)
     collapse = "!" * 64 in text or collapse_re.search(text) is not None
     lines = text.split("\n")
     last = len(text.rstrip().split("\n")) - 1  # the offset of the last non-blank line
     request = 0  # the line of the last "Exception in ASGI application"
-    source_next = False  # the line after a frame is its source line, indented or not
     for offset, line in enumerate(lines):
         number = first_line + offset
         if number <= since:
             continue
         if "Traceback (most recent call last)" in line:
-            in_trace, frames, source_next = True, [], False
+            trace.begin()
             found.trace_line = number
             found.request_line = number if request and 0 < number - request <= 2 else 0
             continue
-        if not in_trace and 'File "' in line and frame_re.match(line):
-            in_trace, frames = True, []
+        if not trace.open and 'File "' in line and frame_re.match(line):
+            trace.begin()
             found.trace_line, found.request_line = number, 0
         elif offset == 0 and (cut := _re(_CUT_FRAME).match(line)):  # a paste that starts inside a frame
-            in_trace, frames = True, [(line.strip().split('"', 1)[0], cut.group(1))]
+            trace.begin([(line.strip().split('"', 1)[0], cut.group(1))])
             found.trace_line, found.request_line = number, 0
             continue
-        if in_trace:
-            frame = frame_re.match(line)
-            if frame:
-                frames.append((frame.group(1), frame.group(2)))
-                source_next = True
-                continue
-            exception = exception_re.match(line.strip()) or _cut_type(line, frames, offset == last)
-            if exception and frames:
-                found.exception = exception.group(1) or exception.group(3)
-                found.message = (exception.group(2) or "")[:300]
-                found.module, found.function = frames[-1]
-                found.frames = [file for file, _ in frames]
-                found.functions = [function for _, function in frames]
-                found.exception_line, in_trace = number, False
-                continue
-            if not line or line[0].isspace() or source_next:  # a frame's source line, its carets, a blank
-                source_next = False  # line; the source line also when the paste lost its indentation (round
-                continue  # 20, in-sample sgl-project/sglang#8833: a traceback pasted flush left)
-            in_trace = False  # the traceback was cut: what follows is the log again
+        if trace.open and trace.read(found, line, number, offset == last):
+            continue
         request = _mark_requests(found, line, number, offset == 0, request)
         stamp = stamp_re.search(line) if "[" in line else None
         if stamp:
@@ -177,6 +206,8 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
             found.collapse_line = number
         if line.count(", ") >= _MODULES_MIN and _re(_MODULES).search(line):
             found.modules_line = number
+    if trace.open:  # the excerpt ends inside the traceback
+        trace.close(found)
     _read_end(found, text, first_line, since, capture=(begin, last_stamp), pasted=pasted)
     return found
 
@@ -396,6 +427,21 @@ def _rule(cls: str, match: tuple[str, str, str], source: str, fix: str, function
 #: the functions that load a checkpoint into a model: SGLang's and vLLM's model classes, layers, loaders
 _LOADER = r"^(?:load_weights|_?load_weights_\w*|weight_loader\w*|load_model|load_state_dict)$"
 
+_LOADER_RULE = _rule(
+    "model_load",
+    (r"(?:^|\.)(?:KeyError|ValueError|AssertionError|IndexError|SafetensorError)$", r"", r""),
+    "a weight the model class does not know, or of another shape, raised inside its loader: every SGLang "
+    "model's load_weights (srt/models/*.py: 'param = params_dict[name]' -> KeyError: 'lm_head.weight', "
+    "sgl-project/sglang#12031), the layers' weight_loader shape asserts (srt/layers/linear.py "
+    "'assert param_data.shape == loaded_weight.shape'), DefaultModelLoader.load_model / load_weights_and_"
+    "postprocess (srt/model_loader/loader.py); vLLM's loaders use the same names",
+    "the checkpoint does not fit the model class: check the architecture, quantization and the "
+    "SGLang version that supports this checkpoint",
+    function=_LOADER,
+)
+#: a loader's check of a weight (a traceback cut at its ``assert``: the rule's reading of it)
+LOADER_CHECK = _LOADER_RULE.signature
+
 RULES: tuple[Rule, ...] = (
     _rule(
         "kernel_compile",
@@ -447,18 +493,7 @@ RULES: tuple[Rule, ...] = (
         "jingyaogong/minimind#741: a .pth file passed as the model path)",
         "check the model path, its config.json and the transformers version the image pins",
     ),
-    _rule(
-        "model_load",
-        (r"(?:^|\.)(?:KeyError|ValueError|AssertionError|IndexError|SafetensorError)$", r"", r""),
-        "a weight the model class does not know, or of another shape, raised inside its loader: every SGLang "
-        "model's load_weights (srt/models/*.py: 'param = params_dict[name]' -> KeyError: 'lm_head.weight', "
-        "sgl-project/sglang#12031), the layers' weight_loader shape asserts (srt/layers/linear.py "
-        "'assert param_data.shape == loaded_weight.shape'), DefaultModelLoader.load_model / load_weights_and_"
-        "postprocess (srt/model_loader/loader.py); vLLM's loaders use the same names",
-        "the checkpoint does not fit the model class: check the architecture, quantization and the "
-        "SGLang version that supports this checkpoint",
-        function=_LOADER,
-    ),
+    _LOADER_RULE,
     _rule(
         "model_load",
         (r"(?:^|\.)RuntimeError$", r"", r"(?i)\b(?:size|shape)s?\b|mismatch"),
@@ -498,6 +533,34 @@ RULES: tuple[Rule, ...] = (
         "in-sample areal-project/AReaL#240)",
         NEVER_ANSWERED,
         function=r"^_?wait_for_server\w*$|^\w*server_ready$|^_?wait_until_(?:server_)?ready$",
+    ),
+    # round 27 (in-sample: round 26's sgl-project/SpecForge#104, 'AssertionError: hidden_state is expected
+    # to be non-nan'): a check for NaN that failed is NaN output, whatever exception the check raised
+    _rule(
+        "nan",
+        (
+            r"(?:^|\.)(?:AssertionError|ValueError|RuntimeError)$",
+            r"",
+            r"(?i)(?<![a-z])(?:non-?)?nan(?![a-z])",
+        ),
+        "a NaN check failing (an assert or a raise whose message names NaN: 'hidden_state is expected to be "
+        "non-nan', 'Input contains NaN'); round 27",
+        "the model produced NaN: check the dtype (fp16 overflow), the quantization scales and the kernels "
+        "the run picked (--enable-nan-detection names the step)",
+    ),
+    # round 27 (in-sample: round 26's sgl-project/sglang#23233): an exception raised inside transformers'
+    # own import (its lazy-module machinery) while a module is being imported: the installed transformers
+    # is broken or mismatched, whatever exception it raised ('ValueError: Backend should be defined in the
+    # BACKENDS_MAPPING')
+    _rule(
+        "import_error",
+        (r"(?:Error|Exception)$", r"/transformers/utils/import_utils\.py$", r""),
+        "transformers' lazy import machinery (transformers/utils/import_utils.py: _LazyModule, "
+        "requires_backends, _get_module's 'Failed to import transformers.models.X because of the following "
+        "error') raising while a module is imported; round 27",
+        "rebuild the image from the pinned lock: transformers and its backends must be the versions SGLang "
+        "pins",
+        function=r"^<module>$",
     ),
     # round 13: a traceback ending in an AssertionError that no line-level signature read (its line cut:
     # 'AssertionErro', in-sample sgl-project/sglang#19503); weak like the bare line's signature
@@ -652,6 +715,11 @@ def explain(found: Structure) -> tuple[Signature, int] | None:
                 )
             ):
                 return rule.signature, found.exception_line
+    if (
+        found.cut_assert > max(found.exception_line, found.trace_line - 1)  # the last traceback's
+        and _re(_LOADER).search(found.cut_assert_in)
+    ):
+        return LOADER_CHECK, found.cut_assert  # the loader rule's reading of a traceback cut at its assert
     if found.capture_open and found.capture_seconds >= CAPTURE_HUNG_S:
         return CAPTURE_HUNG, found.capture_open
     if found.modules_line:

@@ -736,8 +736,30 @@ EXAMPLES: list[tuple[str, str]] = [
     ("[2025-11-05 10:18:51] self.cur_batch.batch_size()=1", "timeout"),
     ('Thread 90256 (idle): "Thread-1"', "hang"),
     ('Thread 499 (active+gil): "MainThread"', "hang"),
-    ("Thread 0x00007fce47ae1480 (most recent call first):", "hang"),
+    # round 27: faulthandler's dump is a fatal signal's (SGLang only enables it for those), unless its timer
+    # made it ('Timeout (0:05:00)!', dump_traceback_later)
+    ("Thread 0x00007fce47ae1480 (most recent call first):", "crash"),
     ("Current thread 0x00007769465bb740 (most recent call first):", "crash"),
+    ("Timeout (0:05:00)!", "hang"),
+    ("Timeout (0:00:30.500000)!", "hang"),
+    # round 27, from round 26's misses (in-sample): SGLang's model-class resolution, torch.compile
+    (
+        "ValueError: Cannot find model module. 'Qwen2_5OmniModel' is not a registered model in the "
+        "Transformers library (only relevant if the model is meant to be in Transformers)",
+        "model_load",
+    ),
+    (
+        "ValueError: FooForCausalLM has no SGlang implementation and the Transformers implementation is not "
+        "compatible with SGLang.",
+        "model_load",
+    ),
+    (
+        "[2026-02-28 15:04:30 TP0] Scheduler hit an exception: torch._dynamo.exc.Unsupported: Logger not "
+        "supported for non-export cases.",
+        "kernel_compile",
+    ),
+    ("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:", "kernel_compile"),
+    ("torch._inductor.exc.InductorError: LoweringException: AssertionError:", "kernel_compile"),
     # round 16, from round 14's misses: sgl_kernel's loader, NVSHMEM's transport, torch_memory_saver's
     # driver calls
     ("3. Standard Python import: common_ops - failed", "import_error"),
@@ -892,6 +914,9 @@ BENIGN = [
     "[2026-05-01 10:00:00] Request to the model hub timed out after 10s, retrying",
     "[2026-05-01 10:00:00] Set chunked_prefill_size to a smaller value (4096) for this GPU",
     "[2026-05-01 10:00:00] server_args=ServerArgs(disable_cuda_graph=False, cuda_graph_max_bs=16)",
+    # round 27: a timeout's words where faulthandler did not print them; torch.compile named, not failing
+    "[2026-05-01 10:00:00] Timeout (30s) reached while waiting for the model download, retrying",
+    "[2026-05-01 10:00:00] torch._dynamo.exc is imported lazily; compile mode: max-autotune",
     # round 25: the excepthook's words where CPython did not print them (a line of prose, a log message)
     "[2026-05-01 10:00:00] Installed a handler for sys.excepthook; the original exception was logged above",
 ]

@@ -444,18 +444,23 @@ def test_a_failure_the_server_falls_back_from_is_no_evidence() -> None:
     assert signatures.scan_text(oom + fell + loading + died).verdict() == "oom"
 
 
-def test_a_thread_dump_is_a_hang_unless_a_fatal_signal_made_it() -> None:
-    """Round 14 (in-sample, sgl-project/sglang#17941 and #3836; round 10's #6083, round 12's
-    verl-project/verl#2965): py-spy's and faulthandler's dumps of a stuck process read hang; faulthandler's
-    'Current thread' (the thread a fatal signal hit) and 'Fatal Python error' read crash; a traceback's
-    threading.py frames are no dump."""
+def test_a_thread_dump_is_a_hang_only_when_a_timer_or_py_spy_made_it() -> None:
+    """Round 14 (in-sample, sgl-project/sglang#17941; round 10's #6083, round 12's verl-project/verl#2965) and
+    round 27 (in-sample: round 24's kvcache-ai/ktransformers#1694, round 26's sgl-project/sglang#23784):
+    py-spy's dump and faulthandler's dump on a timer ('Timeout (..)!') read hang; faulthandler's dump without
+    that header is a fatal signal's (SGLang only enables faulthandler for those): 'Current thread', 'Thread'
+    and 'Fatal Python error' read crash; a traceback's threading.py frames are no dump."""
     dump = (
         "Thread 0x00007fce47ae1480 (most recent call first):\n"
         '  File "/usr/lib/python3.10/threading.py", line 320 in wait\n'
         '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 167 in '
         "resolve_batch_result\n"
     )
-    assert signatures.scan_text(dump).verdict() == "hang"
+    assert signatures.scan_text(dump).verdict() == "crash"
+    assert signatures.scan_text("Timeout (0:05:00)!\n" + dump).verdict() == "hang"
+    assert signatures.scan_text(
+        "Fatal Python error: Aborted\n\n" + "Timeout (0:05:00)!\n" + dump
+    ).verdict() == ("crash")
     current = dump.replace("Thread 0x00007fce47ae1480", "Current thread 0x00007f80908e0640")
     assert signatures.scan_text(dump + current).verdict() == "crash"
     fatal = "Fatal Python error: Segmentation fault\n\n"
@@ -650,3 +655,49 @@ def test_a_warning_that_skips_a_missing_module_is_no_import_error() -> None:
         "ModuleNotFoundError: No module named 'timm'\n"
     )
     assert signatures.scan_text(START + LOADING + skipped + LOADING).verdict() == "starting"
+
+
+def test_round_27_structures_name_nan_a_broken_transformers_and_a_loaders_cut_assert() -> None:
+    """Round 27 (in-sample, from round 26's misses: sgl-project/SpecForge#104, sgl-project/sglang#23233,
+    #19587): a failed check whose message names NaN is nan; an exception raised in transformers' import
+    machinery while a module is imported is import_error; a traceback cut at a loader's ``assert`` reads as
+    the loader rule reads its AssertionError (model_load), and an ``assert`` elsewhere stays an assertion."""
+    nan = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/prepare_hidden_states.py", line 186, in _save_tensor\n'
+        "    assert not torch.any(torch.isnan(hidden_state))\n"
+        "AssertionError: hidden_state is expected to be non-nan\n"
+    )
+    assert signatures.scan_text(nan).verdict() == "nan"
+    named = nan.replace("non-nan", "positive")
+    assert signatures.scan_text(named).verdict() == "assertion"
+    broken = (
+        "Traceback (most recent call last):\n"
+        '  File "/p/sglang/__init__.py", line 29, in <module>\n'
+        "    import transformers\n"
+        '  File "/usr/lib/python3/dist-packages/transformers/__init__.py", line 795, in <module>\n'
+        "    sys.modules[__name__] = _LazyModule(\n"
+        '  File "/usr/lib/python3/dist-packages/transformers/utils/import_utils.py", line 2100, in __init__\n'
+        "    raise ValueError(\n"
+        "ValueError: Backend should be defined in the BACKENDS_MAPPING. Offending backend: tf\n"
+    )
+    assert signatures.scan_text(broken).verdict() == "import_error"
+    # the same machinery on the stack, but the module's import is over: what failed is the caller's
+    called = broken.replace(", in <module>", ", in main")
+    assert signatures.scan_text(called).verdict() == "crash"
+    cut = (
+        "[2026-02-28 11:04:19] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/s/sglang/srt/models/qwen3_5.py", line 1117, in load_weights\n'
+        "    weight_loader(param, loaded_weight)\n"
+        '  File "/s/sglang/srt/layers/linear.py", line 416, in weight_loader\n'
+        "    assert param_data.shape == loaded_weight.shape\n"
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    )
+    scanner = signatures.scan_text(cut)
+    assert scanner.verdict() == "model_load"
+    assert scanner.structure().cut_assert == 5
+    elsewhere = cut.replace("in weight_loader", "in forward")
+    assert signatures.scan_text(elsewhere).verdict() == "assertion"
+    # an assert whose exception line follows is the AssertionError's to read (the loader rule), not a cut one
+    done = cut + "AssertionError\n"
+    assert signatures.scan_text(done).structure().cut_assert == 0
