@@ -5,7 +5,8 @@ rounds 9 and 10 (``heldout9/README.md``, ``heldout10/README.md``): 44 each; roun
 round 12 (``heldout12/README.md``): 24; round 14 (``heldout14/README.md``): 42; round 15
 (``heldout15/README.md``): 34; round 17 (``heldout17/README.md``): 40; round 19 (``heldout19/README.md``): 45;
 round 21 (``heldout21/README.md``): 42; round 23 (``heldout23/README.md``): 37; round 24
-(``heldout24/README.md``): 50; round 26 (``heldout26/README.md``): 52; each labelled and committed before the classifier saw it.
+(``heldout24/README.md``): 50; round 26 (``heldout26/README.md``): 52; round 28
+(``heldout28/README.md``): 35; each labelled and committed before the classifier saw it.
 Their bytes and labels are pinned by sha256 here, wherever the files now live (the round's held-out folder, or the
 corpus once the round is over, where their entries carry ``"held_out": "round N"``), so no label or excerpt can be
 edited after its score was recorded. The score before the round's rule changes is the folder's
@@ -163,6 +164,13 @@ ROUNDS = (
         52,
         "97b6aca7b7de26909346a758643f9ef4363820afa3bf570c302bd970b080d252",
         "7e301db060e5001c77fca5201e2acf20979ef3da65faa5f6748142afabc75e70",
+    ),
+    Round(
+        28,
+        HERE / "heldout28",
+        35,
+        "86ad6625eaf37ed6fa22c38291c7cbc7954f2b864e2bb5f7ccdd4bc681fb79e6",
+        "5b769018a42f3006149be33efa7247b8f75ff442679ead164870a3e11433317d",
     ),
 )
 ROUND_IDS = [f"round{r.number}" for r in ROUNDS]
