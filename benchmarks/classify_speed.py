@@ -8,9 +8,10 @@ Nothing asserts on speed. Run from the repository root:
 
     .venv/bin/python benchmarks/classify_speed.py [--base COMMIT] [--repeat N] [--starts N]
 
-The 100 KB logs are real text from the corpus of real SGLang logs (tests/healthchecks/corpus): a startup log,
-real serving lines repeated and a real crash at the end; and, as the worst case for the prefilter, nothing but
-failures (every corpus log concatenated). ``start-up`` is ``python3 -c "import healthchecks.warmup"`` in a
+The 100 KB logs are real text from the corpus of real SGLang logs (tests/healthchecks/corpus): a startup log
+and real serving lines repeated, with no failure (the structural rules then read the log's end) and with a
+real crash at the end; and, as the worst case for the prefilter, nothing but failures (every corpus log
+concatenated). ``start-up`` is ``python3 -c "import healthchecks.warmup"`` in a
 fresh interpreter (what each light probe pays before its first socket call) next to the ``python3 -c pass``
 floor, runs interleaved.
 """
@@ -78,13 +79,14 @@ def worker(root: str, repeat: int, logs: list[str]) -> int:
         label, _, path = item.partition("=")
         text = Path(path).read_text(encoding="utf-8")
         median, fastest = time_classify(signatures, text, repeat)
-        out[label] = [median, fastest, signatures.classify_text(text).cls, len(signatures.SIGNATURES)]
+        match = signatures.classify_text(text)  # None: no root cause (a healthy log)
+        out[label] = [median, fastest, match.cls if match else "none", len(signatures.SIGNATURES)]
     print(json.dumps(out))
     return 0
 
 
-def serving_log() -> str:
-    """100 KB shaped like a real server log: a real startup, real serving lines repeated, a real crash."""
+def _startup_and_serving(size: int) -> str:
+    """``size`` characters (cut at a line end) of a real startup followed by real serving lines repeated."""
     startup = (CORPUS / "qwq32b_tp4_ready_then_health_checks.log").read_text(encoding="utf-8")
     serving = "".join(
         line + "\n"
@@ -92,11 +94,22 @@ def serving_log() -> str:
         for line in (CORPUS / name).read_text(encoding="utf-8").splitlines()
         if "POST /v1/completions" in line or "Decode batch" in line or "Prefill batch" in line
     )
-    crash = (CORPUS / "sglang5285_capture_cuda_graph_oom.log").read_text(encoding="utf-8")
     body = startup
-    while len(body) + len(crash) < SIZE:
+    while len(body) < size:
         body += serving
-    return (body[: SIZE - len(crash)].rsplit("\n", 1)[0] + "\n" + crash)[:SIZE]
+    return body[:size].rsplit("\n", 1)[0] + "\n"
+
+
+def serving_log() -> str:
+    """100 KB shaped like a real server log: a real startup, real serving lines repeated, a real crash."""
+    crash = (CORPUS / "sglang5285_capture_cuda_graph_oom.log").read_text(encoding="utf-8")
+    return (_startup_and_serving(SIZE - len(crash)) + crash)[:SIZE]
+
+
+def healthy_log() -> str:
+    """100 KB of a healthy server: the same startup and serving lines, no failure (no line-level signature
+    matches, so the structural rules read the log's end: the common case of the live healthcheck)."""
+    return _startup_and_serving(SIZE)
 
 
 def failure_log() -> str:
@@ -129,7 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         return worker(args.worker, args.repeat, args.logs)
     with tempfile.TemporaryDirectory() as tmp:
         base_root = old_healthchecks(args.base, Path(tmp))
-        logs = {"serving log + crash": Path(tmp) / "serving.log", "failures only": Path(tmp) / "failures.log"}
+        logs = {
+            "healthy, serving": Path(tmp) / "healthy.log",
+            "serving log + crash": Path(tmp) / "serving.log",
+            "failures only": Path(tmp) / "failures.log",
+        }
+        logs["healthy, serving"].write_text(healthy_log(), encoding="utf-8")
         logs["serving log + crash"].write_text(serving_log(), encoding="utf-8")
         logs["failures only"].write_text(failure_log(), encoding="utf-8")
         before = measure_in(base_root, logs, args.repeat)

@@ -184,6 +184,7 @@ class Scanner:
         #: the last structure.TAIL characters fed (as pasted), for the structural rules
         self._tail: deque[str] = deque()
         self._tail_size = 0
+        self._tail_normal: str | None = None  # the tail without paste noise, while it is one chunk fed
         self._structure: tuple[int, structure.Structure] | None = None  # (lines_seen, its structure)
 
     @property
@@ -296,6 +297,7 @@ class Scanner:
         pasted = text
         text = paste.normalise(text)
         self._keep_tail(pasted)
+        self._tail_normal = text if len(self._tail) == 1 else None  # normalise() spares the structure a pass
         shown = pasted.split("\n") if text != pasted else None  # a match shows its line as pasted
         try:
             raw = text.encode("utf-8")
@@ -322,6 +324,7 @@ class Scanner:
         last_start = -1  # raw offset of the last start banner's line
         if held:
             lines = raw.split(b"\n")
+            checks = catalog.FOLDED_CHECKS
             offset = offset_line = 0  # line offset_line starts at raw offset ``offset``
             for index, line_folded in enumerate(folded):
                 words = held.get(line_folded)
@@ -334,17 +337,27 @@ class Scanner:
                         {k for i, word in enumerate(catalog.SCAN_BYTES) if word in low for k in word_keys[i]}
                     )
                     keys = [k for k in keys if catalog.KEYS[k] in line]
-                else:
-                    groups = [group for w in words for group in catalog.FOLDED_KEYS[w]]
+                elif len(words) == 1:
                     keys = [
                         k
-                        for spelt, group in groups
+                        for spelt, group in checks[words[0]]
                         if spelt in line
-                        for k in group
-                        if catalog.KEYS[k] in line
+                        for k, key in group
+                        if key in line
                     ]
-                    if len(words) > 1:  # a key two of the words lead to is there once
-                        keys = list(dict.fromkeys(keys))
+                else:  # a key two of the words lead to is there once
+                    keys = list(
+                        dict.fromkeys(
+                            [
+                                k
+                                for w in words
+                                for spelt, group in checks[w]
+                                if spelt in line
+                                for k, key in group
+                                if key in line
+                            ]
+                        )
+                    )
                 if keys:
                     self._consider(line, self.lines_seen + index + 1, keys, shown[index] if shown else None)
                     if not catalog.START_KEYS.isdisjoint(keys):
@@ -374,12 +387,13 @@ class Scanner:
         """Give the structural rules the log's end as the scan read it: ``text`` is the log up to where this
         scanner has read, from a line start (the caller reads it back from the file)."""
         self._tail, self._tail_size, self._structure = deque([text]), len(text), None
+        self._tail_normal = None
 
     def structure(self) -> structure.Structure:
         """The structure of the current run's end (:mod:`structure`): last traceback, died process, errors."""
         if self._structure is None or self._structure[0] != self.lines_seen:
             tail = "".join(self._tail)
-            found = structure.read(tail, self._tail_first(tail), self.start_line)
+            found = structure.read(tail, self._tail_first(tail), self.start_line, normal=self._tail_normal)
             self._structure = (self.lines_seen, found)
         return self._structure[1]
 

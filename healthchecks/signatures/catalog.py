@@ -152,6 +152,11 @@ def _key_groups(word: bytes) -> tuple[tuple[str, tuple[int, ...]], ...]:
 FOLDED_KEYS: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...] = tuple(
     _key_groups(word) for word in SCAN_FOLDED
 )
+#: the same, each key with its text: folded scan word index -> ((spelling, ((key index, key), ..)), ..), what
+#: the scanner checks on a candidate line
+FOLDED_CHECKS: tuple[tuple[tuple[str, tuple[tuple[int, str], ...]], ...], ...] = tuple(
+    tuple((spelt, tuple((k, KEYS[k]) for k in group)) for spelt, group in groups) for groups in FOLDED_KEYS
+)
 #: scan word index -> indexes (in KEYS) of the keys that contain it; built when first needed (text with lone
 #: surrogates: a key then counts where the raw line holds one of its scan words, as it always did)
 _WORD_KEYS: list[tuple[int, ...]] = []

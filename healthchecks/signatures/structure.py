@@ -55,11 +55,16 @@ _DIED = r"(?i:exit(?:ed with)? ?code[:=]? ?|exitcode=|signal |killed by |Signals
 _GLOG_LEVEL = r"(?:^|[\s:\]|])\[?[{}](?!0000)\d{{4}} \d\d:\d\d"
 #: a logger's error level as pasted: Python logging's, loguru's, glog's E and F
 _ERROR_LINE = r"\b(?:ERROR|CRITICAL|FATAL)\b|" + _GLOG_LEVEL.format("EF")
+#: what every line _ERROR_LINE matches holds: one of its words or glog's level shape, each found in the whole
+#: text at once from its first letter (_ERROR_LINE has no literal to search for: run on every line, it would
+#: try every offset)
+_ERROR_HINT = (r"ERROR", r"CRITICAL", r"FATAL", r"E\d{4} \d\d:\d\d", r"F\d{4} \d\d:\d\d")
 _STAMP = r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
 _CAPTURE_BEGIN = r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph begin\b"
 _CAPTURE_END = r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph end\b|ready to roll"
 #: a generation collapsed to one repeated punctuation mark (NaN logits at temperature 0 decode as '!')
-_COLLAPSE = r"([!?.,#*])\1{63,}"
+_COLLAPSE_MARKS, _COLLAPSE_RUN = "!?.,#*", 64
+_COLLAPSE = r"([" + re.escape(_COLLAPSE_MARKS) + r"])\1{" + str(_COLLAPSE_RUN - 1) + ",}"
 
 
 _COMPILED: dict[str, re.Pattern[str]] = {}
@@ -154,25 +159,28 @@ class _Trace:
             found.cut_assert, found.cut_assert_in = self.asserted
 
 
-def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
+def read(text: str, first_line: int = 1, since: int = 0, *, normal: str | None = None) -> Structure:
     """The structure of ``text`` (a log's end as pasted; its first line is line ``first_line`` of the log).
 
-    Frames and exceptions are read without the paste noise (:func:`paste.normalise`); ERROR lines as pasted
-    (a logger's level is noise to the signatures, not to a person). A frame line opens a traceback also
-    without its header (a paste that starts inside one). Lines up to ``since`` (the last start banner: an
-    earlier run's) are passed over, unread (:func:`_after`)."""
-    text, first_line = _after(text, first_line, since)
+    Frames and exceptions are read without the paste noise (:func:`paste.normalise`; ``normal``: ``text``
+    already normalised, when the caller has it); ERROR lines as pasted (a logger's level is noise to the
+    signatures, not to a person). A frame line opens a traceback also without its header (a paste that starts
+    inside one). Lines up to ``since`` (the last start banner: an earlier run's) are passed over, unread
+    (:func:`_after`)."""
+    start = first_line
+    text, first_line = _after(text, start, since)
     pasted = text.split("\n")
-    text = paste.normalise(text)
+    erring = _lines_holding(_ERROR_HINT, text)  # the lines a logger's error level may be on, as pasted
+    text = paste.normalise(text) if normal is None else _after(normal, start, since)[0]
     found = Structure()
     trace = _Trace()
     begin: tuple[int, int | None] | None = None
-    last_stamp: int | None = None
+    stamped: list[int] = []  # the offsets of the lines read outside a traceback that may hold a time stamp
     frame_re, died_re, error_re = _re(_FRAME), _re(_DIED), _re(_ERROR_LINE)
-    stamp_re, collapse_re = _re(_STAMP), _re(_COLLAPSE)
-    collapse = "!" * 64 in text or collapse_re.search(text) is not None
+    stamp_re = _re(_STAMP)
+    collapse = any(mark * _COLLAPSE_RUN in text for mark in _COLLAPSE_MARKS)  # long needles: C speed
     lines = text.split("\n")
-    last = len(text.rstrip().split("\n")) - 1  # the offset of the last non-blank line
+    last = text.rstrip().count("\n")  # the offset of the last non-blank line
     request = 0  # the line of the last "Exception in ASGI application"
     for offset, line in enumerate(lines):
         number = first_line + offset
@@ -192,22 +200,25 @@ def read(text: str, first_line: int = 1, since: int = 0) -> Structure:
             continue
         if trace.open and trace.read(found, line, number, offset == last):
             continue
-        request = _mark_requests(found, line, number, offset == 0, request)
-        stamp = stamp_re.search(line) if "[" in line else None
-        if stamp:
-            last_stamp = _seconds(stamp)
-        begin = _capture(begin, line, number, last_stamp if stamp else None)
+        if offset == 0 or "HTTP/" in line or "Error" in line or "Exception" in line:  # what it reads
+            request = _mark_requests(found, line, number, offset == 0, request)
+        if "[" in line:
+            stamped.append(offset)
+        if "raph " in line or (begin and "ready to roll" in line):  # what _capture reads
+            begin = _capture(begin, line, number, stamp_re)
         if ("xit" in line or "ignal" in line or "killed" in line) and (died := died_re.search(line)):
             found.died, found.exit, found.died_line = line.strip()[:300], died.group(1), number
         shown = pasted[offset] if offset < len(pasted) else line
-        if error_re.search(shown):
+        if offset in erring and error_re.search(shown):
             found.errors = [*found.errors[-2:], (number, shown.strip()[:300])]
-        if collapse and not found.collapse_line and collapse_re.search(line):
-            found.collapse_line = number
-        if line.count(", ") >= _MODULES_MIN and _re(_MODULES).search(line):
-            found.modules_line = number
+        _mark_output(found, line, number, collapse)
     if trace.open:  # the excerpt ends inside the traceback
         trace.close(found)
+    last_stamp = None  # the log's clock at its end: the last time stamp on a line read outside a traceback
+    for at in reversed(stamped):
+        if stamp := stamp_re.search(lines[at]):
+            last_stamp = _seconds(stamp)
+            break
     _read_end(found, text, first_line, since, capture=(begin, last_stamp), pasted=pasted)
     return found
 
@@ -278,6 +289,15 @@ def _mark_requests(found: Structure, line: str, number: int, first: bool, reques
     return request
 
 
+def _mark_output(found: Structure, line: str, number: int, collapse: bool) -> None:
+    """Mark a collapsed output on ``line`` (the text holds one: ``collapse``) and a piece of CPython's fatal
+    dump of extension modules (every item a dotted name and ', ': cheap counts first)."""
+    if collapse and not found.collapse_line and _re(_COLLAPSE).search(line):
+        found.collapse_line = number
+    if line.count(", ") >= _MODULES_MIN and line.count(".") >= _MODULES_MIN and _re(_MODULES).search(line):
+        found.modules_line = number
+
+
 def request_failed(found: Structure) -> bool:
     """Whether the run's traceback evidence was one request's and the server went on (round 13, in-sample:
     sgl-project/sglang#3552, sgl-project/sglang-omni#214): the last traceback follows uvicorn's "Exception
@@ -305,10 +325,24 @@ def _cut_type(line: str, frames: list[tuple[str, str]], is_last: bool) -> re.Mat
     return None
 
 
+def _lines_holding(patterns: tuple[str, ...], text: str) -> set[int]:
+    """The offsets (0-based) of ``text``'s lines where one of ``patterns`` is found: a search of the whole
+    text each, at C speed (each starts with a literal or a letter class)."""
+    found: set[int] = set()
+    for pattern in patterns:
+        line, at = 0, 0
+        for hit in _re(pattern).finditer(text):
+            line += text.count("\n", at, hit.start())
+            at = hit.start()
+            found.add(line)
+    return found
+
+
 def _last_line(text: str) -> tuple[int, str] | None:
     """The offset and stripped text of ``text``'s last non-blank line, else None."""
-    lines = text.rstrip().split("\n")
-    return (len(lines) - 1, lines[-1].strip()) if lines[-1].strip() else None
+    text = text.rstrip()
+    line = text.rsplit("\n", 1)[-1].strip()
+    return (text.count("\n"), line) if line else None
 
 
 def _cut_fatal(line: str) -> bool:
@@ -350,7 +384,9 @@ def _end_error(text: str, pasted: list[str], end: int, first_line: int, since: i
     """The line of a failure report the run ends in (its last non-blank line, or the head of the message
     its indented last lines continue), else 0. The level is read as pasted (glog's ``E1205`` is paste noise
     to the signatures, not to a person)."""
-    lines = text.rstrip().split("\n")
+    near = text.rstrip().rsplit("\n", _CONTINUED_MAX + 1)  # the last lines (and what is above them, joined)
+    near = near if len(near) <= _CONTINUED_MAX + 1 else near[1:]
+    lines = {end - back: line for back, line in enumerate(reversed(near))}  # offset -> line
     at = [end]
     head = end
     while lines[head][:1].isspace() and head > 0 and end - head < _CONTINUED_MAX:
@@ -375,13 +411,14 @@ def _after(text: str, first_line: int, since: int) -> tuple[str, int]:
 
 
 def _capture(
-    begin: tuple[int, int | None] | None, line: str, number: int, stamp: int | None
+    begin: tuple[int, int | None] | None, line: str, number: int, stamp_re: re.Pattern[str]
 ) -> tuple[int, int | None] | None:
-    """The open capture after ``line``: (its line, its stamp), a new one when it begins one, None once it
-    ended or the server became ready."""
+    """The open capture after ``line``: (its line, its time stamp), a new one when it begins one, None once
+    it ended or the server became ready."""
     if "raph " in line:
         if _re(_CAPTURE_BEGIN).search(line):
-            return (number, stamp)
+            stamp = stamp_re.search(line) if "[" in line else None
+            return (number, _seconds(stamp) if stamp else None)
         if begin and _re(_CAPTURE_END).search(line):
             return None
     elif begin and "ready to roll" in line:

@@ -8,12 +8,15 @@ torch.distributed's store; each through the real scanner.
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
-from healthchecks.signatures import catalog, structure
+from healthchecks.signatures import catalog, paste, structure
 
 from healthchecks import signatures
 
+HERE = Path(__file__).resolve().parent
 START = "[2026-12-01 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', tp_size=1)\n"
 DECODE = (
     "[2026-12-01 10:05:{s:02d} TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: "
@@ -701,3 +704,20 @@ def test_round_27_structures_name_nan_a_broken_transformers_and_a_loaders_cut_as
     # an assert whose exception line follows is the AssertionError's to read (the loader rule), not a cut one
     done = cut + "AssertionError\n"
     assert signatures.scan_text(done).structure().cut_assert == 0
+
+
+def test_the_structures_shortcuts_read_every_real_log_as_the_plain_patterns_do() -> None:
+    """The whole-text prefilters of :func:`structure.read` (a logger's error level found by its words and
+    glog's shape, a collapse by its run of marks) skip no line the per-line patterns would match, and a text
+    given already normalised reads as the same text normalised by read itself, on every real log here."""
+    error_line, collapse = re.compile(structure._ERROR_LINE), re.compile(structure._COLLAPSE)
+    logs = sorted(HERE.glob("*/*.log"))
+    assert len(logs) > 900
+    for path in logs:
+        text = path.read_text(encoding="utf-8")
+        errors = {at for at, line in enumerate(text.split("\n")) if error_line.search(line)}
+        assert errors <= structure._lines_holding(structure._ERROR_HINT, text), path.name
+        runs = any(mark * structure._COLLAPSE_RUN in text for mark in structure._COLLAPSE_MARKS)
+        assert runs == (collapse.search(text) is not None), path.name
+        assert structure.read(text, normal=paste.normalise(text)) == structure.read(text), path.name
+    assert structure._lines_holding(structure._ERROR_HINT, "a\nb ERROR c\nE0101 10:00:00.1 x\n") == {1, 2}
