@@ -21,8 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import bwstack
-import healthchecks
+from bwstack import errors
 from bwstack.errors import AbandonedWork, ExternalError, UserError
 from healthchecks import imagelayout
 
@@ -79,10 +78,12 @@ def helper_image(preferred: str | None) -> str:
 
 def source_mounts() -> list[str]:
     """``docker run`` options mounting bwstack's two packages read-only at :data:`SOURCE_MOUNT` (beside the
-    image's own packages; ``PYTHONPATH`` names it)."""
+    image's own packages; ``PYTHONPATH`` names it). Each package is found by a module of its own: a folder
+    of the same name without ``__init__.py`` ahead on ``sys.path`` (``tests/healthchecks`` once ``tests/``
+    is on it, as in benchmarks/) makes the package name a namespace with no ``__file__``."""
     mounts: list[str] = []
-    for package in (bwstack, healthchecks):
-        folder = Path(str(package.__file__)).resolve().parent
+    for module in (errors, imagelayout):
+        folder = Path(str(module.__file__)).resolve().parent
         mounts += ["-v", f"{folder}:{SOURCE_MOUNT}/{folder.name}:ro"]
     return mounts
 
