@@ -337,27 +337,17 @@ class Scanner:
                         {k for i, word in enumerate(catalog.SCAN_BYTES) if word in low for k in word_keys[i]}
                     )
                     keys = [k for k in keys if catalog.KEYS[k] in line]
-                elif len(words) == 1:
+                else:
                     keys = [
                         k
-                        for spelt, group in checks[words[0]]
+                        for w in words
+                        for spelt, group in checks[w]
                         if spelt in line
                         for k, key in group
                         if key in line
                     ]
-                else:  # a key two of the words lead to is there once
-                    keys = list(
-                        dict.fromkeys(
-                            [
-                                k
-                                for w in words
-                                for spelt, group in checks[w]
-                                if spelt in line
-                                for k, key in group
-                                if key in line
-                            ]
-                        )
-                    )
+                    if len(words) > 1:  # a key two of the words lead to is there once
+                        keys = list(dict.fromkeys(keys))
                 if keys:
                     self._consider(line, self.lines_seen + index + 1, keys, shown[index] if shown else None)
                     if not catalog.START_KEYS.isdisjoint(keys):

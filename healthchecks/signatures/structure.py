@@ -52,13 +52,15 @@ _ANSWER = r'"(?:GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) /[^"\s]* HTTP/[\d.]+" (\
 _DIED = r"(?i:exit(?:ed with)? ?code[:=]? ?|exitcode=|signal |killed by |Signals\.)(-?\d+|SIG[A-Z]+)"
 #: glog's level prefix (``E1205 10:00:00.123 ..``, also behind a launcher's or inside brackets), for the
 #: level letters ``{}``; absl's pre-init ``E0000 00:00`` is no date
-_GLOG_LEVEL = r"(?:^|[\s:\]|])\[?[{}](?!0000)\d{{4}} \d\d:\d\d"
+_GLOG_STAMP = r"\d{4} \d\d:\d\d"  # glog's date and time after its level letter
+_GLOG_LEVEL = r"(?:^|[\s:\]|])\[?[{}](?!0000)" + _GLOG_STAMP.replace("{", "{{").replace("}", "}}")
+_ERROR_WORDS = ("ERROR", "CRITICAL", "FATAL")
 #: a logger's error level as pasted: Python logging's, loguru's, glog's E and F
-_ERROR_LINE = r"\b(?:ERROR|CRITICAL|FATAL)\b|" + _GLOG_LEVEL.format("EF")
+_ERROR_LINE = r"\b(?:" + "|".join(_ERROR_WORDS) + r")\b|" + _GLOG_LEVEL.format("EF")
 #: what every line _ERROR_LINE matches holds: one of its words or glog's level shape, each found in the whole
 #: text at once from its first letter (_ERROR_LINE has no literal to search for: run on every line, it would
 #: try every offset)
-_ERROR_HINT = (r"ERROR", r"CRITICAL", r"FATAL", r"E\d{4} \d\d:\d\d", r"F\d{4} \d\d:\d\d")
+_ERROR_HINT = (*_ERROR_WORDS, *(level + _GLOG_STAMP for level in "EF"))
 _STAMP = r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
 _CAPTURE_BEGIN = r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph begin\b"
 _CAPTURE_END = r"\bCapture (?:[\w ]+ )?(?:cuda|CUDA) graph end\b|ready to roll"
